@@ -1,0 +1,37 @@
+"""The unit every reader produces and every probe consumes."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Sentence:
+    """One sentence of a corpus.
+
+    words: the units given to the tokenizer (syntactic words for CoNLL-U), in order.
+    ann:   annotations keyed by name; per-word lists are aligned with `words`
+           (e.g. ann["head"][i] is the 1-based head of word i+1, 0 = root).
+    source, line: file and 1-based line where the sentence starts, for error messages.
+    """
+
+    words: list[str]
+    ann: dict[str, Any] = field(default_factory=dict)
+    sent_id: str | None = None
+    source: str = ""
+    line: int = 0
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+
+@dataclass
+class Corpus:
+    """Sentences read from one or more files, plus the counts of what a reader set aside."""
+
+    sentences: list[Sentence]
+    files: list[str]
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + n

@@ -1,0 +1,20 @@
+"""User-facing errors: one line, naming the file and line, exit code 2 in the CLI."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class InputError(Exception):
+    """Bad input from the user (corpus, model, option). The CLI prints it on one line, exit 2."""
+
+    def __init__(self, problem: str, path: str | Path | None = None, line: int | None = None):
+        self.problem = problem
+        self.path = None if path is None else str(path)
+        self.line = line
+        super().__init__(self.format())
+
+    def format(self) -> str:
+        if self.path is None:
+            return self.problem
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.problem}"
