@@ -1,0 +1,23 @@
+"""probes: parameter-free probing of transformer attention heads.
+
+    import probes
+    results = probes.run(["dep"], model="bert-base-cased", corpus="en_ewt-ud-test.conllu")
+    results["dep"].best("nsubj"); results["dep"].to_frame(); results["dep"].save("results/")
+"""
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("attention-probes")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0+unknown"
+
+from probes.errors import InputError
+from probes.model import Encoder, load_encoder
+from probes.probe import LabelSums, Option, Probe
+from probes.registry import available, get_probe, load_code, register
+from probes.results import BestHead, LabelScores, ProbeResult, RunInfo, load_result
+from probes.runner import run
+
+__all__ = ["__version__", "InputError", "Encoder", "load_encoder", "Option", "Probe", "LabelSums", "register",
+           "available", "get_probe", "load_code", "BestHead", "LabelScores", "ProbeResult", "RunInfo",
+           "load_result", "run"]

@@ -1,0 +1,137 @@
+"""Tokenising pre-split words, word↔subword alignment, and length-sorted batches.
+
+Column layout of word-level maps (W = longest sentence of the batch, in words):
+    column 0        the start special token ([CLS], <s>): the dependency root
+    columns 1..n    the sentence's words, so CoNLL-U IDs index columns directly
+    column W+1      the end special token(s) ([SEP], </s>): kept, never a target
+Columns n+1..W of a shorter sentence are padding (all zero).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import torch
+
+from probes.corpus.sentence import Sentence
+from probes.pooling import pool_attention, pool_vectors, pooling_matrices
+
+PAD_COLUMN = -1
+END_COLUMN = -2  # placeholder for end specials until the batch width is known
+
+
+@dataclass
+class Encoded:
+    """One tokenised sentence."""
+
+    index: int  # position in the corpus
+    input_ids: list[int]
+    columns: np.ndarray  # [T] word column of each subword (0 start special, 1..n words, END_COLUMN end specials)
+
+
+def encode(tokenizer, sentences: list[Sentence], max_length: int) -> tuple[list[Encoded], dict[str, int]]:
+    """Tokenise every sentence; return those that fit and the counts of those skipped, by reason."""
+    skipped: dict[str, int] = {}
+    if not sentences:
+        return [], skipped
+    enc = tokenizer([s.words for s in sentences], is_split_into_words=True, add_special_tokens=True,
+                    truncation=False, return_attention_mask=False, return_token_type_ids=False)
+    kept = []
+    for i, sentence in enumerate(sentences):
+        ids = enc["input_ids"][i]
+        if len(ids) > max_length:
+            skipped["too_long"] = skipped.get("too_long", 0) + 1
+            continue
+        word_ids = np.array([-1 if w is None else w for w in enc.word_ids(i)])
+        if np.bincount(word_ids[word_ids >= 0], minlength=len(sentence.words)).min(initial=1) == 0:
+            skipped["word_without_subwords"] = skipped.get("word_without_subwords", 0) + 1
+            continue
+        kept.append(Encoded(index=i, input_ids=ids, columns=_columns(word_ids)))
+    return kept, skipped
+
+
+def _columns(word_ids: np.ndarray) -> np.ndarray:
+    """Word column per subword: words → 1..n, specials before the first word → 0, after → END_COLUMN."""
+    cols = word_ids + 1
+    special = word_ids < 0
+    first_word = np.argmax(~special) if (~special).any() else len(word_ids)
+    before = special & (np.arange(len(word_ids)) < first_word)
+    cols[special] = END_COLUMN
+    cols[before] = 0
+    return cols
+
+
+def length_sorted_batches(encoded: list[Encoded], batch_size: int) -> list[list[Encoded]]:
+    """Sort by subword length (ties by corpus order) and cut into batches."""
+    ordered = sorted(encoded, key=lambda e: (len(e.input_ids), e.index))
+    return [ordered[i:i + batch_size] for i in range(0, len(ordered), batch_size)]
+
+
+class Batch:
+    """One forward pass's worth of sentences, with token- and word-level views for the probes.
+
+    Token level:  input_ids, attention_mask [B,T]; columns [B,T] (PAD_COLUMN on padding);
+                  attentions L × [B,H,T,T]; context L × [B,H,T,d] (only when a probe asked).
+    Word level:   word_attention [B,L,H,C,C] and word_vectors [B,L,H,C,d], C = W + 2 columns.
+    """
+
+    def __init__(self, sentences: list[Sentence], items: list[Encoded], tokenizer, pool: str):
+        self.sentences = sentences
+        self.indices = [e.index for e in items]
+        padded = tokenizer.pad({"input_ids": [e.input_ids for e in items]}, padding=True, return_tensors="pt",
+                               return_attention_mask=True)
+        self.input_ids: torch.Tensor = padded["input_ids"]  # [B,T]
+        self.attention_mask: torch.Tensor = padded["attention_mask"]  # [B,T]
+        self.n_words = torch.tensor([len(s.words) for s in sentences])  # [B]
+        self.width = int(self.n_words.max()) + 2  # C
+        columns = torch.full(self.input_ids.shape, PAD_COLUMN, dtype=torch.long)
+        for row, e in enumerate(items):
+            columns[row, :len(e.columns)] = torch.from_numpy(e.columns)
+        self.columns = columns.masked_fill(columns == END_COLUMN, self.width - 1)  # [B,T]
+        self.pool = pool
+        self.attentions: tuple[torch.Tensor, ...] = ()
+        self.context: tuple[torch.Tensor, ...] | None = None
+
+    @property
+    def end_column(self) -> int:
+        return self.width - 1
+
+    @cached_property
+    def word_columns(self) -> torch.Tensor:
+        """[B,C] True for the columns of real words (1..n)."""
+        c = torch.arange(self.width)
+        return (c[None, :] >= 1) & (c[None, :] <= self.n_words[:, None])
+
+    @cached_property
+    def target_columns(self) -> torch.Tensor:
+        """[B,C] columns a head's prediction may point to: the root column 0 and the words."""
+        mask = self.word_columns.clone()
+        mask[:, 0] = True
+        return mask
+
+    @cached_property
+    def _pooling(self) -> tuple[torch.Tensor, torch.Tensor]:
+        device = self.attentions[0].device if self.attentions else torch.device("cpu")
+        return pooling_matrices(self.columns.to(device), self.width, self.pool)
+
+    @cached_property
+    def word_attention(self) -> torch.Tensor:
+        """[B,L,H,C,C] word-level attention (rows: from, columns: to)."""
+        query, key = self._pooling
+        return pool_attention(self.attentions, query, key)
+
+    @cached_property
+    def word_vectors(self) -> torch.Tensor:
+        """[B,L,H,C,d] word-level per-head context vectors (mean of the word's subwords by default)."""
+        if self.context is None:
+            raise RuntimeError("context vectors were not captured for this batch")
+        query, _ = self._pooling
+        return pool_vectors(self.context, query)
+
+    @cached_property
+    def predictions(self) -> torch.Tensor:
+        """[B,L,H,C] each head's most-attended column from each row, over the root column and words."""
+        scores = self.word_attention.masked_fill(~self.target_columns.to(self.word_attention.device)[:, None, None, None, :],
+                                                 float("-inf"))
+        return scores.argmax(dim=-1)

@@ -1,0 +1,461 @@
+"""FrameNet 1.7 full-text reader (``fulltext/*.xml`` + ``frame/*.xml``).
+
+    corpus = read_framenet("corpora/framenet-1.7", documents=STANDARD_TEST_DOCUMENTS,
+                           allow_missing=True)
+
+One Sentence per fulltext ``<sentence>``:
+
+- ``words``: the sentence text split into PTB-style words by :func:`tokenize` (whitespace,
+  then punctuation and clitics such as ``n't 's 're`` split off). Spans are mapped to words
+  through character offsets only, never by searching for strings.
+- ``ann["text"]``: the sentence text exactly as in the XML; ``ann["offsets"]``: one
+  ``(start, end_exclusive)`` character span per word.
+- ``ann["frames"]``: one dict per annotation set that names a frame (``frameName``) and has a
+  Target layer with at least one label::
+
+      {"frame": "Giving", "lu": "contribution.n", "target": [1],
+       "fes": [{"name": "Donor", "core": True, "coreType": "Core", "words": [0]}, ...]}
+
+  ``target`` and FE ``words`` are sorted 0-based word indices: every word overlapping the
+  label's character span ``[start, end]`` (end inclusive, as in FrameNet). All Target labels
+  of the set are united (discontinuous targets such as phrasal verbs). FEs come from the
+  rank-1 FE layer; the labels of one FE name in one set (a discontinuous FE, e.g. "I 'd ...
+  finished high school") are united into one entry, in order of first appearance. ``core`` is
+  true for coreType "Core" and "Core-Unexpressed", read from ``frame/<frame>.xml``.
+- ``sent_id`` = ``"<document>#<sentence ID>"``; ``source`` = the XML path; ``line`` = line of
+  the ``<sentence>`` element.
+
+Counted in ``corpus.skipped`` (never silently dropped):
+
+- ``null_instantiation``: FE labels without offsets with itype CNI, DNI or INI;
+- ``incorporated_fe``: FE labels with itype INC (the FE is incorporated in the target word, so
+  it has no span of its own);
+- ``frame_without_target``: frame annotation sets whose Target layer has no label;
+- ``missing_document``: with ``allow_missing=True``, requested documents that are not there.
+
+Errors are :class:`InputError` naming the file and line: malformed XML, offsets outside the
+sentence text (the label's line), a frame with no ``frame/<name>.xml`` (the annotation set's
+line in the fulltext file, and the missing path), unknown document names.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from bisect import bisect_right
+from pathlib import Path
+from xml.parsers import expat
+
+from probes.corpus.sentence import Corpus, Sentence
+from probes.corpus.textio import read_text_lines
+from probes.errors import InputError
+
+__all__ = [
+    "STANDARD_TEST_DOCUMENTS",
+    "STANDARD_DEV_DOCUMENTS",
+    "read_framenet",
+    "read_document_list",
+    "tokenize",
+]
+
+# The standard FrameNet 1.5/1.7 full-text test and dev documents (Das et al. 2014 split, as
+# used by open-sesame, Swayamdipta et al. 2017, and most later frame-semantic parsers).
+# Source: swabhs/open-sesame, sesame/globalconfig.py (TEST_FILES, DEV_FILES), commit 0dc612b9,
+# with the ".xml" suffix removed. Note: the copy in ../shared/corpora/framenet-1.7 lacks
+# ANC__WhereToHongKong; pass allow_missing=True to read the other 22 test documents there.
+STANDARD_TEST_DOCUMENTS: tuple[str, ...] = (
+    "ANC__110CYL067",
+    "ANC__110CYL069",
+    "ANC__112C-L013",
+    "ANC__IntroHongKong",
+    "ANC__StephanopoulosCrimes",
+    "ANC__WhereToHongKong",
+    "KBEval__atm",
+    "KBEval__Brandeis",
+    "KBEval__cycorp",
+    "KBEval__parc",
+    "KBEval__Stanford",
+    "KBEval__utd-icsi",
+    "LUCorpus-v0.3__20000410_nyt-NEW",
+    "LUCorpus-v0.3__AFGP-2002-602187-Trans",
+    "LUCorpus-v0.3__enron-thread-159550",
+    "LUCorpus-v0.3__IZ-060316-01-Trans-1",
+    "LUCorpus-v0.3__SNO-525",
+    "LUCorpus-v0.3__sw2025-ms98-a-trans.ascii-1-NEW",
+    "Miscellaneous__Hound-Ch14",
+    "Miscellaneous__SadatAssassination",
+    "NTI__NorthKorea_Introduction",
+    "NTI__Syria_NuclearOverview",
+    "PropBank__AetnaLifeAndCasualty",
+)
+STANDARD_DEV_DOCUMENTS: tuple[str, ...] = (
+    "ANC__110CYL072",
+    "KBEval__MIT",
+    "LUCorpus-v0.3__20000415_apw_eng-NEW",
+    "LUCorpus-v0.3__ENRON-pearson-email-25jul02",
+    "Miscellaneous__Hijack",
+    "NTI__NorthKorea_NuclearOverview",
+    "NTI__WMDNews_062606",
+    "PropBank__TicketSplitting",
+)
+
+CORE_TYPES = frozenset({"Core", "Core-Unexpressed"})
+_NULL_ITYPES = frozenset({"CNI", "DNI", "INI"})
+
+
+# --------------------------------------------------------------------------- tokenizer
+
+_CHUNK = re.compile(r"\S+")
+# A whole chunk that is a clitic by itself (pre-tokenized text: "I 'd", "are n't", "don 't").
+_CLITIC_WORD = re.compile(r"(?i)(?:n['’]t|['’](?:s|re|ve|ll|d|m|t))")
+# A clitic at the end of a word: "don't" -> "do n't", "John's" -> "John 's".
+_CLITIC_END = re.compile(r"(?i)(?<=[^\W\d_])(?:n['’]t|['’](?:s|re|ve|ll|d|m))$")
+_LEAD = re.compile(r"``|''|--+|\.\.\.+|[…—–]|[\"“‘«(\[{<¿¡$#?!]|['’](?!\d)")
+_TRAIL = re.compile(r"(?:''|--+|\.\.\.+|[…—–]|[\"”’»)\]}>,;:!?%]|')$")
+_INTERNAL = re.compile(r"--+|\.\.\.+|[…—]")
+# Words whose final period belongs to them (PTB keeps "Mr." and "U.S." whole).
+_ABBREV_SHAPE = re.compile(r"(?:[^\W\d_]\.){2,}|[A-HJ-Z]\.")
+_ABBREVIATIONS = frozenset(
+    w.lower() + "."
+    for w in (
+        "Mr Mrs Ms Dr Prof Sr Jr St Mt Ft Gen Col Lt Sgt Capt Sen Rep Gov Pres Rev Hon "
+        "Inc Corp Co Ltd Bros vs etc al approx dept est fig no nos vol Jan Feb Mar Apr Jun "
+        "Jul Aug Sep Sept Oct Nov Dec Ave Blvd"
+    ).split()
+)
+
+
+def _is_abbreviation(word: str) -> bool:
+    return word.lower() in _ABBREVIATIONS or _ABBREV_SHAPE.fullmatch(word) is not None
+
+
+def _split_chunk(text: str, a: int, b: int, out: list[tuple[int, int]]) -> None:
+    """Append the (start, end) spans of the words of text[a:b] (no whitespace inside)."""
+    if _CLITIC_WORD.fullmatch(text, a, b):
+        out.append((a, b))
+        return
+    while a < b:  # leading punctuation
+        m = _LEAD.match(text, a, b)
+        if m is None or m.end() == b and _CLITIC_WORD.fullmatch(text, a, b):
+            break
+        out.append((a, m.end()))
+        a = m.end()
+    tail: list[tuple[int, int]] = []
+    while a < b:  # trailing punctuation, then one clitic
+        m = _TRAIL.search(text, a, b)
+        if m is not None and m.start() > a:
+            tail.append((m.start(), b))
+            b = m.start()
+            continue
+        if text[b - 1] == "." and b - 1 > a and not _is_abbreviation(text[a:b]):
+            tail.append((b - 1, b))
+            b -= 1
+            continue
+        m = _CLITIC_END.search(text, a, b)
+        if m is not None and m.start() > a:
+            tail.append((m.start(), b))
+            b = m.start()
+        break
+    if a < b:
+        pos = a
+        for m in _INTERNAL.finditer(text, a, b):  # "word--word": split, then split each side
+            if m.start() > pos:
+                _split_chunk(text, pos, m.start(), out)
+            out.append((m.start(), m.end()))
+            pos = m.end()
+        if pos == a:
+            out.append((a, b))
+        elif pos < b:
+            _split_chunk(text, pos, b, out)
+    out.extend(reversed(tail))
+
+
+def tokenize(text: str) -> list[tuple[int, int]]:
+    """PTB-style word spans ``(start, end_exclusive)`` of ``text``, in order, non-overlapping.
+
+    Splits on whitespace, then splits off leading/trailing punctuation (quotes, brackets,
+    ``, ; : ! ? % $ #``, ``--``, ``...``), a final period unless the word is an abbreviation
+    ("Mr.", "U.S.", "J."), and the clitics ``n't 's 're 've 'll 'd 'm`` (straight or curly
+    apostrophe). Hyphenated words, numbers ("1,000", "3.5") and inner apostrophes
+    ("O'Neil") stay whole. Text that is already tokenized comes back unchanged.
+    """
+    spans: list[tuple[int, int]] = []
+    for m in _CHUNK.finditer(text):
+        _split_chunk(text, m.start(), m.end(), spans)
+    return spans
+
+
+# --------------------------------------------------------------------------- XML reading
+
+
+def _local(name: str) -> str:
+    return name.rpartition("}")[2]
+
+
+def _parse_xml(path: Path, start, end=None, chars=None) -> None:
+    """Run expat over ``path`` with namespace-stripped handlers; errors -> InputError."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("file not found", path) from None
+    except OSError as e:
+        raise InputError(f"cannot read file ({e.strerror})", path) from None
+    parser = expat.ParserCreate(namespace_separator="}")
+    parser.buffer_text = True
+    parser.StartElementHandler = lambda name, attrs: start(_local(name), attrs, parser.CurrentLineNumber)
+    if end is not None:
+        parser.EndElementHandler = lambda name: end(_local(name))
+    if chars is not None:
+        parser.CharacterDataHandler = chars
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError as e:
+        raise InputError(
+            f"malformed XML: {expat.ErrorString(e.code)} (column {e.offset + 1})", path, e.lineno
+        ) from None
+
+
+class _FrameLexicon:
+    """FE name -> coreType per frame, read lazily from frame/<name>.xml and cached."""
+
+    def __init__(self, frame_dir: Path):
+        self.frame_dir = frame_dir
+        self._cache: dict[str, dict[str, str]] = {}
+
+    def core_types(self, frame: str, needed_by: Path, line: int) -> dict[str, str]:
+        fes = self._cache.get(frame)
+        if fes is not None:
+            return fes
+        path = self.frame_dir / f"{frame}.xml"
+        if not path.is_file():
+            raise InputError(f"frame {frame!r} has no definition file {path}", needed_by, line)
+        fes = {}
+        stack: list[str] = []
+
+        def start(name: str, attrs: dict[str, str], line: int) -> None:
+            # only the frame's own <FE> children, not FEs mentioned elsewhere
+            if name == "FE" and len(stack) == 1:
+                fes[attrs.get("name", "")] = attrs.get("coreType", "")
+            stack.append(name)
+
+        _parse_xml(path, start, lambda name: stack.pop())
+        self._cache[frame] = fes
+        return fes
+
+
+def _label_span(attrs: dict[str, str], text: str, path: Path, line: int) -> tuple[int, int] | None:
+    """(start, end_inclusive) of a label, None when it has no offsets; checks the range."""
+    s, e = attrs.get("start"), attrs.get("end")
+    if s is None and e is None:
+        return None
+    if s is None or e is None:
+        raise InputError(f"label {attrs.get('name', '')!r} has only one of start/end", path, line)
+    try:
+        start, end = int(s), int(e)
+    except ValueError:
+        raise InputError(f"label offsets are not integers: start={s!r} end={e!r}", path, line) from None
+    if not 0 <= start <= end < len(text):
+        raise InputError(
+            f"label {attrs.get('name', '')!r} offsets {start}..{end} are outside the sentence text "
+            f"(length {len(text)})",
+            path,
+            line,
+        )
+    return start, end
+
+
+class _DocumentReader:
+    """Expat handlers for one fulltext file; builds Sentences as </sentence> closes."""
+
+    def __init__(self, path: Path, doc: str, lexicon: _FrameLexicon, corpus: Corpus):
+        self.path, self.doc, self.lexicon, self.corpus = path, doc, lexicon, corpus
+        self.sentence: dict | None = None
+        self.aset: dict | None = None
+        self.layer: dict | None = None
+        self.text_parts: list[str] | None = None
+
+    # expat callbacks
+    def start(self, name: str, attrs: dict[str, str], line: int) -> None:
+        if name == "sentence":
+            self.sentence = {"id": attrs.get("ID", ""), "line": line, "text": None, "sets": []}
+        elif self.sentence is None:
+            return
+        elif name == "text" and self.aset is None:
+            self.text_parts = []
+        elif name == "annotationSet":
+            self.aset = {"attrs": attrs, "line": line, "layers": []}
+            self.sentence["sets"].append(self.aset)
+        elif name == "layer" and self.aset is not None:
+            self.layer = {"name": attrs.get("name"), "rank": attrs.get("rank", "1"), "labels": []}
+            self.aset["layers"].append(self.layer)
+        elif name == "label" and self.layer is not None:
+            self.layer["labels"].append((attrs, line))
+
+    def chars(self, data: str) -> None:
+        if self.text_parts is not None:
+            self.text_parts.append(data)
+
+    def end(self, name: str) -> None:
+        if name == "text" and self.text_parts is not None:
+            self.sentence["text"] = "".join(self.text_parts)
+            self.text_parts = None
+        elif name == "layer":
+            self.layer = None
+        elif name == "annotationSet":
+            self.aset = None
+        elif name == "sentence" and self.sentence is not None:
+            self.corpus.sentences.append(self._build(self.sentence))
+            self.sentence = None
+
+    # building
+    def _build(self, sent: dict) -> Sentence:
+        path, text = self.path, sent["text"]
+        if text is None:
+            raise InputError("<sentence> has no <text> element", path, sent["line"])
+        spans = tokenize(text)
+        starts = [s for s, _ in spans]
+        ends = [e for _, e in spans]
+
+        def words_of(start: int, end: int) -> list[int]:
+            # words overlapping [start, end] (end inclusive): word.end > start and word.start <= end
+            return list(range(bisect_right(ends, start), bisect_right(starts, end)))
+
+        frames = []
+        for aset in sent["sets"]:
+            attrs = aset["attrs"]
+            frame = attrs.get("frameName")
+            if frame is None:
+                continue
+            target: set[int] = set()
+            has_target = False
+            fe_labels: list[tuple[dict[str, str], int]] = []
+            for layer in aset["layers"]:
+                if layer["name"] == "Target":
+                    for lab, line in layer["labels"]:
+                        span = _label_span(lab, text, path, line)
+                        if span is not None:
+                            has_target = True
+                            target.update(words_of(*span))
+                elif layer["name"] == "FE" and layer["rank"] == "1":
+                    fe_labels.extend(layer["labels"])
+            if not has_target:
+                self.corpus.skip("frame_without_target")
+                continue
+            core_types = self.lexicon.core_types(frame, path, aset["line"])
+            fes: dict[str, dict] = {}
+            for lab, line in fe_labels:
+                span = _label_span(lab, text, path, line)
+                if span is None:
+                    itype = lab.get("itype", "")
+                    if itype in _NULL_ITYPES:
+                        self.corpus.skip("null_instantiation")
+                    elif itype == "INC":
+                        self.corpus.skip("incorporated_fe")
+                    else:
+                        raise InputError(
+                            f"FE label {lab.get('name', '')!r} has no offsets and no null-instantiation "
+                            f"itype (itype={itype!r})",
+                            path,
+                            line,
+                        )
+                    continue
+                name = lab.get("name", "")
+                fe = fes.get(name)
+                if fe is None:
+                    core_type = core_types.get(name, "")
+                    fe = fes[name] = {
+                        "name": name,
+                        "core": core_type in CORE_TYPES,
+                        "coreType": core_type,
+                        "words": set(),
+                    }
+                fe["words"].update(words_of(*span))
+            for fe in fes.values():
+                fe["words"] = sorted(fe["words"])
+            frames.append(
+                {
+                    "frame": frame,
+                    "lu": attrs.get("luName", ""),
+                    "target": sorted(target),
+                    "fes": list(fes.values()),
+                }
+            )
+        return Sentence(
+            words=[text[s:e] for s, e in spans],
+            ann={"frames": frames, "text": text, "offsets": spans},
+            sent_id=f"{self.doc}#{sent['id']}",
+            source=str(path),
+            line=sent["line"],
+        )
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def read_document_list(path: str | Path) -> list[str]:
+    """Document base names from a text file: one per line, ``#`` starts a comment, blank lines
+    ignored, a trailing ``.xml`` is dropped (so open-sesame style lists work)."""
+    names: list[str] = []
+    for lineno, raw in enumerate(read_text_lines(path), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if len(line.split()) != 1:
+            raise InputError(f"expected one document name per line, got {line!r}", path, lineno)
+        names.append(line[:-4] if line.endswith(".xml") else line)
+    return names
+
+
+def read_framenet(
+    root: str | Path,
+    documents: list[str] | tuple[str, ...] | None = None,
+    *,
+    allow_missing: bool = False,
+) -> Corpus:
+    """Read FrameNet full-text annotation from ``root`` (the directory holding ``fulltext/``
+    and ``frame/``); all documents in name order, or ``documents`` (base names such as
+    ``"ANC__110CYL067"``, read in the order given, duplicates read once). A name with no
+    ``fulltext/<name>.xml`` is an InputError, or with ``allow_missing=True`` is counted as
+    ``skipped["missing_document"]``. See the module docstring for the annotation format."""
+    root = Path(root)
+    fulltext = root / "fulltext"
+    if not root.is_dir():
+        raise InputError("FrameNet directory not found", root)
+    if not fulltext.is_dir():
+        raise InputError("not a FrameNet directory: it has no fulltext/ folder", root)
+    available = {p.stem: p for p in fulltext.glob("*.xml")}
+    missing = 0
+    if documents is None:
+        paths = [(name, available[name]) for name in sorted(available)]
+        if not paths:
+            raise InputError("no fulltext/*.xml documents", fulltext)
+    else:
+        if isinstance(documents, str):
+            raise TypeError("documents must be a list of document names, not a string")
+        paths = []
+        seen: set[str] = set()
+        for raw in documents:
+            name = raw[:-4] if raw.endswith(".xml") else raw
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in available:
+                paths.append((name, available[name]))
+            elif allow_missing:
+                missing += 1
+            else:
+                close = difflib.get_close_matches(name, list(available), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise InputError(
+                    f"unknown FrameNet document {name!r}: no such file among the {len(available)} "
+                    f"documents in {fulltext}{hint}",
+                    fulltext / f"{name}.xml",
+                )
+    corpus = Corpus(sentences=[], files=[])
+    if missing:
+        corpus.skip("missing_document", missing)
+    lexicon = _FrameLexicon(root / "frame")
+    for name, path in paths:
+        reader = _DocumentReader(path, name, lexicon, corpus)
+        _parse_xml(path, reader.start, reader.end, reader.chars)
+        corpus.files.append(str(path))
+    return corpus

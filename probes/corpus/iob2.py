@@ -1,0 +1,189 @@
+"""Named entities in IOB2 (Universal NER), and joining annotation layers on `# sent_id`.
+
+UNER files look like CoNLL-U without the syntax: optional comment lines (`# sent_id = ...`,
+`# text = ...`, `# newdoc id = ...`), then one line per word with 5 tab-separated columns
+
+    ID  FORM  TAG  -  annotator
+
+(ID counts 1, 2, 3, ... within the sentence; TAG is `O`, `B-TYPE` or `I-TYPE`), and a blank
+line after each sentence.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from probes.corpus.sentence import Corpus, Sentence
+from probes.corpus.textio import read_text_lines
+from probes.errors import InputError
+
+N_COLUMNS = 5
+
+
+def _parse_tag(tag: str, path: Path, line: int) -> tuple[str, str]:
+    """('O', '') | ('B', TYPE) | ('I', TYPE); InputError for anything else."""
+    if tag == "O":
+        return "O", ""
+    if len(tag) > 2 and tag[0] in "BI" and tag[1] == "-" and tag[2:].strip() == tag[2:]:
+        return tag[0], tag[2:]
+    raise InputError(f"tag {tag!r} is not IOB2 (expected O, B-TYPE or I-TYPE)", path, line)
+
+
+def read_iob2(path: str | Path, *, repair_i_after_o: bool = False) -> Corpus:
+    """Read a UNER IOB2 file (5 tab-separated columns `ID FORM TAG - annotator`).
+
+    Each sentence becomes a `Sentence` with
+      words            the FORM column, in order;
+      sent_id          from the `# sent_id = ...` comment (None if the sentence has none);
+      line             the first line of the sentence's block (its first comment, else word 1);
+      ann["ner_tags"]  the TAG column exactly as written (list of str, one per word);
+      ann["ner"]       entity spans: list of (label, start, end) tuples, word indices 0-based,
+                       end exclusive, in order of start; e.g. `B-LOC I-LOC` on words 6-7
+                       gives ("LOC", 6, 8);
+      ann["ner_repaired"]  0-based indices of the words whose `I-` tag was repaired (see below);
+                       always present, an empty list when nothing was repaired.
+
+    An `I-TYPE` that follows `O`, the start of the sentence, or a tag of another type is
+    illegal in IOB2. By default it is an InputError naming the file and line. With
+    `repair_i_after_o=True` it is read as `B-TYPE` (it starts a new span) and its index is
+    recorded in that sentence's ann["ner_repaired"]; the total number of repairs in a corpus
+    is `sum(len(s.ann["ner_repaired"]) for s in corpus.sentences)`. Repairs are deliberately
+    not put in `corpus.skipped`, which counts sentences set aside. (The UNER English EWT
+    dev and test files contain no such tag.)
+
+    Also an InputError (file:line): a word line without exactly 5 tab-separated columns, an
+    ID that is not an integer or not the next number in the sentence, an empty FORM, a tag
+    that is not O/B-TYPE/I-TYPE, a comment between the words of a sentence, and a sent_id
+    used twice in the file. Comment blocks with no words after them are ignored.
+    """
+    path = Path(path)
+    lines = read_text_lines(path)
+    corpus = Corpus(sentences=[], files=[str(path)])
+    seen_ids: dict[str, int] = {}
+
+    # state of the sentence being read
+    start = 0  # first line of the block, 0 = no block open
+    sent_id: str | None = None
+    sent_id_line = 0
+    words: list[str] = []
+    tags: list[str] = []
+    spans: list[tuple[str, int, int]] = []
+    repaired: list[int] = []
+    open_span: tuple[str, int] | None = None  # (type, start) of the span being extended
+
+    def finish() -> None:
+        nonlocal start, sent_id, words, tags, spans, repaired, open_span
+        if words:
+            if open_span is not None:
+                spans.append((open_span[0], open_span[1], len(words)))
+            if sent_id is not None:
+                if sent_id in seen_ids:
+                    raise InputError(
+                        f"sent_id {sent_id!r} used twice (first at line {seen_ids[sent_id]})",
+                        path, sent_id_line)
+                seen_ids[sent_id] = sent_id_line
+            corpus.sentences.append(Sentence(
+                words=words,
+                ann={"ner": spans, "ner_tags": tags, "ner_repaired": repaired},
+                sent_id=sent_id, source=str(path), line=start))
+        start, sent_id = 0, None
+        words, tags, spans, repaired, open_span = [], [], [], [], None
+
+    for n, text in enumerate(lines, start=1):
+        if not text.strip():
+            finish()
+            continue
+        if text.startswith("#"):
+            if words:
+                raise InputError("comment line inside a sentence: a blank line must end each "
+                                 "sentence", path, n)
+            if not start:
+                start = n
+            body = text[1:].strip()
+            if body.startswith("sent_id"):
+                key, eq, value = body.partition("=")
+                if eq and key.strip() == "sent_id":
+                    sent_id, sent_id_line = value.strip(), n
+            continue
+        if not start:
+            start = n
+        cols = text.split("\t")
+        if len(cols) != N_COLUMNS:
+            raise InputError(f"{len(cols)} tab-separated columns, expected {N_COLUMNS} "
+                             "(ID FORM TAG - annotator)", path, n)
+        wid, form, tag = cols[0].strip(), cols[1], cols[2].strip()
+        try:
+            wid_int = int(wid)
+        except ValueError:
+            raise InputError(f"ID {wid!r} is not an integer", path, n) from None
+        if wid_int != len(words) + 1:
+            raise InputError(f"ID {wid_int} out of sequence, expected {len(words) + 1}", path, n)
+        if not form.strip():
+            raise InputError("empty FORM", path, n)
+        prefix, typ = _parse_tag(tag, path, n)
+        i = len(words)
+        if prefix == "I" and (open_span is None or open_span[0] != typ):
+            if not repair_i_after_o:
+                after = "the start of the sentence" if i == 0 else tags[-1]
+                raise InputError(f"{tag} follows {after}; pass repair_i_after_o=True to treat "
+                                 f"it as B-{typ}", path, n)
+            repaired.append(i)
+            prefix = "B"
+        if prefix != "I" and open_span is not None:
+            spans.append((open_span[0], open_span[1], i))
+            open_span = None
+        if prefix == "B":
+            open_span = (typ, i)
+        words.append(form)
+        tags.append(tag)
+    finish()
+    return corpus
+
+
+def join_on_sent_id(base: Corpus, other: Corpus, keys: list[str]) -> Corpus:
+    """Copy the annotations `keys` of `other` into the sentences of `base` with the same sent_id.
+
+    Returns a new Corpus (base and other are not modified) holding, in base's order, a copy of
+    each base sentence whose sent_id occurs in `other` with exactly the same words, its `ann`
+    updated with other's `ann[k]` for k in keys (other's value wins if base already has k).
+    Sentences that cannot be joined are dropped and counted in the result's `skipped`
+    (added to base's own counts):
+      "sent_id_missing"  base sentence's sent_id does not occur in other;
+      "tokens_differ"    it occurs, but the word lists differ (tokenization changed between
+                         releases);
+      "no_sent_id"       base sentence has no sent_id at all.
+    files = base.files + other.files.
+
+    InputError if a sent_id occurs twice in `other`, or a joined sentence of `other` lacks one
+    of `keys` (naming that sentence's file and line).
+    """
+    by_id: dict[str, Sentence] = {}
+    for s in other.sentences:
+        if s.sent_id is None:
+            continue
+        if s.sent_id in by_id:
+            first = by_id[s.sent_id]
+            raise InputError(f"sent_id {s.sent_id!r} occurs twice (also at {first.source}:"
+                             f"{first.line}); cannot join on it", s.source or None, s.line or None)
+        by_id[s.sent_id] = s
+    out = Corpus(sentences=[], files=list(base.files) + list(other.files),
+                 skipped=dict(base.skipped))
+    for s in base.sentences:
+        if s.sent_id is None:
+            out.skip("no_sent_id")
+            continue
+        o = by_id.get(s.sent_id)
+        if o is None:
+            out.skip("sent_id_missing")
+            continue
+        if o.words != s.words:
+            out.skip("tokens_differ")
+            continue
+        ann = dict(s.ann)
+        for k in keys:
+            if k not in o.ann:
+                raise InputError(f"sentence {o.sent_id!r} has no {k!r} annotation to join",
+                                 o.source or None, o.line or None)
+            ann[k] = o.ann[k]
+        out.sentences.append(Sentence(words=list(s.words), ann=ann, sent_id=s.sent_id,
+                                      source=s.source, line=s.line))
+    return out

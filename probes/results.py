@@ -1,0 +1,206 @@
+"""Probe results: per-label [L,H] score grids with counts, provenance, and their files.
+
+``DIR/<probe>.json`` follows DESIGN.md's schema; ``DIR/<probe>.csv`` has one row per
+label × layer × head; heatmaps are ``DIR/<probe>-<label>.png``. Layers and heads are 0-indexed.
+Every file is written atomically (temporary file in the same folder, then rename).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from probes.errors import InputError
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class RunInfo:
+    """What a run knew that every result records."""
+
+    model: str
+    corpus: list[str]
+    layers: int
+    heads: int
+    sentences: int  # sentences scored
+    skipped: dict[str, int]  # reason -> sentences not scored
+    settings: dict[str, Any]  # batch size, pooling, max length, device, ...
+    provenance: dict[str, Any]  # versions, time, elapsed seconds
+
+
+@dataclass
+class LabelScores:
+    """One label's scores: `scores` [L,H] is the probe's main score; `extra` holds other [L,H] grids."""
+
+    count: int
+    scores: np.ndarray
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"count": int(self.count), "scores": _grid(self.scores)}
+        out.update({k: _grid(v) for k, v in self.extra.items()})
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "LabelScores":
+        extra = {k: np.asarray(v, dtype=float) for k, v in data.items() if k not in ("count", "scores")}
+        return cls(count=int(data["count"]), scores=np.asarray(data["scores"], dtype=float), extra=extra)
+
+
+@dataclass
+class BestHead:
+    label: str
+    layer: int
+    head: int
+    score: float
+    count: int
+
+
+@dataclass
+class ProbeResult:
+    """The scores of one probe over one run.
+
+    ``labels[name].scores`` and ``overall.scores`` are [L,H] arrays (NaN where a label had no
+    instance); ``baselines`` and ``extra`` carry probe-specific JSON (e.g. dep's offset baselines).
+    """
+
+    probe: str
+    info: RunInfo
+    options: dict[str, Any]
+    labels: dict[str, LabelScores]
+    overall: LabelScores
+    baselines: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scores(self) -> dict[str, np.ndarray]:
+        """label → [L,H] scores, with the overall grid under "overall"."""
+        return {**{k: v.scores for k, v in self.labels.items()}, "overall": self.overall.scores}
+
+    def best(self, label: str = "overall") -> BestHead:
+        """The head with the highest score for `label` ("overall" by default)."""
+        entry = self.overall if label == "overall" else self.labels.get(label)
+        if entry is None:
+            raise KeyError(f"{self.probe} has no label {label!r}; labels: {', '.join(self.labels)}")
+        grid = np.where(np.isnan(entry.scores), -np.inf, entry.scores)
+        layer, head = np.unravel_index(int(np.argmax(grid)), grid.shape)
+        return BestHead(label, int(layer), int(head), float(entry.scores[layer, head]), entry.count)
+
+    def by_count(self) -> Iterator[tuple[str, LabelScores]]:
+        """Labels, most frequent first."""
+        return iter(sorted(self.labels.items(), key=lambda kv: (-kv[1].count, kv[0])))
+
+    def to_frame(self):
+        """A pandas DataFrame, one row per label × layer × head (the CSV's rows)."""
+        import pandas as pd
+
+        return pd.DataFrame(self._rows(), columns=self._columns())
+
+    def _columns(self) -> list[str]:
+        extra = sorted({k for v in [*self.labels.values(), self.overall] for k in v.extra})
+        return ["label", "layer", "head", "count", "score", *extra]
+
+    def _rows(self) -> list[list[Any]]:
+        columns = self._columns()[5:]
+        rows = []
+        for name, entry in [*self.labels.items(), ("overall", self.overall)]:
+            for layer in range(self.info.layers):
+                for head in range(self.info.heads):
+                    rows.append([name, layer, head, entry.count, float(entry.scores[layer, head]),
+                                 *(float(entry.extra[c][layer, head]) if c in entry.extra else None for c in columns)])
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        i = self.info
+        return {
+            "probe": self.probe, "model": i.model, "corpus": i.corpus, "layers": i.layers, "heads": i.heads,
+            "sentences": i.sentences, "skipped": sum(i.skipped.values()), "skipped_reasons": i.skipped,
+            "options": self.options, "settings": i.settings,
+            "labels": {k: v.to_json() for k, v in self.labels.items()},
+            "overall": self.overall.to_json(), "baselines": self.baselines, **self.extra,
+            "version": i.provenance.get("probes"), "provenance": i.provenance, "schema": SCHEMA_VERSION,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ProbeResult":
+        known = {"probe", "model", "corpus", "layers", "heads", "sentences", "skipped", "skipped_reasons", "options",
+                 "settings", "labels", "overall", "baselines", "version", "provenance", "schema"}
+        info = RunInfo(model=data["model"], corpus=list(data["corpus"]), layers=int(data["layers"]),
+                       heads=int(data["heads"]), sentences=int(data["sentences"]),
+                       skipped=dict(data.get("skipped_reasons", {})), settings=dict(data.get("settings", {})),
+                       provenance=dict(data.get("provenance", {})))
+        return cls(probe=data["probe"], info=info, options=dict(data.get("options", {})),
+                   labels={k: LabelScores.from_json(v) for k, v in data["labels"].items()},
+                   overall=LabelScores.from_json(data["overall"]), baselines=data.get("baselines", {}),
+                   extra={k: v for k, v in data.items() if k not in known})
+
+    def save(self, directory: str | Path, *, plots: bool = True) -> list[Path]:
+        """Write JSON, CSV and (optionally) heatmaps into `directory`; return the paths written."""
+        from probes.plots import heatmap_png
+
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        written = [write_atomic(out / f"{self.probe}.json", json.dumps(self.to_json(), indent=1, allow_nan=False,
+                                                                          default=_json_default).encode()),
+                   write_atomic(out / f"{self.probe}.csv", self.to_frame().to_csv(index=False).encode())]
+        if plots:
+            for name, entry in [("overall", self.overall), *self.labels.items()]:
+                title = f"{self.probe}: {name} (n={entry.count})"
+                written.append(write_atomic(out / f"{self.probe}-{safe_name(name)}.png",
+                                            heatmap_png(entry.scores, title, self.info.model)))
+        return written
+
+
+def load_result(path: str | Path) -> ProbeResult:
+    """Read a ``<probe>.json`` written by ``ProbeResult.save``."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError("is a directory; give a results file such as DIR/dep.json", p)
+    if not p.exists():
+        raise InputError("file not found", p)
+    try:
+        return ProbeResult.from_json(json.loads(p.read_text(encoding="utf-8")))
+    except json.JSONDecodeError as e:
+        raise InputError(f"not valid JSON: {e.msg}", p, e.lineno) from None
+    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as e:
+        raise InputError(f"not a probes results file ({type(e).__name__}: {e})", p) from None
+
+
+def write_atomic(path: Path, data: bytes) -> Path:
+    """Write bytes to `path` through a temporary file in the same folder and a rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def safe_name(label: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", label)
+
+
+def _grid(a: np.ndarray) -> list[list[float | None]]:
+    return [[None if np.isnan(x) else round(float(x), 6) for x in row] for row in np.asarray(a, dtype=float)]
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"cannot write {type(o).__name__} to JSON")
