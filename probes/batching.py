@@ -76,22 +76,32 @@ class Batch:
     Word level:   word_attention [B,L,H,C,C] and word_vectors [B,L,H,C,d], C = W + 2 columns.
     """
 
-    def __init__(self, sentences: list[Sentence], items: list[Encoded], tokenizer, pool: str):
+    def __init__(self, sentences: list[Sentence], columns: list[np.ndarray], *, pool: str = "mean-sum",
+                 input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                 indices: list[int] | None = None):
+        """columns[b]: word column of each subword of sentence b (see ``Encoded.columns``)."""
         self.sentences = sentences
-        self.indices = [e.index for e in items]
-        padded = tokenizer.pad({"input_ids": [e.input_ids for e in items]}, padding=True, return_tensors="pt",
-                               return_attention_mask=True)
-        self.input_ids: torch.Tensor = padded["input_ids"]  # [B,T]
-        self.attention_mask: torch.Tensor = padded["attention_mask"]  # [B,T]
+        self.indices = indices if indices is not None else list(range(len(sentences)))
         self.n_words = torch.tensor([len(s.words) for s in sentences])  # [B]
         self.width = int(self.n_words.max()) + 2  # C
-        columns = torch.full(self.input_ids.shape, PAD_COLUMN, dtype=torch.long)
-        for row, e in enumerate(items):
-            columns[row, :len(e.columns)] = torch.from_numpy(e.columns)
-        self.columns = columns.masked_fill(columns == END_COLUMN, self.width - 1)  # [B,T]
+        length = max(len(c) for c in columns)
+        padded = torch.full((len(sentences), length), PAD_COLUMN, dtype=torch.long)
+        for row, c in enumerate(columns):
+            padded[row, :len(c)] = torch.as_tensor(c, dtype=torch.long)
+        self.columns = padded.masked_fill(padded == END_COLUMN, self.width - 1)  # [B,T]
+        self.input_ids = input_ids  # [B,T]
+        self.attention_mask = attention_mask if attention_mask is not None else (padded != PAD_COLUMN).long()  # [B,T]
         self.pool = pool
         self.attentions: tuple[torch.Tensor, ...] = ()
         self.context: tuple[torch.Tensor, ...] | None = None
+
+    @classmethod
+    def from_encoded(cls, sentences: list[Sentence], items: list[Encoded], tokenizer, pool: str) -> "Batch":
+        """A batch of tokenised sentences, padded by the tokenizer (its own attention mask)."""
+        padded = tokenizer.pad({"input_ids": [e.input_ids for e in items]}, padding=True, return_tensors="pt",
+                               return_attention_mask=True)
+        return cls(sentences, [e.columns for e in items], pool=pool, input_ids=padded["input_ids"],
+                   attention_mask=padded["attention_mask"], indices=[e.index for e in items])
 
     @property
     def end_column(self) -> int:

@@ -159,7 +159,7 @@ def _max_length(config, tokenizer, requested: int | None) -> int:
 
 def _self_attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The per-layer self-attention modules whose first output is the per-head context [B,T,H*d]."""
-    target = getattr(model, "_can_record_outputs", {}).get("attentions") if hasattr(model, "_can_record_outputs") else None
+    target = (getattr(model, "_can_record_outputs", None) or {}).get("attentions")
     target = getattr(target, "target_class", target)
     if isinstance(target, type):
         found = [m for m in model.modules() if isinstance(m, target)]

@@ -78,7 +78,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     batches = length_sorted_batches(encoded, batch_size)
     with _progress_bar(len(encoded), progress) as bar:
         for items in batches:
-            batch = Batch([usable[e.index] for e in items], items, encoder.tokenizer, pool)
+            batch = Batch.from_encoded([usable[e.index] for e in items], items, encoder.tokenizer, pool)
             capture = encoder.forward(batch.input_ids, batch.attention_mask, vectors=vectors)
             batch.attentions, batch.context = capture.attentions, capture.context
             for p in active:

@@ -112,6 +112,12 @@ def test_byte_level_pre_split_words_get_prefix_space(tiny_model):
         toks = tok.convert_ids_to_tokens(enc["input_ids"])
         firsts = [toks[i] for i, w in enumerate(enc.word_ids()) if w is not None and enc.word_ids()[i - 1] != w]
         assert all(t.startswith("Ġ") for t in firsts), (family, toks)
+        assert enc["input_ids"] == tok("did n't go")["input_ids"]  # same as running text
+        # The trap: loaded without add_prefix_space=True, transformers 5 does not raise (4.x did for
+        # fast tokenizers); it silently encodes every pre-split word as if glued to the previous one.
+        plain = AutoTokenizer.from_pretrained(tiny_model(family))
+        glued = plain.convert_ids_to_tokens(plain(["did", "n't", "go"], is_split_into_words=True)["input_ids"])
+        assert not any(t.startswith("Ġ") for t in glued), glued
 
 
 def test_deberta_v2_uses_metaspace(tiny_model):
@@ -141,13 +147,24 @@ def test_eager_attentions(tiny_model, family):
     att = out.attentions
     assert len(att) == model.config.num_hidden_layers == 2
     mask = b["attention_mask"].bool()
+    n_short = int(mask[0].sum())
+    assert n_short < T and mask[1].all()
     for layer in att:
         assert layer.shape == (B, 4, T, T)
         assert torch.isfinite(layer).all() and (layer >= 0).all()
-        key_mask = mask[:, None, None, :]
-        # Rows over real keys sum to 1; padded keys get no weight (for every query row, padded or not).
         torch.testing.assert_close(layer.sum(-1), torch.ones(B, 4, T), atol=1e-5, rtol=0)
-        assert (layer.masked_fill(key_mask, 0) == 0).all()
+        # Real query rows: all weight on real keys (rows over real keys sum to 1), none on padding.
+        real = layer[0, :, :n_short]
+        assert (real[..., n_short:] == 0).all()
+        torch.testing.assert_close(real[..., :n_short].sum(-1), torch.ones(4, n_short), atol=1e-5, rtol=0)
+        # Padded query rows differ by family: BERT-style models mask keys only, so a pad query still
+        # attends to the real keys; DeBERTa masks query x key, so a pad query row is uniform over all
+        # T keys, padding included. Either way these rows must be dropped by whoever reads them.
+        pad_rows = layer[0, :, n_short:]
+        if family in ("deberta", "deberta-v2"):
+            torch.testing.assert_close(pad_rows, torch.full_like(pad_rows, 1.0 / T), atol=1e-6, rtol=0)
+        else:
+            assert (pad_rows[..., n_short:] == 0).all()
     # Padding does not change the short sentence's attentions.
     n = int(mask[0].sum())
     single = {k: v[:1, :n] for k, v in b.items()}
@@ -229,30 +246,43 @@ def test_unknown_family(tmp_path):
         build_tiny_model("gpt2", tmp_path)
 
 
-def test_loads_in_fresh_offline_process(tiny_model):
-    """A fresh interpreter with HF_HUB_OFFLINE=1 loads every checkpoint (no hidden in-process state)."""
+FRESH_PROCESS_CODE = textwrap.dedent(
+    """
+    import json, sys, torch
+    from transformers import AutoModel, AutoTokenizer
+    dirs = json.loads(sys.argv[1])
+    for family, d in dirs.items():
+        kw = {"add_prefix_space": True} if family in ("roberta", "deberta") else {}
+        tok = AutoTokenizer.from_pretrained(d, **kw)
+        model = AutoModel.from_pretrained(d, attn_implementation="eager")
+        enc = tok([["Hello", "world", "!"]], is_split_into_words=True, return_tensors="pt")
+        with torch.no_grad():
+            out = model(**enc, output_attentions=True)
+        att = getattr(out, "attentions", None)
+        print(family, type(tok).__name__, type(model).__name__, 0 if att is None else len(att))
+    """
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fresh_process(tiny_model):
+    """Builds all six checkpoints, then starts a fresh offline interpreter loading them; it runs
+    alongside the other tests (importing transformers takes seconds) and is checked at the end."""
     dirs = {family: str(tiny_model(family)) for family in FAMILIES}
-    code = textwrap.dedent(
-        """
-        import json, sys, torch
-        from transformers import AutoModel, AutoTokenizer
-        dirs = json.loads(sys.argv[1])
-        for family, d in dirs.items():
-            kw = {"add_prefix_space": True} if family in ("roberta", "deberta") else {}
-            tok = AutoTokenizer.from_pretrained(d, **kw)
-            model = AutoModel.from_pretrained(d, attn_implementation="eager")
-            enc = tok([["Hello", "world", "!"]], is_split_into_words=True, return_tensors="pt")
-            with torch.no_grad():
-                out = model(**enc, output_attentions=True)
-            att = getattr(out, "attentions", None)
-            print(family, type(tok).__name__, type(model).__name__, 0 if att is None else len(att))
-        """
-    )
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    res = subprocess.run([sys.executable, "-c", code, json.dumps(dirs)], env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert res.returncode == 0, res.stderr[-3000:]
-    lines = dict(line.split(" ", 1) for line in res.stdout.strip().splitlines())
+    proc = subprocess.Popen([sys.executable, "-c", FRESH_PROCESS_CODE, json.dumps(dirs)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate()
+
+
+def test_loads_in_fresh_offline_process(fresh_process):
+    """A fresh interpreter with HF_HUB_OFFLINE=1 loads every checkpoint (no hidden in-process state)."""
+    stdout, stderr = fresh_process.communicate(timeout=120)
+    assert fresh_process.returncode == 0, stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in stdout.strip().splitlines())
     assert lines == {
         "bert": "BertTokenizer BertModel 2",
         "roberta": "RobertaTokenizer RobertaModel 2",

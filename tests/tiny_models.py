@@ -6,8 +6,8 @@
 `AutoModel.from_pretrained(dir, attn_implementation="eager")` load with no network.
 
 Every model: 2 layers, 4 heads, hidden 32, intermediate 64, max_position_embeddings 64, and a
-tokenizer with model_max_length 64. Weights come from a fixed torch seed, so two builds with the
-same seed are identical.
+tokenizer with model_max_length 64. Weights come from a fixed torch seed and the tokenizers from
+deterministic training, so two builds with the same seed are byte-identical.
 
 Tokenizer training text: tests/data/tokenizer_text.txt, the first 200 `# text =` lines (>= 3 words)
 of UD English EWT en_ewt-ud-dev.conllu (UD_English-EWT v2.15, CC BY-SA 4.0, Silveira et al. / UD).
@@ -29,7 +29,7 @@ MAX_POSITIONS = 64
 VOCAB_SIZE = 600  # small on purpose: many words split into several subwords
 
 # Special tokens, in id order (the mask token is appended after training where it must come last).
-BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4, as in bert-base-uncased order
+BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4 (bert-base-uncased: 0, 100..103)
 ROBERTA_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>"]  # 0,1,2,3 as in roberta-base; <mask> = last id
 DEBERTA_SPECIALS = ["[PAD]", "[CLS]", "[SEP]", "[UNK]"]  # 0,1,2,3 as in deberta(-v3); [MASK] = last id
 
@@ -47,34 +47,66 @@ def training_lines() -> list[str]:
 # post-processor from the class's own __init__ and only takes vocab/merges from tokenizer.json).
 # ---------------------------------------------------------------------------------------------
 
-def _wordpiece_vocab(lines: list[str]) -> dict[str, int]:
-    from tokenizers import Tokenizer, normalizers, pre_tokenizers
-    from tokenizers.models import WordPiece
-    from tokenizers.trainers import WordPieceTrainer
+def _train_bpe(texts, pre_tokenizer, vocab_size, *, normalizer=None, specials=(), alphabet=()):
+    """A BPE model trained with the `tokenizers` library; returns the trained Tokenizer.
 
-    tok = Tokenizer(WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = WordPieceTrainer(vocab_size=VOCAB_SIZE, special_tokens=BERT_SPECIALS, show_progress=False)
-    tok.train_from_iterator(lines, trainer=trainer)
-    return tok.get_vocab()
-
-
-def _byte_level_bpe(lines: list[str], specials: list[str], last: str) -> tuple[dict[str, int], list[tuple[str, str]]]:
-    """Byte-level BPE as in GPT-2 / RoBERTa; `specials` get ids 0.., `last` gets the last id."""
-    from tokenizers import Tokenizer, pre_tokenizers
+    The BPE trainer is deterministic (sorted alphabet, ties broken by ids). The WordPiece and Unigram
+    trainers are not (hash-map order decides ties and float sums), so the WordPiece and Unigram
+    vocabularies below are derived from BPE training instead, to keep repeated builds identical.
+    """
+    from tokenizers import Tokenizer
     from tokenizers.models import BPE
     from tokenizers.trainers import BpeTrainer
 
     tok = Tokenizer(BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if normalizer is not None:
+        tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizer
     trainer = BpeTrainer(
-        vocab_size=VOCAB_SIZE,
-        special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
+        vocab_size=vocab_size, special_tokens=list(specials), initial_alphabet=list(alphabet), show_progress=False
     )
-    tok.train_from_iterator(lines, trainer=trainer)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok
+
+
+def _wordpiece_vocab(lines: list[str]) -> dict[str, int]:
+    """WordPiece vocab (BERT uncased style): [PAD],[UNK],[CLS],[SEP],[MASK] = 0..4, then characters,
+    "##" characters, then word-initial pieces and "##" continuations in BPE merge order.
+
+    BPE is trained on BERT-normalised, BERT-pre-tokenised words each marked with a leading "▁", so
+    a piece starting with "▁" is word-initial ("▁the" -> "the") and any other is a continuation
+    ("ing" -> "##ing"). WordPiece encodes by greedy longest match, so any such vocab is valid.
+    """
+    from tokenizers import normalizers, pre_tokenizers
+
+    norm = normalizers.BertNormalizer(lowercase=True)
+    pre = pre_tokenizers.BertPreTokenizer()
+    words = ["▁" + w for line in lines for w, _ in pre.pre_tokenize_str(norm.normalize_str(line))]
+    bpe = _train_bpe(words, pre_tokenizers.WhitespaceSplit(), VOCAB_SIZE + 300)
+    pieces = [p for p, _ in sorted(bpe.get_vocab().items(), key=lambda kv: kv[1])]
+    chars = sorted({c for p in pieces for c in p} - {"▁"})
+    ordered = list(BERT_SPECIALS) + chars + ["##" + c for c in chars]
+    for p in pieces:
+        if len(p) > 1:
+            ordered.append(p[1:] if p.startswith("▁") else "##" + p)
+    vocab: dict[str, int] = {}
+    for p in ordered:
+        if p and p not in vocab and len(vocab) < VOCAB_SIZE:
+            vocab[p] = len(vocab)
+    return vocab
+
+
+def _byte_level_bpe(lines: list[str], specials: list[str], last: str) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Byte-level BPE as in GPT-2 / RoBERTa; `specials` get ids 0.., `last` gets the last id."""
+    from tokenizers import pre_tokenizers
+
+    tok = _train_bpe(
+        lines,
+        pre_tokenizers.ByteLevel(add_prefix_space=False),
+        VOCAB_SIZE,
+        specials=specials,
+        alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     model = json.loads(tok.to_str())["model"]
     vocab = dict(model["vocab"])
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
@@ -83,29 +115,31 @@ def _byte_level_bpe(lines: list[str], specials: list[str], last: str) -> tuple[d
 
 
 def _metaspace_unigram(lines: list[str]) -> list[tuple[str, float]]:
-    """SentencePiece-style Unigram ("▁" word prefix), specials [PAD],[CLS],[SEP],[UNK] first, [MASK] last."""
-    from tokenizers import Tokenizer, normalizers, pre_tokenizers
-    from tokenizers.models import Unigram
-    from tokenizers.trainers import UnigramTrainer
+    """SentencePiece-style Unigram vocab ("▁" marks a word start), cased like deberta-v3:
+    [PAD],[CLS],[SEP],[UNK] = 0..3 (score 0.0), pieces by descending score, [MASK] last.
 
-    tok = Tokenizer(Unigram())
-    tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Strip(left=False, right=True)])
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    trainer = UnigramTrainer(
-        vocab_size=VOCAB_SIZE,
-        special_tokens=DEBERTA_SPECIALS,
-        unk_token="[UNK]",
-        show_progress=False,
+    Pieces are those of a BPE trained with the Metaspace pre-tokenizer; a piece's score is the log
+    of its relative frequency when the BPE segments the training text (unused pieces get a floor).
+    """
+    import math
+
+    from tokenizers import normalizers, pre_tokenizers
+
+    bpe = _train_bpe(
+        lines,
+        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always"),
+        VOCAB_SIZE - len(DEBERTA_SPECIALS) - 1,
+        normalizer=normalizers.Sequence([normalizers.NFC(), normalizers.Strip(left=False, right=True)]),
     )
-    tok.train_from_iterator(lines, trainer=trainer)
-    vocab = [(piece, float(score)) for piece, score in json.loads(tok.to_str())["model"]["vocab"]]
-    if [p for p, _ in vocab[: len(DEBERTA_SPECIALS)]] != DEBERTA_SPECIALS:
-        raise AssertionError(f"unexpected special-token order: {vocab[:6]}")
-    # The trainer's EM sums floats in hash-map order: scores differ in the last bits between runs and
-    # equal-score pieces come out in any order. Round the scores and sort ties by piece so that
-    # repeated builds give identical ids. Specials keep score 0.0 and ids 0..3 (DebertaV2Tokenizer
-    # finds unk_id by looking up ("[UNK]", 0.0)).
-    pieces = sorted(((p, round(s, 6)) for p, s in vocab[len(DEBERTA_SPECIALS):]), key=lambda ps: (-ps[1], ps[0]))
+    counts = dict.fromkeys(bpe.get_vocab(), 0)
+    for enc in bpe.encode_batch(lines):
+        for t in enc.tokens:
+            counts[t] += 1
+    total = sum(counts.values())
+    floor = math.log(0.5 / total)
+    scored = {p: (round(math.log(c / total), 6) if c else floor) for p, c in counts.items()}
+    pieces = sorted(scored.items(), key=lambda ps: (-ps[1], ps[0]))
+    # Specials score 0.0: DebertaV2Tokenizer finds unk_id by looking up ("[UNK]", 0.0).
     return [(p, 0.0) for p in DEBERTA_SPECIALS] + pieces + [("[MASK]", 0.0)]
 
 

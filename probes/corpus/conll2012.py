@@ -121,8 +121,8 @@ def _sentence(rows: list[list[str]], lines: list[int], path: Path, k: int) -> Se
     predicate_rows = [i for i, row in enumerate(rows) if row[7] != "-"]
     if n_srl != len(predicate_rows):
         raise InputError(
-            f"{n_srl} SRL column(s) but {len(predicate_rows)} predicate(s) (rows with a frameset in "
-            f"column 8) in this sentence",
+            f"{n_srl} SRL column(s) but {len(predicate_rows)} predicate(s) (rows whose predicate "
+            f"frameset column is not '-') in this sentence",
             path,
             lines[0],
         )

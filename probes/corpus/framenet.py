@@ -31,6 +31,7 @@ Counted in ``corpus.skipped`` (never silently dropped):
 - ``incorporated_fe``: FE labels with itype INC (the FE is incorporated in the target word, so
   it has no span of its own);
 - ``frame_without_target``: frame annotation sets whose Target layer has no label;
+- ``empty_sentence``: sentences whose text is empty or blank;
 - ``missing_document``: with ``allow_missing=True``, requested documents that are not there.
 
 Errors are :class:`InputError` naming the file and line: malformed XML, offsets outside the
@@ -39,7 +40,6 @@ line in the fulltext file, and the missing path), unknown document names.
 """
 from __future__ import annotations
 
-import difflib
 import re
 from bisect import bisect_right
 from pathlib import Path
@@ -156,16 +156,18 @@ def _split_chunk(text: str, a: int, b: int, out: list[tuple[int, int]]) -> None:
             b = m.start()
         break
     if a < b:
-        pos = a
-        for m in _INTERNAL.finditer(text, a, b):  # "word--word": split, then split each side
-            if m.start() > pos:
-                _split_chunk(text, pos, m.start(), out)
-            out.append((m.start(), m.end()))
-            pos = m.end()
-        if pos == a:
+        inner = list(_INTERNAL.finditer(text, a, b))
+        if not inner:
             out.append((a, b))
-        elif pos < b:
-            _split_chunk(text, pos, b, out)
+        else:  # "word--word": split at the dashes/ellipses, then split each side again
+            pos = a
+            for m in inner:
+                if m.start() > pos:
+                    _split_chunk(text, pos, m.start(), out)
+                out.append((m.start(), m.end()))
+                pos = m.end()
+            if pos < b:
+                _split_chunk(text, pos, b, out)
     out.extend(reversed(tail))
 
 
@@ -187,12 +189,21 @@ def tokenize(text: str) -> list[tuple[int, int]]:
 # --------------------------------------------------------------------------- XML reading
 
 
+_LOCAL_NAMES: dict[str, str] = {}
+
+
 def _local(name: str) -> str:
-    return name.rpartition("}")[2]
+    """'{namespace}tag' (expat with namespace_separator="}") -> 'tag', cached."""
+    local = _LOCAL_NAMES.get(name)
+    if local is None:
+        local = _LOCAL_NAMES[name] = name.rpartition("}")[2]
+    return local
 
 
-def _parse_xml(path: Path, start, end=None, chars=None) -> None:
-    """Run expat over ``path`` with namespace-stripped handlers; errors -> InputError."""
+def _parse_xml(path: Path, handler) -> None:
+    """Run expat over ``path``, calling ``handler.start(tag, attrs)`` / ``handler.end(tag)``
+    with namespace-free tag names (``handler.parser`` is set for line numbers and for
+    installing a character-data handler). Unreadable or malformed files -> InputError."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -201,17 +212,33 @@ def _parse_xml(path: Path, start, end=None, chars=None) -> None:
         raise InputError(f"cannot read file ({e.strerror})", path) from None
     parser = expat.ParserCreate(namespace_separator="}")
     parser.buffer_text = True
-    parser.StartElementHandler = lambda name, attrs: start(_local(name), attrs, parser.CurrentLineNumber)
-    if end is not None:
-        parser.EndElementHandler = lambda name: end(_local(name))
-    if chars is not None:
-        parser.CharacterDataHandler = chars
+    handler.parser = parser
+    names = _LOCAL_NAMES
+    start, end = handler.start, handler.end
+    parser.StartElementHandler = lambda name, attrs: start(names.get(name) or _local(name), attrs)
+    parser.EndElementHandler = lambda name: end(names.get(name) or _local(name))
     try:
         parser.Parse(data, True)
     except expat.ExpatError as e:
         raise InputError(
             f"malformed XML: {expat.ErrorString(e.code)} (column {e.offset + 1})", path, e.lineno
         ) from None
+
+
+class _FrameFile:
+    """Handlers collecting {FE name: coreType} from the frame's own <FE> children."""
+
+    def __init__(self):
+        self.fes: dict[str, str] = {}
+        self.depth = 0
+
+    def start(self, name: str, attrs: dict[str, str]) -> None:
+        self.depth += 1
+        if name == "FE" and self.depth == 2:  # <frame><FE>, not FEs mentioned deeper down
+            self.fes[attrs.get("name", "")] = attrs.get("coreType", "")
+
+    def end(self, name: str) -> None:
+        self.depth -= 1
 
 
 class _FrameLexicon:
@@ -228,18 +255,10 @@ class _FrameLexicon:
         path = self.frame_dir / f"{frame}.xml"
         if not path.is_file():
             raise InputError(f"frame {frame!r} has no definition file {path}", needed_by, line)
-        fes = {}
-        stack: list[str] = []
-
-        def start(name: str, attrs: dict[str, str], line: int) -> None:
-            # only the frame's own <FE> children, not FEs mentioned elsewhere
-            if name == "FE" and len(stack) == 1:
-                fes[attrs.get("name", "")] = attrs.get("coreType", "")
-            stack.append(name)
-
-        _parse_xml(path, start, lambda name: stack.pop())
-        self._cache[frame] = fes
-        return fes
+        handler = _FrameFile()
+        _parse_xml(path, handler)
+        self._cache[frame] = handler.fes
+        return handler.fes
 
 
 def _label_span(attrs: dict[str, str], text: str, path: Path, line: int) -> tuple[int, int] | None:
@@ -264,46 +283,59 @@ def _label_span(attrs: dict[str, str], text: str, path: Path, line: int) -> tupl
 
 
 class _DocumentReader:
-    """Expat handlers for one fulltext file; builds Sentences as </sentence> closes."""
+    """Expat handlers for one fulltext file; builds Sentences as </sentence> closes.
+
+    Only what the frames annotation needs is kept: the sentence text, and the Target and
+    rank-1 FE layers of annotation sets that name a frame (with each label's line)."""
+
+    parser: expat.XMLParserType
 
     def __init__(self, path: Path, doc: str, lexicon: _FrameLexicon, corpus: Corpus):
         self.path, self.doc, self.lexicon, self.corpus = path, doc, lexicon, corpus
         self.sentence: dict | None = None
-        self.aset: dict | None = None
-        self.layer: dict | None = None
-        self.text_parts: list[str] | None = None
+        self.in_set = False
+        self.aset: dict | None = None  # the current annotation set, if it names a frame
+        self.labels: list | None = None  # label list of the current kept layer
+        self.text_parts: list[str] = []
 
     # expat callbacks
-    def start(self, name: str, attrs: dict[str, str], line: int) -> None:
-        if name == "sentence":
-            self.sentence = {"id": attrs.get("ID", ""), "line": line, "text": None, "sets": []}
-        elif self.sentence is None:
-            return
-        elif name == "text" and self.aset is None:
-            self.text_parts = []
+    def start(self, name: str, attrs: dict[str, str]) -> None:
+        if name == "label":
+            if self.labels is not None:
+                self.labels.append((attrs, self.parser.CurrentLineNumber))
+        elif name == "layer":
+            if self.aset is not None:
+                layer = attrs.get("name")
+                if layer == "Target":
+                    self.labels = self.aset["target"]
+                elif layer == "FE" and attrs.get("rank", "1") == "1":
+                    self.labels = self.aset["fe"]
         elif name == "annotationSet":
-            self.aset = {"attrs": attrs, "line": line, "layers": []}
-            self.sentence["sets"].append(self.aset)
-        elif name == "layer" and self.aset is not None:
-            self.layer = {"name": attrs.get("name"), "rank": attrs.get("rank", "1"), "labels": []}
-            self.aset["layers"].append(self.layer)
-        elif name == "label" and self.layer is not None:
-            self.layer["labels"].append((attrs, line))
-
-    def chars(self, data: str) -> None:
-        if self.text_parts is not None:
-            self.text_parts.append(data)
+            self.in_set = True
+            if self.sentence is not None and "frameName" in attrs:
+                self.aset = {"attrs": attrs, "line": self.parser.CurrentLineNumber, "target": [], "fe": []}
+                self.sentence["sets"].append(self.aset)
+        elif name == "sentence":
+            self.sentence = {"id": attrs.get("ID", ""), "line": self.parser.CurrentLineNumber, "text": None, "sets": []}
+        elif name == "text" and self.sentence is not None and not self.in_set:
+            self.text_parts = []
+            self.parser.CharacterDataHandler = self.text_parts.append
 
     def end(self, name: str) -> None:
-        if name == "text" and self.text_parts is not None:
-            self.sentence["text"] = "".join(self.text_parts)
-            self.text_parts = None
-        elif name == "layer":
-            self.layer = None
+        if name == "layer":
+            self.labels = None
         elif name == "annotationSet":
             self.aset = None
+            self.in_set = False
+        elif name == "text" and self.parser.CharacterDataHandler is not None:
+            self.parser.CharacterDataHandler = None
+            self.sentence["text"] = "".join(self.text_parts)
         elif name == "sentence" and self.sentence is not None:
-            self.corpus.sentences.append(self._build(self.sentence))
+            sentence = self._build(self.sentence)
+            if sentence.words:
+                self.corpus.sentences.append(sentence)
+            else:
+                self.corpus.skip("empty_sentence")
             self.sentence = None
 
     # building
@@ -322,21 +354,15 @@ class _DocumentReader:
         frames = []
         for aset in sent["sets"]:
             attrs = aset["attrs"]
-            frame = attrs.get("frameName")
-            if frame is None:
-                continue
+            frame = attrs["frameName"]
             target: set[int] = set()
             has_target = False
-            fe_labels: list[tuple[dict[str, str], int]] = []
-            for layer in aset["layers"]:
-                if layer["name"] == "Target":
-                    for lab, line in layer["labels"]:
-                        span = _label_span(lab, text, path, line)
-                        if span is not None:
-                            has_target = True
-                            target.update(words_of(*span))
-                elif layer["name"] == "FE" and layer["rank"] == "1":
-                    fe_labels.extend(layer["labels"])
+            for lab, line in aset["target"]:
+                span = _label_span(lab, text, path, line)
+                if span is not None:
+                    has_target = True
+                    target.update(words_of(*span))
+            fe_labels = aset["fe"]
             if not has_target:
                 self.corpus.skip("frame_without_target")
                 continue
@@ -443,11 +469,9 @@ def read_framenet(
             elif allow_missing:
                 missing += 1
             else:
-                close = difflib.get_close_matches(name, list(available), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise InputError(
-                    f"unknown FrameNet document {name!r}: no such file among the {len(available)} "
-                    f"documents in {fulltext}{hint}",
+                    f"unknown FrameNet document {name!r}: not among the {len(available)} documents "
+                    f"in {fulltext} (allow_missing=True skips and counts missing documents)",
                     fulltext / f"{name}.xml",
                 )
     corpus = Corpus(sentences=[], files=[])
@@ -455,7 +479,6 @@ def read_framenet(
         corpus.skip("missing_document", missing)
     lexicon = _FrameLexicon(root / "frame")
     for name, path in paths:
-        reader = _DocumentReader(path, name, lexicon, corpus)
-        _parse_xml(path, reader.start, reader.end, reader.chars)
+        _parse_xml(path, _DocumentReader(path, name, lexicon, corpus))
         corpus.files.append(str(path))
     return corpus

@@ -1,0 +1,132 @@
+"""dep on hand-built attention: every expected number below is worked out in the comments."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from probes.builtin.dep import OFFSETS, DependencyProbe
+from probes.results import RunInfo
+from helpers import E, attention, batch, sentence
+
+# Sentence 1: "The playing cat", tokens [CLS] The play ##ing cat [SEP] (positions 0..5).
+#   arcs: The -det-> cat (1→3), playing -amod-> cat (2→3), cat -root-> [CLS] (3→0)
+# Sentence 2: "Hi", tokens [CLS] Hi [SEP]; arc Hi -root-> [CLS] (1→0).
+S1 = sentence(["The", "playing", "cat"], head=[3, 3, 0], deprel=["det", "amod", "root"])
+S2 = sentence(["Hi"], head=[0], deprel=["root"])
+C1 = [0, 1, 2, 2, 3, E]
+C2 = [0, 1, E]
+
+# Head 0 is a perfect dependent→head head: each word's subwords look at its head's subword, the root at [CLS].
+H0_S1 = attention(6, {1: {4: 1.0}, 2: {4: 1.0}, 3: {4: 1.0}, 4: {0: 1.0}})
+H0_S2 = attention(3, {1: {0: 1.0}})
+# Head 1 puts most weight on [SEP] (column never a target); the argmax is taken over the rest:
+#   The   (pos 1): 0.7 SEP + 0.3 on "play"                 → pred = playing (2)  det wrong
+#   playing (pos 2, 3): 0.6 SEP + 0.4 The / 0.5 SEP + 0.5 cat; mean row: The 0.20, cat 0.25 → pred = cat (3)
+#   cat   (pos 4): 0.3 CLS + 0.2 play + 0.2 ##ing + 0.3 SEP; columns summed: CLS 0.3 < playing 0.4 → pred = playing (2)
+#   [CLS] (pos 0): 0.1 CLS + 0.9 SEP                        → pred = CLS (0)
+#   → det ✗; amod ✓ both ways (pred[2]=3, pred[3]=2); root ✗ (pred[3]=2, pred[CLS]=0)
+H1_S1 = attention(6, {0: {0: 0.1, 5: 0.9}, 1: {5: 0.7, 2: 0.3}, 2: {5: 0.6, 1: 0.4}, 3: {5: 0.5, 4: 0.5},
+                      4: {0: 0.3, 2: 0.2, 3: 0.2, 5: 0.3}})
+#   Hi (pos 1): 0.9 SEP + 0.1 self → pred = Hi (1): root ✗ as dependent→head;
+#   [CLS] (pos 0): 0.2 Hi + 0.8 SEP → pred[CLS] = Hi: root ✓ as head→dependent.
+H1_S2 = attention(3, {0: {1: 0.2, 2: 0.8}, 1: {2: 0.9, 1: 0.1}})
+
+
+def _run(groups, pool="mean-sum"):
+    probe = DependencyProbe(1, 2)
+    for sentences, columns, maps in groups:
+        probe.update(batch(sentences, columns, maps, pool=pool))
+    info = RunInfo(model="hand", corpus=["hand"], layers=1, heads=2, sentences=2, skipped={}, settings={}, provenance={})
+    return probe.compute(info)
+
+
+def _both_in_one_batch(pool="mean-sum"):
+    return _run([([S1, S2], [C1, C2], [[H0_S1, H1_S1], [H0_S2, H1_S2]])], pool)
+
+
+def test_scores_worked_out_by_hand():
+    r = _both_in_one_batch()
+    assert r.labels["det"].count == 1 and r.labels["amod"].count == 1 and r.labels["root"].count == 2
+    np.testing.assert_array_equal(r.labels["det"].scores, [[1.0, 0.0]])
+    np.testing.assert_array_equal(r.labels["amod"].scores, [[1.0, 1.0]])
+    np.testing.assert_array_equal(r.labels["root"].scores, [[1.0, 0.5]])
+    assert r.overall.count == 4
+    np.testing.assert_array_equal(r.overall.scores, [[1.0, 0.5]])
+
+
+def test_directions_separately():
+    r = _both_in_one_batch()
+    # head 0: all four arcs dependent→head, none head→dependent (pred[cat]=CLS, pred[CLS]=CLS)
+    np.testing.assert_array_equal(r.overall.extra["dep_to_head"], [[1.0, 0.25]])
+    np.testing.assert_array_equal(r.overall.extra["head_to_dep"], [[0.0, 0.5]])
+    np.testing.assert_array_equal(r.labels["root"].extra["head_to_dep"], [[0.0, 0.5]])
+    np.testing.assert_array_equal(r.labels["amod"].extra["head_to_dep"], [[0.0, 1.0]])
+
+
+def test_offset_baselines():
+    r = _both_in_one_batch()
+    b = r.baselines["labels"]
+    assert r.baselines["offsets"] == list(OFFSETS) == [-3, -2, -1, 1, 2, 3]
+    # det 1→3: dependent→head at +2, head→dependent at −2
+    assert b["det"]["dep_to_head"] == [0, 0, 0, 0, 1, 0] and b["det"]["head_to_dep"] == [0, 1, 0, 0, 0, 0]
+    assert b["det"]["either"] == [0, 1, 0, 0, 1, 0]
+    # amod 2→3: ±1
+    assert b["amod"]["either"] == [0, 0, 1, 1, 0, 0]
+    # root 3→0 and 1→0: dependent→head at −3 and −1; head→dependent at +3 and +1; each 1 of 2 arcs
+    assert b["root"]["dep_to_head"] == [0.5, 0, 0.5, 0, 0, 0]
+    assert b["root"]["either"] == [0.5, 0, 0.5, 0.5, 0, 0.5]
+    assert b["root"]["best"] == 0.5 and b["det"]["best_offset"] == -2
+
+
+def test_batching_and_padding_do_not_change_scores():
+    together = _both_in_one_batch()
+    apart = _run([([S2], [C2], [[H0_S2, H1_S2]]), ([S1], [C1], [[H0_S1, H1_S1]])])
+    for label in ("det", "amod", "root"):
+        np.testing.assert_array_equal(together.labels[label].scores, apart.labels[label].scores)
+        np.testing.assert_array_equal(together.labels[label].extra["head_to_dep"], apart.labels[label].extra["head_to_dep"])
+
+
+def test_shards_merge_by_adding():
+    full = _both_in_one_batch()
+    a, b = DependencyProbe(1, 2), DependencyProbe(1, 2)
+    a.update(batch([S1], [C1], [[H0_S1, H1_S1]]))
+    b.update(batch([S2], [C2], [[H0_S2, H1_S2]]))
+    a.merge(b)
+    merged = a.compute(RunInfo("hand", ["hand"], 1, 2, 2, {}, {}, {}))
+    np.testing.assert_array_equal(merged.overall.scores, full.overall.scores)
+    assert merged.baselines == full.baselines
+
+
+def test_first_subword_pooling_changes_the_answer():
+    # With "first" pooling, "playing" is its first subword "play" (row: 0.6 SEP + 0.4 The → pred The),
+    # and the column of "playing" is only "play": cat's row has CLS 0.3 > play 0.2 → pred[cat] = CLS.
+    r = _both_in_one_batch(pool="first")
+    np.testing.assert_array_equal(r.labels["amod"].scores, [[1.0, 0.0]])
+    # root of sentence 1 is now right for head 1 dependent→head (pred[cat] = CLS): 2 of 2 root arcs
+    np.testing.assert_array_equal(r.labels["root"].scores, [[1.0, 1.0]])
+
+
+def test_word_rows_sum_to_one_with_default_pooling():
+    b = batch([S1, S2], [C1, C2], [[H0_S1, H1_S1], [H0_S2, H1_S2]])
+    rows = b.word_attention.sum(-1)  # [B,L,H,C]
+    real = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 1]], dtype=torch.bool)  # CLS, words, (padding), SEP
+    torch.testing.assert_close(rows[:, 0, 0][real], torch.ones(int(real.sum())))
+    # padding word columns of the short sentence receive nothing
+    assert b.word_attention[1, :, :, :, 2:4].abs().sum() == 0
+
+
+def test_subtypes_kept_only_when_asked(tmp_path):
+    from probes.corpus.conllu_reader import read_conllu
+
+    f = tmp_path / "x.conllu"
+    f.write_text("1\tMy\tmy\tPRON\tPRP$\t_\t2\tnmod:poss\t_\t_\n2\tdog\tdog\tNOUN\tNN\t_\t0\troot\t_\t_\n\n")
+    assert read_conllu(f).sentences[0].ann["deprel"] == ["nmod", "root"]
+    assert read_conllu(f, subtypes=True).sentences[0].ann["deprel"] == ["nmod:poss", "root"]
+
+
+@pytest.mark.parametrize("label", ["det", "amod", "root"])
+def test_best_head(label):
+    r = _both_in_one_batch()
+    best = r.best(label)
+    assert (best.layer, best.head) == (0, 0) and best.score == 1.0
