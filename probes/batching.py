@@ -28,6 +28,8 @@ class Encoded:
     index: int  # position in the corpus
     input_ids: list[int]
     columns: np.ndarray  # [T] word column of each subword (0 start special, 1..n words, END_COLUMN end specials)
+    offsets: np.ndarray | None = None  # [T,2] character span of each subword: in its word (pre-split words) or in
+    #                                     the sentence's ann["text"] (raw-text input); (0, 0) for special tokens
 
 
 def encode(tokenizer, sentences: list[Sentence], max_length: int) -> tuple[list[Encoded], dict[str, int]]:
@@ -36,7 +38,8 @@ def encode(tokenizer, sentences: list[Sentence], max_length: int) -> tuple[list[
     if not sentences:
         return [], skipped
     enc = tokenizer([s.words for s in sentences], is_split_into_words=True, add_special_tokens=True,
-                    truncation=False, return_attention_mask=False, return_token_type_ids=False)
+                    truncation=False, return_attention_mask=False, return_token_type_ids=False,
+                    return_offsets_mapping=True)
     kept = []
     for i, sentence in enumerate(sentences):
         ids = enc["input_ids"][i]
@@ -47,7 +50,8 @@ def encode(tokenizer, sentences: list[Sentence], max_length: int) -> tuple[list[
         if np.bincount(word_ids[word_ids >= 0], minlength=len(sentence.words)).min(initial=1) == 0:
             skipped["word_without_subwords"] = skipped.get("word_without_subwords", 0) + 1
             continue
-        kept.append(Encoded(index=i, input_ids=ids, columns=_columns(word_ids)))
+        kept.append(Encoded(index=i, input_ids=ids, columns=_columns(word_ids),
+                            offsets=np.array(enc["offset_mapping"][i], dtype=np.int64).reshape(-1, 2)))
     return kept, skipped
 
 
@@ -74,11 +78,15 @@ class Batch:
     Token level:  input_ids, attention_mask [B,T]; columns [B,T] (PAD_COLUMN on padding);
                   attentions L × [B,H,T,T]; context L × [B,H,T,d] (only when a probe asked).
     Word level:   word_attention [B,L,H,C,C] and word_vectors [B,L,H,C,d], C = W + 2 columns.
+    offsets:      per sentence, [T_b,2] character span of each subword (see ``Encoded.offsets``), or None;
+                  tokenized_from says what they index: "words" (each word) or "text" (ann["text"]).
+    unk_token_id: the tokenizer's unknown-token id (None where not known).
     """
 
     def __init__(self, sentences: list[Sentence], columns: list[np.ndarray], *, pool: str = "mean-sum",
                  input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
-                 indices: list[int] | None = None):
+                 indices: list[int] | None = None, offsets: list[np.ndarray] | None = None,
+                 tokenized_from: str = "words", unk_token_id: int | None = None):
         """columns[b]: word column of each subword of sentence b (see ``Encoded.columns``)."""
         self.sentences = sentences
         self.indices = indices if indices is not None else list(range(len(sentences)))
@@ -94,14 +102,20 @@ class Batch:
         self.pool = pool
         self.attentions: tuple[torch.Tensor, ...] = ()
         self.context: tuple[torch.Tensor, ...] | None = None
+        self.offsets = offsets
+        self.tokenized_from = tokenized_from
+        self.unk_token_id = unk_token_id  # the tokenizer's [UNK] id, where known
 
     @classmethod
-    def from_encoded(cls, sentences: list[Sentence], items: list[Encoded], tokenizer, pool: str) -> "Batch":
+    def from_encoded(cls, sentences: list[Sentence], items: list[Encoded], tokenizer, pool: str,
+                     tokenized_from: str = "words") -> "Batch":
         """A batch of tokenised sentences, padded by the tokenizer (its own attention mask)."""
         padded = tokenizer.pad({"input_ids": [e.input_ids for e in items]}, padding=True, return_tensors="pt",
                                return_attention_mask=True)
         return cls(sentences, [e.columns for e in items], pool=pool, input_ids=padded["input_ids"],
-                   attention_mask=padded["attention_mask"], indices=[e.index for e in items])
+                   attention_mask=padded["attention_mask"], indices=[e.index for e in items],
+                   offsets=[e.offsets for e in items] if all(e.offsets is not None for e in items) else None,
+                   tokenized_from=tokenized_from, unk_token_id=tokenizer.unk_token_id)
 
     @property
     def end_column(self) -> int:

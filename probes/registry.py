@@ -26,7 +26,7 @@ def register(cls: type) -> type:
     if not getattr(cls, "name", ""):
         raise ValueError(f"{cls.__name__} has no probe name")
     existing = _PROBES.get(cls.name)
-    if existing is not None and existing.__qualname__ != cls.__qualname__:
+    if existing is not None and (existing.__module__, existing.__qualname__) != (cls.__module__, cls.__qualname__):
         raise ValueError(f"probe name {cls.name!r} is taken by {existing.__module__}.{existing.__qualname__}")
     _PROBES[cls.name] = cls
     return cls

@@ -18,13 +18,14 @@ from probes.pooling import parse_rule
 from probes.probe import Probe
 from probes.registry import get_probe, load_code
 from probes.results import ProbeResult, RunInfo
+from probes.text_encoding import TOKENIZE_CHOICES, encode_text
 
 
 def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Path | Iterable[str | Path] | None = None,
         *, format: str | None = None, batch_size: int = 32, max_length: int | None = None, limit: int | None = None,
         device: str = "cpu", pool: str = "mean-sum", progress: bool | None = None,
         code: str | Path | Iterable[str | Path] | None = None, encoder: Encoder | None = None,
-        **options: Any) -> dict[str, ProbeResult]:
+        tokenize: str = "words", **options: Any) -> dict[str, ProbeResult]:
     """Score every head of `model` with each named probe on `corpus`; one forward pass feeds them all.
 
     model: a checkpoint directory or hub name (default: the packaged MiniLM).
@@ -35,6 +36,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     progress: a progress bar on stderr (default: when stderr is a terminal).
     code: Python file(s) to import first, registering more probes.
     encoder: an already loaded ``probes.model.Encoder`` (saves reloading across runs).
+    tokenize: what the tokenizer reads: "words" (the pre-split words, default) or "text" (each
+    sentence's raw text, tokens mapped to words by character offsets; see probes.text_encoding).
     options: probe options by name (e.g. ``subtypes=True`` for dep).
     Returns {probe name: ProbeResult}.
     """
@@ -46,6 +49,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         load_code(path)
     classes = [get_probe(n) for n in dict.fromkeys(names)]
     _check_settings(batch_size, max_length, limit, pool)
+    if tokenize not in TOKENIZE_CHOICES:
+        raise InputError(f"tokenize must be one of {', '.join(TOKENIZE_CHOICES)}, not {tokenize!r}")
     _check_options(classes, options)
 
     paths = [str(p) for p in _as_list(corpus)] or [bundled_corpus()]
@@ -66,7 +71,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
             skipped[reason] = skipped.get(reason, 0) + 1
         else:
             usable.append(s)
-    encoded, too_long = encode(encoder.tokenizer, usable, encoder.max_length)
+    encoded, too_long = (encode_text if tokenize == "text" else encode)(encoder.tokenizer, usable, encoder.max_length)
     for reason, n in too_long.items():
         skipped[reason] = skipped.get(reason, 0) + n
     if not encoded:
@@ -78,7 +83,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     batches = length_sorted_batches(encoded, batch_size)
     with _progress_bar(len(encoded), progress) as bar:
         for items in batches:
-            batch = Batch.from_encoded([usable[e.index] for e in items], items, encoder.tokenizer, pool)
+            batch = Batch.from_encoded([usable[e.index] for e in items], items, encoder.tokenizer, pool, tokenize)
             capture = encoder.forward(batch.input_ids, batch.attention_mask, vectors=vectors)
             batch.attentions, batch.context = capture.attentions, capture.context
             for p in active:
@@ -88,7 +93,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     info = RunInfo(model=encoder.name, corpus=data.files, layers=encoder.layers, heads=encoder.heads,
                    sentences=len(encoded), skipped=skipped,
                    settings={"batch_size": batch_size, "pool": pool, "max_length": encoder.max_length,
-                             "limit": limit, "device": str(encoder.device), "format": format},
+                             "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize},
                    provenance=_provenance(encoder, data.files, time.perf_counter() - started))
     return {p.name: p.compute(info) for p in active}
 

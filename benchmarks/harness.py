@@ -1,0 +1,86 @@
+"""Benchmark harness: a probe run's time as a ratio to the bare eager forward pass over the same
+length-sorted batches, measured in the same process, plus peak resident memory.
+
+    ratio = time(probes.run(...)) / time(bare forward over the same batches)
+
+The bare pass uses the same encoder, batch size and the batches the run itself makes
+(tokenised and sorted the same way); the run's time includes reading the corpus, tokenising,
+pooling, scoring and computing the results (not model loading).
+"""
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from dataclasses import dataclass
+
+import psutil
+
+from probes.batching import Batch, encode, length_sorted_batches
+from probes.corpus import read_corpus
+
+
+@dataclass
+class Measurement:
+    run_seconds: float
+    bare_seconds: float
+    ratio: float
+    peak_rss_mb: float
+    rss_growth_mb: float
+    sentences: int
+
+
+def bare_forward_seconds(encoder, corpus_paths, *, batch_size: int = 32, limit: int | None = None,
+                         format: str | None = None, repeats: int = 1, vectors: bool = False) -> float:
+    """Best-of-`repeats` time of the plain eager forward over the run's own length-sorted batches."""
+    sentences = read_corpus(list(corpus_paths), format=format).sentences
+    sentences = sentences[:limit] if limit else sentences
+    items, _ = encode(encoder.tokenizer, sentences, encoder.max_length)
+    batches = [Batch.from_encoded([sentences[e.index] for e in chunk], chunk, encoder.tokenizer, "mean-sum")
+               for chunk in length_sorted_batches(items, batch_size)]
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for b in batches:
+            encoder.bare_forward(b.input_ids, b.attention_mask)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+class PeakRSS:
+    """Samples this process's resident memory every 5 ms while active; .peak_mb, .growth_mb."""
+
+    def __enter__(self):
+        self.process = psutil.Process()
+        self.start = self.peak = self.process.memory_info().rss
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, self.process.memory_info().rss)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.process.memory_info().rss)
+        self.peak_mb = self.peak / 2**20
+        self.growth_mb = (self.peak - self.start) / 2**20
+
+
+def measure(run, bare, repeats: int = 2) -> Measurement:
+    """Time `run()` and `bare()` alternately, best of `repeats` each; peak RSS during the runs."""
+    gc.collect()
+    run_best = bare_best = float("inf")
+    sentences = 0
+    with PeakRSS() as memory:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            results = run()
+            run_best = min(run_best, time.perf_counter() - start)
+            sentences = next(iter(results.values())).info.sentences
+            del results
+            bare_best = min(bare_best, bare())
+    return Measurement(run_best, bare_best, run_best / bare_best, memory.peak_mb, memory.growth_mb, sentences)

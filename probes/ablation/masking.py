@@ -1,0 +1,131 @@
+"""Disabling attention heads on transformers 5.x, where ``head_mask`` is gone (and silently ignored).
+
+Shapes: B batch rows, T subword positions, L layers, H heads, d head size.
+
+A head mask is a bool tensor [B,L,H]: batch row b runs with head (l, h) disabled where
+``mask[b, l, h]``, so one forward pass evaluates several masks (repeat the sentences once per
+mask along the batch). Forward hooks on the L self-attention modules (the modules whose first
+output is the per-head context [B,T,H*d], the same ones ``probes.model`` reads; this reaches
+BERT, RoBERTa, ELECTRA, DeBERTa v1 and v2 alike, eager or SDPA, although DeBERTa does not go
+through ``AttentionInterface``) rewrite that output before the output projection W_O:
+
+    zero     a disabled head's slice of the context is 0, as the old ``head_mask`` did (Michel
+             et al. 2019): the head adds nothing through W_O (W_O's bias is shared by all heads
+             and stays). Its reported attention map is left as computed.
+    uniform  a disabled head attends 1/n to each of the row's n real tokens (the tokenizer's
+             attention mask: special tokens count, padding does not), the way Kovaleva et al.
+             (2019) disabled heads; its context is then the mean of its value vectors over those
+             tokens, for every query position. Its reported attention map is that uniform map.
+
+Rows and heads that are not disabled are copied bit for bit (masked_fill / where), so an empty
+mask changes nothing. Uniform mode reads the value vectors with a hook on the value projection
+(``value`` for BERT-likes, ``value_proj`` for DeBERTa-v2, ``in_proj`` + ``v_bias`` for DeBERTa).
+Hooks are prepended, so transformers' own attention recorders and the context-vector capture of
+``Encoder.forward`` see the rewritten output.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable
+
+import torch
+
+from probes.errors import InputError
+
+MODES = ("zero", "uniform")
+
+
+class HeadMasker:
+    """Context manager: while active, forward passes of `model` run with the heads of ``set()`` disabled.
+
+        with HeadMasker(modules, heads, head_dim, "zero") as masker:
+            masker.set(mask, attention_mask)   # mask [B,L,H] bool, attention_mask [B,T]
+            model(input_ids=..., attention_mask=attention_mask)
+
+    modules: the L self-attention modules in layer order (``probes.model._self_attention_modules``).
+    """
+
+    def __init__(self, modules: list[torch.nn.Module], heads: int, head_dim: int, mode: str = "zero"):
+        if mode not in MODES:
+            raise InputError(f"unknown masking mode {mode!r}; choose one of {', '.join(MODES)}")
+        self.modules, self.heads, self.head_dim, self.mode = list(modules), heads, head_dim, mode
+        self.readers = [_value_reader(m, heads, head_dim) for m in self.modules] if mode == "uniform" else []
+        self.mask: torch.Tensor | None = None  # [B,L,H] bool
+        self.active: list[bool] = []  # per layer: does any row disable a head there
+        self.weights: torch.Tensor | None = None  # [B,T] 1/n on each row's n real tokens, 0 on padding
+        self._means: dict[int, torch.Tensor] = {}  # layer -> [B,H,d] mean value vector over real tokens
+        self._handles: list = []
+
+    def __enter__(self) -> "HeadMasker":
+        for layer, module in enumerate(self.modules):
+            self._handles.append(module.register_forward_hook(partial(self._rewrite, layer), prepend=True))
+        for layer, (projection, read) in enumerate(self.readers):
+            self._handles.append(projection.register_forward_hook(partial(self._keep_mean, layer, read)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self.mask, self.weights, self.active = None, None, []
+        self._means.clear()
+
+    def set(self, mask: torch.Tensor | None, attention_mask: torch.Tensor) -> None:
+        """The heads to disable in the next forward pass, per batch row: mask [B,L,H] bool (None: none)."""
+        self._means.clear()
+        if mask is None:
+            self.mask, self.active = None, []
+            return
+        layers = len(self.modules)
+        if mask.dim() != 3 or tuple(mask.shape[1:]) != (layers, self.heads) or mask.shape[0] != attention_mask.shape[0]:
+            raise ValueError(f"head mask of shape {tuple(mask.shape)} does not fit a batch of {attention_mask.shape[0]} "
+                             f"rows of a model with {layers} layers × {self.heads} heads")
+        self.mask = mask.bool()
+        self.active = self.mask.any(dim=2).any(dim=0).tolist()  # [L]
+        real = attention_mask.float()  # [B,T]
+        self.weights = real / real.sum(dim=1, keepdim=True)
+
+    def _keep_mean(self, layer: int, read: Callable, module, inputs, output) -> None:
+        if self.mask is None or not self.active[layer]:
+            return
+        values = read(module, output)  # [B,T,H,d]
+        weights = self.weights.to(device=values.device, dtype=values.dtype)
+        self._means[layer] = torch.einsum("bt,bthd->bhd", weights, values)  # [B,H,d]
+
+    def _rewrite(self, layer: int, module, inputs, output):
+        if self.mask is None or not self.active[layer]:
+            return None
+        context, probs = output[0], output[1]  # [B,T,H*d], [B,H,T,T] or None
+        b, t = context.shape[:2]
+        if b != self.mask.shape[0]:
+            raise ValueError(f"head mask has {self.mask.shape[0]} rows but layer {layer} ran on a batch of {b}")
+        disabled = self.mask[:, layer].to(context.device)  # [B,H]
+        heads = context.reshape(b, t, self.heads, self.head_dim)  # [B,T,H,d]
+        if self.mode == "zero":
+            heads = heads.masked_fill(disabled[:, None, :, None], 0.0)
+        else:
+            mean = self._means.pop(layer).to(heads.dtype)  # [B,H,d]
+            heads = torch.where(disabled[:, None, :, None], mean[:, None, :, :], heads)
+            if probs is not None:
+                uniform = self.weights.to(device=probs.device, dtype=probs.dtype)[:, None, None, :]  # [B,1,1,T]
+                probs = torch.where(disabled[:, :, None, None], uniform, probs)
+        return (heads.reshape(context.shape), probs, *output[2:])
+
+
+def _value_reader(module: torch.nn.Module, heads: int, head_dim: int) -> tuple[torch.nn.Module, Callable]:
+    """The submodule whose output holds the value vectors, and a function turning that output into [B,T,H,d]."""
+    def per_head(_module, out):
+        return out.reshape(*out.shape[:2], heads, head_dim)
+
+    for name in ("value", "value_proj"):  # BERT, RoBERTa, ELECTRA / DeBERTa-v2
+        projection = getattr(module, name, None)
+        if isinstance(projection, torch.nn.Linear):
+            return projection, per_head
+    projection, bias = getattr(module, "in_proj", None), getattr(module, "v_bias", None)
+    if isinstance(projection, torch.nn.Linear) and bias is not None:  # DeBERTa v1: per head [q | k | v]
+        def deberta_values(_module, out):
+            qkv = out.reshape(*out.shape[:2], heads, 3 * head_dim)
+            return qkv[..., 2 * head_dim:] + bias.view(heads, head_dim)
+        return projection, deberta_values
+    raise InputError(f"uniform masking needs the value projection, and {type(module).__name__} has none this "
+                     "tool knows (value, value_proj, in_proj); use mode zero")

@@ -1,0 +1,157 @@
+"""Universal PropBank reader (UP 1.0, e.g. ``en_ewt-up-dev.conllu``).
+
+File layout: CoNLL-U (10 columns) plus column 11, the roleset of each predicate (``come.03``,
+``have.LV``, ``_`` elsewhere), plus one column per predicate, in sentence order: column 11 + k
+belongs to the k-th word that has a roleset. A role label (``ARG0``, ``ARGM-TMP``, ``R-ARG1``,
+``C-ARG1``, ``V``, ``C-V``, ...) sits on the argument's head token only; ``_`` elsewhere.
+
+Per Sentence, everything :func:`read_conllu` gives (``head``, ``deprel``, ``upos``, ``xpos``,
+``text``), so one pass can feed ``dep`` and ``srl``, plus ``ann["srl"]``, one dict per
+predicate in sentence order, in the same format as the CoNLL-2012 reader::
+
+    {"predicate": 3, "lemma": "come", "frameset": "03",
+     "args": [("ARG2", 0, 3), ("V", 3, 4), ("ARG1", 4, 6)],   # (role, start, end_exclusive)
+     "arg_words": [(0, 1, 2), (3,), (4, 5)],                  # the exact words of each argument
+     "arg_heads": [2, 3, 5]}                                  # the labelled (head) token
+
+All indices are 0-based words. ``predicate`` is the row holding the roleset (a multi-word
+predicate such as "drop by" marks V on several tokens; "two-timing" marks V on "two" and C-V
+on "timing", whose row holds the roleset). ``lemma``/``frameset`` split the roleset at its
+last dot. Arguments are listed in the order of their head tokens, V and C-V included (the
+srl probe leaves them out).
+
+Argument words: the dependency subtree of the labelled token, minus (a) the predicate's own
+subtree when the predicate lies inside it (copulas: "to be the Santa" is ARG2 of "be", whose
+subtree is the word "be"; relative clauses: "all you seek" → ARG1 "all" of "seek" is "all"),
+and (b) the words the same column marks V or C-V ("by" of "drop by"), so a predicate is never
+part of its own argument. A subtree can have gaps (non-projective trees, or after (a)/(b)), so
+``args`` gives the argument's extent (first word, last word + 1) and ``arg_words`` its exact
+words; the span is contiguous exactly when ``len(words) == end - start``. V and C-V are the
+labelled token alone.
+
+Not scored, counted: sentences marked ``# propbank = no-up`` (EWT sentences that PropBank
+does not cover) keep their dependency annotation but get no ``srl``, and carry
+``ann["propbank"] = "no-up"``, so the srl probe skips them with the reason
+``propbank_no_up`` while ``dep`` still uses them.
+
+Errors (:class:`InputError`, file and line): everything :func:`read_conllu` rejects; a word row
+with fewer than 11 columns (not a UP file); word rows of one sentence with different column
+counts; a number of predicate columns different from the number of rolesets; a dependency
+cycle or a missing HEAD. A predicate column count that disagrees with the predicates is an
+error rather than a skipped sentence because the columns can then not be matched to the
+predicates without guessing; the UP 1.0 EWT files have no such sentence. UP writes a
+sentence without predicates with one empty 12th column: that is read as no predicate column.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from probes.corpus.conllu_reader import _EMPTY_ID, _RANGE_ID, _blocks, _sentence
+from probes.corpus.sentence import Corpus, Sentence
+from probes.corpus.textio import read_text_lines
+from probes.errors import InputError
+
+__all__ = ["read_propbank", "looks_like_propbank"]
+
+_NONE = ("_", "")
+_PREDICATE_WORDS = ("V", "C-V")
+
+
+def read_propbank(path: str | Path, *, subtypes: bool = False) -> Corpus:
+    """Read a Universal PropBank CoNLL-U file (see the module docstring); ``subtypes`` as in
+    :func:`read_conllu` (keep ``nmod:poss`` rather than ``nmod``)."""
+    path = Path(path)
+    sentences = [_up_sentence(path, start, block, subtypes) for start, block in _blocks(read_text_lines(path))]
+    if not sentences:
+        raise InputError("no sentences found (only comments or blank lines)", path)
+    return Corpus(sentences=sentences, files=[str(path)])
+
+
+def looks_like_propbank(path: str | Path, max_lines: int = 200) -> bool:
+    """True when the first word rows of a CoNLL-U file have more than 10 columns (UP's roleset
+    and predicate columns); used to pick this reader for a ``.conllu`` file."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for _, line in zip(range(max_lines), f):
+                if line.strip() and not line.startswith("#"):
+                    return len(line.rstrip("\r\n").split("\t")) > 10
+    except OSError:
+        return False
+    return False
+
+
+def _up_sentence(path: Path, start: int, block: list[tuple[int, str]], subtypes: bool) -> Sentence:
+    sentence = _sentence(path, start, block, subtypes, True)
+    extra = sentence.ann.pop("extra")
+    no_up = any(text.startswith("#") and text[1:].replace(" ", "").lower() == "propbank=no-up" for _, text in block)
+    if no_up:
+        sentence.ann["propbank"] = "no-up"
+        return sentence
+    rows = [(number, text.split("\t")) for number, text in block if not text.startswith("#")]
+    word_lines = [number for number, cols in rows if not (_RANGE_ID.match(cols[0]) or _EMPTY_ID.match(cols[0]))]
+    for number, cells in zip(word_lines, extra):
+        if not cells:
+            raise InputError("expected at least 11 columns (CoNLL-U + roleset), found 10: "
+                             "not a Universal PropBank file (use --format conllu)", path, number)
+        if len(cells) != len(extra[0]):
+            raise InputError(f"{10 + len(cells)} columns, but the sentence's first word row (line {word_lines[0]}) "
+                             f"has {10 + len(extra[0])}", path, number)
+    if "head" not in sentence.ann:
+        raise InputError("a word has no HEAD (_): argument spans need the dependency tree", path, start)
+    rolesets = [(i, cells[0]) for i, cells in enumerate(extra) if cells[0] not in _NONE]
+    columns = [cells[1:] for cells in extra]
+    width = len(columns[0])
+    if width == 1 and all(c[0] == "" for c in columns):
+        width = 0  # how UP writes a sentence without predicates
+    if width != len(rolesets):
+        raise InputError(f"{width} predicate column(s) but {len(rolesets)} predicate(s) (words with a roleset "
+                         f"in column 11) in this sentence", path, start)
+    preorder, first, last = _subtrees(sentence.ann["head"], path, start)
+    srl = []
+    for k, (p, roleset) in enumerate(rolesets):
+        labelled = [(i, c[k]) for i, c in enumerate(columns) if c[k] not in _NONE]
+        lemma, _, frameset = roleset.rpartition(".")
+        srl.append({"predicate": p, "lemma": lemma or roleset, "frameset": frameset if lemma else "", "args": [],
+                    "arg_words": [], "arg_heads": []})
+        own = {i for i, role in labelled if role in _PREDICATE_WORDS}
+        for i, role in labelled:
+            words = (i,) if role in _PREDICATE_WORDS else _argument_words(i, p, own, preorder, first, last)
+            srl[-1]["args"].append((role, words[0], words[-1] + 1))
+            srl[-1]["arg_words"].append(words)
+            srl[-1]["arg_heads"].append(i)
+    sentence.ann["srl"] = srl
+    return sentence
+
+
+def _subtrees(heads: list[int], path: Path, line: int) -> tuple[list[int], list[int], list[int]]:
+    """Depth-first preorder of the 0-based words, and for each word the slice [first, last) of
+    that order holding its subtree. A word the root cannot reach means a HEAD cycle."""
+    n = len(heads)
+    children: list[list[int]] = [[] for _ in range(n + 1)]  # node 0 = root, node i = word i - 1
+    for i, h in enumerate(heads, 1):
+        children[h].append(i)
+    preorder: list[int] = []
+    first, last = [0] * (n + 1), [0] * (n + 1)
+    stack = [(0, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            last[node] = len(preorder)
+            continue
+        first[node] = len(preorder)
+        preorder.append(node - 1)
+        stack.append((node, True))
+        stack.extend((c, False) for c in reversed(children[node]))
+    if len(preorder) != n + 1:
+        raise InputError("the HEAD column has a cycle (some words are not under the root)", path, line)
+    return preorder, first[1:], last[1:]  # preorder[0] is the root (-1); first/last indexed by word
+
+
+def _argument_words(head: int, predicate: int, own: set[int], preorder, first, last) -> tuple[int, ...]:
+    """Sorted words of the subtree of `head`, minus the predicate's subtree if inside it, minus `own`."""
+    words = set(preorder[first[head]:last[head]])
+    if first[head] <= first[predicate] < last[head]:
+        words.difference_update(preorder[first[predicate]:last[predicate]])
+    words.difference_update(own)
+    words.add(head)
+    return tuple(sorted(words))
