@@ -98,3 +98,18 @@ def test_sdpa_default_returns_no_attention(tiny_model):
     assert model.config._attn_implementation == "sdpa"
     ours = probes.load_encoder(str(tiny_model("bert")))
     assert ours.model.config._attn_implementation == "eager"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_real_checkpoint_when_named(family, tmp_path, capsys):
+    """`tox -e roberta` etc. with PROBES_REAL_ROBERTA=roberta-base (a hub name or a directory) runs a real checkpoint."""
+    import os
+
+    name = os.environ.get("PROBES_REAL_" + family.upper().replace("-V2", "").replace("-", "_"))
+    if not name:
+        pytest.skip(f"no real {family} checkpoint named (set PROBES_REAL_{family.upper().replace('-V2', '')})")
+    out = tmp_path / "out"
+    assert main(["run", "dep", "--model", name, "--limit", "50", "--out", str(out), "--quiet", "--no-plots"]) == 0, \
+        capsys.readouterr().err
+    data = json.loads((out / "dep.json").read_text())
+    assert data["sentences"] > 0 and data["overall"]["count"] > 0
