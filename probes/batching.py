@@ -30,6 +30,7 @@ class Encoded:
     columns: np.ndarray  # [T] word column of each subword (0 start special, 1..n words, END_COLUMN end specials)
     offsets: np.ndarray | None = None  # [T,2] character span of each subword: in its word (pre-split words) or in
     #                                     the sentence's ann["text"] (raw-text input); (0, 0) for special tokens
+    token_type_ids: list[int] | None = None  # segment id of each subword, for sentence pairs (probes.pair_encoding)
 
 
 def encode(tokenizer, sentences: list[Sentence], max_length: int) -> tuple[list[Encoded], dict[str, int]]:
@@ -37,6 +38,10 @@ def encode(tokenizer, sentences: list[Sentence], max_length: int) -> tuple[list[
     skipped: dict[str, int] = {}
     if not sentences:
         return [], skipped
+    if any("pair" in s.ann for s in sentences):
+        from probes.pair_encoding import encode_pairs
+
+        return encode_pairs(tokenizer, sentences, max_length)
     enc = tokenizer([s.words for s in sentences], is_split_into_words=True, add_special_tokens=True,
                     truncation=False, return_attention_mask=False, return_token_type_ids=False,
                     return_offsets_mapping=True)
@@ -86,7 +91,8 @@ class Batch:
     def __init__(self, sentences: list[Sentence], columns: list[np.ndarray], *, pool: str = "mean-sum",
                  input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                  indices: list[int] | None = None, offsets: list[np.ndarray] | None = None,
-                 tokenized_from: str = "words", unk_token_id: int | None = None):
+                 tokenized_from: str = "words", unk_token_id: int | None = None,
+                 token_type_ids: torch.Tensor | None = None):
         """columns[b]: word column of each subword of sentence b (see ``Encoded.columns``)."""
         self.sentences = sentences
         self.indices = indices if indices is not None else list(range(len(sentences)))
@@ -99,6 +105,8 @@ class Batch:
         self.columns = padded.masked_fill(padded == END_COLUMN, self.width - 1)  # [B,T]
         self.input_ids = input_ids  # [B,T]
         self.attention_mask = attention_mask if attention_mask is not None else (padded != PAD_COLUMN).long()  # [B,T]
+        self.token_type_ids = token_type_ids  # [B,T] segment ids of sentence pairs, else None
+        self.twin: Batch | None = None  # the word-shuffled twin, for probes that ask (see probes.shuffle)
         self.pool = pool
         self.attentions: tuple[torch.Tensor, ...] = ()
         self.context: tuple[torch.Tensor, ...] | None = None
@@ -110,12 +118,15 @@ class Batch:
     def from_encoded(cls, sentences: list[Sentence], items: list[Encoded], tokenizer, pool: str,
                      tokenized_from: str = "words") -> "Batch":
         """A batch of tokenised sentences, padded by the tokenizer (its own attention mask)."""
-        padded = tokenizer.pad({"input_ids": [e.input_ids for e in items]}, padding=True, return_tensors="pt",
-                               return_attention_mask=True)
+        features = {"input_ids": [e.input_ids for e in items]}
+        if any(e.token_type_ids is not None for e in items):
+            features["token_type_ids"] = [e.token_type_ids or [0] * len(e.input_ids) for e in items]
+        padded = tokenizer.pad(features, padding=True, return_tensors="pt", return_attention_mask=True)
         return cls(sentences, [e.columns for e in items], pool=pool, input_ids=padded["input_ids"],
                    attention_mask=padded["attention_mask"], indices=[e.index for e in items],
                    offsets=[e.offsets for e in items] if all(e.offsets is not None for e in items) else None,
-                   tokenized_from=tokenized_from, unk_token_id=tokenizer.unk_token_id)
+                   tokenized_from=tokenized_from, unk_token_id=tokenizer.unk_token_id,
+                   token_type_ids=padded.get("token_type_ids"))
 
     @property
     def end_column(self) -> int:
@@ -155,7 +166,10 @@ class Batch:
 
     @cached_property
     def predictions(self) -> torch.Tensor:
-        """[B,L,H,C] each head's most-attended column from each row, over the root column and words."""
-        scores = self.word_attention.masked_fill(~self.target_columns.to(self.word_attention.device)[:, None, None, None, :],
-                                                 float("-inf"))
-        return scores.argmax(dim=-1)
+        """[B,L,H,C] each head's most-attended column from each row, over the root column and the words.
+
+        The end column (last) is left out; padding columns hold zero weight and come after a sentence's
+        real columns, and attention weights are non-negative, so they can never win the argmax
+        (a row with no weight anywhere points at column 0, the first maximum).
+        """
+        return self.word_attention[..., :-1].argmax(dim=-1)

@@ -46,8 +46,10 @@ class Encoder:
     _self_attention: list[torch.nn.Module] = field(default_factory=list, repr=False)
 
     @torch.inference_mode()
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, vectors: bool = False) -> Capture:
-        """Run the model once; return L attention maps (and L per-head context tensors if asked)."""
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, vectors: bool = False,
+                token_type_ids: torch.Tensor | None = None) -> Capture:
+        """Run the model once; return L attention maps (and L per-head context tensors if asked).
+        token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero)."""
         stash: list[torch.Tensor] = []
         hooks = []
         if vectors:
@@ -55,8 +57,9 @@ class Encoder:
                 stash.append(output[0])  # [B,T,H*d], before the output projection
             hooks = [m.register_forward_hook(keep) for m in self._self_attention]
         try:
+            types = {} if token_type_ids is None else {"token_type_ids": token_type_ids.to(self.device)}
             out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
-                             output_attentions=True)
+                             output_attentions=True, **types)
         finally:
             for h in hooks:
                 h.remove()
@@ -88,6 +91,9 @@ def load_encoder(name: str, *, device: str = "cpu", max_length: int | None = Non
     import transformers
 
     transformers.utils.logging.set_verbosity_error()
+    import huggingface_hub
+
+    huggingface_hub.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     source = _resolve_source(name)
     try:
@@ -96,7 +102,8 @@ def load_encoder(name: str, *, device: str = "cpu", max_length: int | None = Non
     except InputError:
         raise
     except (OSError, ValueError, KeyError, ImportError) as e:
-        raise InputError(f"cannot load model {name!r}: {_first_line(e)}") from None
+        hint = "" if Path(source).exists() else " (not a local directory, so it was looked up as a hub name)"
+        raise InputError(f"cannot load model {name!r}{hint}: {_first_line(e)}") from None
     try:
         dev = torch.device(device)
         model.to(dev)

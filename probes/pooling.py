@@ -51,11 +51,18 @@ def _combine(onehot: torch.Tensor, rule: str) -> torch.Tensor:
 
 
 def pool_attention(attentions, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-    """L × [B,H,T,T] subword attention → [B,L,H,C,C] word attention: query · A · keyᵀ."""
+    """L × [B,H,T,T] subword attention → [B,L,H,C,C] word attention: query · A · keyᵀ.
+
+    Two batched GEMMs over the whole batch (batch dimension B only, so BLAS sees large matrices):
+    A·keyᵀ as [B, L·H·T, T] @ [B, T, C], then query · (that) as [B, C, T] @ [B, T, L·H·C].
+    """
     a = torch.stack(tuple(attentions), dim=1)  # [B,L,H,T,T]
-    q = query.to(a.dtype)[:, None, None]  # [B,1,1,C,T]
-    k = key.to(a.dtype).transpose(1, 2)[:, None, None]  # [B,1,1,T,C]
-    return q @ a @ k
+    b, layers, heads, t, _ = a.shape
+    c = query.shape[1]
+    to_words = torch.bmm(a.view(b, layers * heads * t, t), key.to(a.dtype).transpose(1, 2))  # [B,LHT,C]
+    to_words = to_words.view(b, layers * heads, t, c).transpose(1, 2).reshape(b, t, layers * heads * c)  # [B,T,LHC]
+    pooled = torch.bmm(query.to(a.dtype), to_words)  # [B,C,LHC]
+    return pooled.view(b, c, layers, heads, c).permute(0, 2, 3, 1, 4)  # [B,L,H,C,C]
 
 
 def pool_vectors(context, query: torch.Tensor) -> torch.Tensor:
