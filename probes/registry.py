@@ -15,7 +15,12 @@ from pathlib import Path
 from probes.errors import InputError
 
 ENTRY_POINT_GROUP = "probes.probes"
-BUILTIN_MODULES = ("probes.builtin.dep",)
+BUILTIN_MODULES = ("probes.builtin.dep", "probes.builtin.seg", "probes.builtin.srl", "probes.builtin.frames",
+                   "probes.builtin.pos", "probes.builtin.ner", "probes.builtin.con",
+                   "probes.builtin.analyses.mass", "probes.builtin.analyses.entropy",
+                   "probes.builtin.analyses.positional", "probes.builtin.analyses.rare",
+                   "probes.builtin.analyses.patterns", "probes.builtin.analyses.head_distance",
+                   "probes.builtin.analyses.word_order", "probes.builtin.analyses.term_matching")
 
 _PROBES: dict[str, type] = {}
 _loaded = False

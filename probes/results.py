@@ -153,8 +153,11 @@ class ProbeResult:
         if plots:
             for name, entry in [("overall", self.overall), *self.labels.items()]:
                 title = f"{self.probe}: {name} (n={entry.count})"
+                finite = entry.scores[np.isfinite(entry.scores)]
+                scale = {} if finite.size == 0 or (finite.min() >= 0 and finite.max() <= 1) else \
+                    {"vmin": None, "vmax": None}  # scores outside [0, 1] (entropy in nats, cluster numbers)
                 written.append(write_atomic(out / f"{self.probe}-{safe_name(name)}.png",
-                                            heatmap_png(entry.scores, title, self.info.model)))
+                                            heatmap_png(entry.scores, title, self.info.model, **scale)))
         return written
 
 

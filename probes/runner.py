@@ -11,13 +11,16 @@ from typing import Any, Iterable
 
 from probes.batching import Batch, encode, length_sorted_batches
 from probes.corpus import guess_format, read_corpus
+from probes.corpus.spacy_text import annotation_format
 from probes.defaults import bundled_corpus, default_model
 from probes.errors import InputError
+from probes.fitting import plan_fit
 from probes.model import Encoder, load_encoder
 from probes.pooling import parse_rule
 from probes.probe import Probe
 from probes.registry import get_probe, load_code
 from probes.results import ProbeResult, RunInfo
+from probes.shuffle import shuffled_twin
 from probes.text_encoding import TOKENIZE_CHOICES, encode_text
 
 
@@ -25,7 +28,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         *, format: str | None = None, batch_size: int = 32, max_length: int | None = None, limit: int | None = None,
         device: str = "cpu", pool: str = "mean-sum", progress: bool | None = None,
         code: str | Path | Iterable[str | Path] | None = None, encoder: Encoder | None = None,
-        tokenize: str = "words", **options: Any) -> dict[str, ProbeResult]:
+        tokenize: str = "words", fit: str | Path | Iterable[str | Path] | None = None, fit_on: str | None = None,
+        annotate: str | None = None, **options: Any) -> dict[str, ProbeResult]:
     """Score every head of `model` with each named probe on `corpus`; one forward pass feeds them all.
 
     model: a checkpoint directory or hub name (default: the packaged MiniLM).
@@ -38,6 +42,12 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     encoder: an already loaded ``probes.model.Encoder`` (saves reloading across runs).
     tokenize: what the tokenizer reads: "words" (the pre-split words, default) or "text" (each
     sentence's raw text, tokens mapped to words by character offsets; see probes.text_encoding).
+    fit: corpus file(s) that probes with a fit phase (pos, ner, con: centroids) are fitted on before
+    `corpus` is scored, e.g. the dev split (read like `corpus`; `limit` applies to it too).
+    fit_on: "same" fits them on `corpus` itself (He & Choi 2021's same-split setting; two passes over
+    it); the default is `fit` where given, else "same". Results record it under fit.on.
+    annotate: "spacy" (or "spacy:PIPELINE") reads the corpus (and fit) files as raw text, one
+    passage a line, tagged and parsed by spaCy (silver UPOS, XPOS, dependencies, entities).
     options: probe options by name (e.g. ``subtypes=True`` for dep).
     Returns {probe name: ProbeResult}.
     """
@@ -52,21 +62,62 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     if tokenize not in TOKENIZE_CHOICES:
         raise InputError(f"tokenize must be one of {', '.join(TOKENIZE_CHOICES)}, not {tokenize!r}")
     _check_options(classes, options)
+    plan = plan_fit(classes, [str(p) for p in _as_list(fit)], fit_on)
 
     paths = [str(p) for p in _as_list(corpus)] or [bundled_corpus()]
     reader_options: dict[str, Any] = {}
     for cls in classes:
         reader_options.update(cls(1, 1, **_own(cls, options)).reader_options())
+    if annotate:
+        format = annotation_format(annotate, format, reader_options)
     data = read_corpus(paths, format=format or guess_format(paths[0]) or classes[0].corpus_format, **reader_options)
     sentences = data.sentences[:limit] if limit else data.sentences
     skipped = dict(data.skipped)
+    fit_data = None
+    if plan and plan.paths:
+        fit_data = read_corpus(plan.paths, format=format or guess_format(plan.paths[0]) or classes[0].corpus_format,
+                               **reader_options)
 
     if encoder is None:
         encoder = load_encoder(model or default_model(), device=device, max_length=max_length)
     active: list[Probe] = [cls(encoder.layers, encoder.heads, **_own(cls, options)) for cls in classes]
+    for p in active:
+        p.prepare(sentences)
+    usable, encoded = _prepare(sentences, active, encoder, tokenize, skipped)
+    if not encoded:
+        raise InputError(f"no sentence can be scored (of {len(sentences)}: {_skip_summary(skipped)}; "
+                         f"model limit {encoder.max_length} subwords)", paths[0])
+
+    fit_settings = None
+    fitting = [p for p in active if p.needs_fit]
+    if fitting:  # fit phase: a forward pass over the fit corpus feeds fit_update before any update
+        fit_usable, fit_encoded, fit_skipped = usable, encoded, {}
+        if fit_data is not None:
+            fit_skipped = dict(fit_data.skipped)
+            fit_usable, fit_encoded = _prepare(fit_data.sentences[:limit] if limit else fit_data.sentences,
+                                               fitting, encoder, tokenize, fit_skipped)
+            if not fit_encoded:
+                raise InputError(f"no sentence of the fit corpus can be used ({_skip_summary(fit_skipped)})",
+                                 plan.paths[0])
+        _feed(encoder, fit_usable, fit_encoded, fitting, "fit_update", batch_size, pool, tokenize, progress)
+        fit_settings = plan.settings(fit_data.files if fit_data else data.files, len(fit_encoded), fit_skipped)
+    _feed(encoder, usable, encoded, active, "update", batch_size, pool, tokenize, progress)
+
+    info = RunInfo(model=encoder.name, corpus=data.files, layers=encoder.layers, heads=encoder.heads,
+                   sentences=len(encoded), skipped=skipped,
+                   settings={"batch_size": batch_size, "pool": pool, "max_length": encoder.max_length,
+                             "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize,
+                             **({"fit": fit_settings} if fit_settings else {})},
+                   provenance=_provenance(encoder, data.files, time.perf_counter() - started))
+    return {p.name: p.compute(info) for p in active}
+
+
+def _prepare(sentences: list, probes: list[Probe], encoder: Encoder, tokenize: str,
+             skipped: dict[str, int]) -> tuple[list, list]:
+    """The sentences every probe can score, tokenised; the others counted in `skipped` by reason."""
     usable = []
     for s in sentences:
-        reason = next((r for p in active if (r := p.skip_reason(s))), None)
+        reason = next((r for p in probes if (r := p.skip_reason(s))), None)
         if reason:
             skipped[reason] = skipped.get(reason, 0) + 1
         else:
@@ -74,28 +125,31 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     encoded, too_long = (encode_text if tokenize == "text" else encode)(encoder.tokenizer, usable, encoder.max_length)
     for reason, n in too_long.items():
         skipped[reason] = skipped.get(reason, 0) + n
-    if not encoded:
-        detail = ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in skipped.items()) or "none read"
-        raise InputError(f"no sentence can be scored (of {len(sentences)}: {detail}; "
-                         f"model limit {encoder.max_length} subwords)", paths[0])
+    return usable, encoded
 
-    vectors = any(p.needs_vectors for p in active)
-    batches = length_sorted_batches(encoded, batch_size)
-    with _progress_bar(len(encoded), progress) as bar:
-        for items in batches:
+
+def _feed(encoder: Encoder, usable: list, encoded: list, probes: list[Probe], method: str, batch_size: int,
+          pool: str, tokenize: str, progress: bool | None) -> None:
+    """One forward pass per length-sorted batch, handed to `method` ("update" or "fit_update") of every probe."""
+    vectors = any(p.needs_vectors for p in probes)
+    twin_seed = next((seed for p in probes if (seed := p.shuffle_seed()) is not None), None)
+    with _progress_bar(len(encoded), progress, "fitting" if method == "fit_update" else "probing") as bar:
+        for items in length_sorted_batches(encoded, batch_size):
             batch = Batch.from_encoded([usable[e.index] for e in items], items, encoder.tokenizer, pool, tokenize)
-            capture = encoder.forward(batch.input_ids, batch.attention_mask, vectors=vectors)
+            capture = encoder.forward(batch.input_ids, batch.attention_mask, vectors=vectors,
+                                      token_type_ids=batch.token_type_ids)
             batch.attentions, batch.context = capture.attentions, capture.context
-            for p in active:
-                p.update(batch)
+            if twin_seed is not None:  # a second forward pass, on the word-shuffled sentences
+                batch.twin = shuffled_twin(batch, twin_seed)
+                batch.twin.attentions = encoder.forward(batch.twin.input_ids, batch.twin.attention_mask,
+                                                        token_type_ids=batch.twin.token_type_ids).attentions
+            for p in probes:
+                getattr(p, method)(batch)
             bar.update(len(items))
 
-    info = RunInfo(model=encoder.name, corpus=data.files, layers=encoder.layers, heads=encoder.heads,
-                   sentences=len(encoded), skipped=skipped,
-                   settings={"batch_size": batch_size, "pool": pool, "max_length": encoder.max_length,
-                             "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize},
-                   provenance=_provenance(encoder, data.files, time.perf_counter() - started))
-    return {p.name: p.compute(info) for p in active}
+
+def _skip_summary(skipped: dict[str, int]) -> str:
+    return ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in skipped.items()) or "none read"
 
 
 def _as_list(value) -> list:
@@ -134,15 +188,15 @@ def _check_settings(batch_size: int, max_length: int | None, limit: int | None, 
 class _progress_bar:
     """tqdm over sentences on stderr, or a silent stand-in."""
 
-    def __init__(self, total: int, enabled: bool | None):
+    def __init__(self, total: int, enabled: bool | None, desc: str = "probing"):
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.total = total
+        self.total, self.desc = total, desc
 
     def __enter__(self):
         if self.enabled:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=self.total, unit="sent", desc="probing", file=sys.stderr)
+            self.bar = tqdm(total=self.total, unit="sent", desc=self.desc, file=sys.stderr)
         return self
 
     def update(self, n: int) -> None:

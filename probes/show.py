@@ -25,3 +25,17 @@ def format_table(result: ProbeResult, top: int = 0) -> str:
             line += f"  {offset:<12}{base['best']:>7.3f}{best.score - base['best']:>+8.3f}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def format_details(result: ProbeResult, head: tuple[int, int] | None = None, sentences: int = 3) -> str:
+    """Probe-specific detail printed below the table ("" for probes that have none): for seg, the
+    baselines, union and ensembles, and example sentences segmented by `head` (default: the best)."""
+    if result.probe == "seg":
+        from probes.builtin.seg_show import format_seg
+
+        return format_seg(result, head=head, sentences=sentences)
+    if isinstance(result.extra.get("fit"), dict):
+        from probes.builtin.clustering import format_fit
+
+        return format_fit(result)
+    return ""

@@ -36,6 +36,8 @@ def test_sentences_ids_lines(corpus):
 def test_srl_with_relative_argument_and_three_predicates(corpus):
     # "house" has a lemma and a word sense but no frameset: not a predicate, no SRL column.
     srl = corpus.sentences[0].ann["srl"]
+    for predicate in srl:  # the exact words of each argument: its whole span in CoNLL-2012
+        assert predicate.pop("arg_words") == [tuple(range(s, e)) for _, s, e in predicate["args"]]
     assert srl == [
         {"predicate": 3, "lemma": "buy", "frameset": "01",
          "args": [("ARG0", 0, 2), ("R-ARG0", 2, 3), ("V", 3, 4), ("ARG1", 4, 6), ("ARGM-LOC", 6, 8)]},
@@ -54,6 +56,7 @@ def test_srl_continuation_argument_and_c_v(corpus):
     assert was["predicate"] == 6 and was["args"] == [("ARG1", 0, 2), ("V", 6, 7), ("ARG2", 7, 8)]
     # "Mary Jones gave up her job at IBM in March ." : V and C-V kept as given
     (gave,) = corpus.sentences[2].ann["srl"]
+    assert gave.pop("arg_words") == [(0, 1), (2,), (3,), (4, 5, 6, 7), (8, 9)]
     assert gave == {"predicate": 2, "lemma": "give", "frameset": "08",
                     "args": [("ARG0", 0, 2), ("V", 2, 3), ("C-V", 3, 4), ("ARG1", 4, 8), ("ARGM-TMP", 8, 10)]}
     assert corpus.sentences[4].ann["srl"] == []  # a sentence without predicates

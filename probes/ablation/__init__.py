@@ -1,0 +1,15 @@
+"""Head ablation: disable attention heads (zero or uniform) and measure what a model loses or gains.
+
+    from probes.ablation import ablate
+    result = ablate("classify", model="genre-minilm/", corpus="en_ewt-ud-test.conllu",
+                    label_from="sent_id-prefix", sweeps=["heads", "layers"])
+    result.baseline; result.head_grid("accuracy"); result.ranked("accuracy", "heads")[:5]; result.save("out/")
+"""
+from probes.ablation.classifier import load_classifier
+from probes.ablation.masking import MODES, HeadMasker
+from probes.ablation.masks import SWEEPS, Mask, build_masks, mask_tensor, parse_mask
+from probes.ablation.result import AblationResult
+from probes.ablation.sweep import ablate
+
+__all__ = ["ablate", "AblationResult", "HeadMasker", "MODES", "Mask", "SWEEPS", "build_masks", "mask_tensor",
+           "parse_mask", "load_classifier"]

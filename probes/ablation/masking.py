@@ -4,7 +4,7 @@ Shapes: B batch rows, T subword positions, L layers, H heads, d head size.
 
 A head mask is a bool tensor [B,L,H]: batch row b runs with head (l, h) disabled where
 ``mask[b, l, h]``, so one forward pass evaluates several masks (repeat the sentences once per
-mask along the batch). Forward hooks on the L self-attention modules (the modules whose first
+mask along the batch); an [L,H] mask applies to every row of whatever batch comes. Forward hooks on the L self-attention modules (the modules whose first
 output is the per-head context [B,T,H*d], the same ones ``probes.model`` reads; this reaches
 BERT, RoBERTa, ELECTRA, DeBERTa v1 and v2 alike, eager or SDPA, although DeBERTa does not go
 through ``AttentionInterface``) rewrite that output before the output projection W_O:
@@ -16,6 +16,8 @@ through ``AttentionInterface``) rewrite that output before the output projection
              attention mask: special tokens count, padding does not), the way Kovaleva et al.
              (2019) disabled heads; its context is then the mean of its value vectors over those
              tokens, for every query position. Its reported attention map is that uniform map.
+             The real tokens come from the ``attention_mask`` the model is called with (read by a
+             pre-hook on the model; none given: every position is real).
 
 Rows and heads that are not disabled are copied bit for bit (masked_fill / where), so an empty
 mask changes nothing. Uniform mode reads the value vectors with a hook on the value projection
@@ -38,25 +40,29 @@ MODES = ("zero", "uniform")
 class HeadMasker:
     """Context manager: while active, forward passes of `model` run with the heads of ``set()`` disabled.
 
-        with HeadMasker(modules, heads, head_dim, "zero") as masker:
-            masker.set(mask, attention_mask)   # mask [B,L,H] bool, attention_mask [B,T]
-            model(input_ids=..., attention_mask=attention_mask)
+        with HeadMasker(model, modules, heads, head_dim, "zero") as masker:
+            masker.set(mask)   # [B,L,H] bool (one mask per batch row) or [L,H] (every row)
+            model(input_ids=..., attention_mask=...)
 
-    modules: the L self-attention modules in layer order (``probes.model._self_attention_modules``).
+    model: the module called (its attention_mask argument marks the real tokens);
+    modules: its L self-attention modules in layer order (``probes.model._self_attention_modules``).
     """
 
-    def __init__(self, modules: list[torch.nn.Module], heads: int, head_dim: int, mode: str = "zero"):
+    def __init__(self, model: torch.nn.Module, modules: list[torch.nn.Module], heads: int, head_dim: int,
+                 mode: str = "zero"):
         if mode not in MODES:
             raise InputError(f"unknown masking mode {mode!r}; choose one of {', '.join(MODES)}")
-        self.modules, self.heads, self.head_dim, self.mode = list(modules), heads, head_dim, mode
+        self.model, self.modules, self.heads, self.head_dim, self.mode = model, list(modules), heads, head_dim, mode
         self.readers = [_value_reader(m, heads, head_dim) for m in self.modules] if mode == "uniform" else []
-        self.mask: torch.Tensor | None = None  # [B,L,H] bool
+        self.mask: torch.Tensor | None = None  # [B,L,H] or [L,H] bool
         self.active: list[bool] = []  # per layer: does any row disable a head there
         self.weights: torch.Tensor | None = None  # [B,T] 1/n on each row's n real tokens, 0 on padding
         self._means: dict[int, torch.Tensor] = {}  # layer -> [B,H,d] mean value vector over real tokens
         self._handles: list = []
 
     def __enter__(self) -> "HeadMasker":
+        if self.mode == "uniform":
+            self._handles.append(self.model.register_forward_pre_hook(self._read_padding, with_kwargs=True))
         for layer, module in enumerate(self.modules):
             self._handles.append(module.register_forward_hook(partial(self._rewrite, layer), prepend=True))
         for layer, (projection, read) in enumerate(self.readers):
@@ -70,19 +76,27 @@ class HeadMasker:
         self.mask, self.weights, self.active = None, None, []
         self._means.clear()
 
-    def set(self, mask: torch.Tensor | None, attention_mask: torch.Tensor) -> None:
-        """The heads to disable in the next forward pass, per batch row: mask [B,L,H] bool (None: none)."""
+    def set(self, mask: torch.Tensor | None) -> None:
+        """The heads to disable from now on: [B,L,H] bool per batch row, [L,H] for every row, None for none."""
         self._means.clear()
         if mask is None:
             self.mask, self.active = None, []
             return
         layers = len(self.modules)
-        if mask.dim() != 3 or tuple(mask.shape[1:]) != (layers, self.heads) or mask.shape[0] != attention_mask.shape[0]:
-            raise ValueError(f"head mask of shape {tuple(mask.shape)} does not fit a batch of {attention_mask.shape[0]} "
-                             f"rows of a model with {layers} layers × {self.heads} heads")
+        if mask.dim() not in (2, 3) or tuple(mask.shape[-2:]) != (layers, self.heads):
+            raise ValueError(f"head mask of shape {tuple(mask.shape)} does not fit a model with "
+                             f"{layers} layers × {self.heads} heads")
         self.mask = mask.bool()
-        self.active = self.mask.any(dim=2).any(dim=0).tolist()  # [L]
-        real = attention_mask.float()  # [B,T]
+        self.active = self.mask.reshape(-1, layers, self.heads).any(dim=2).any(dim=0).tolist()  # [L]
+
+    def _read_padding(self, module, args, kwargs) -> None:
+        """Before each forward pass: real-token weights [B,T] from the model's attention_mask argument."""
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        real = kwargs.get("attention_mask", args[1] if len(args) > 1 else None)
+        if real is None:
+            shape = ids.shape if ids is not None else kwargs["inputs_embeds"].shape[:2]
+            real = torch.ones(shape)
+        real = real.float()
         self.weights = real / real.sum(dim=1, keepdim=True)
 
     def _keep_mean(self, layer: int, read: Callable, module, inputs, output) -> None:
@@ -97,9 +111,10 @@ class HeadMasker:
             return None
         context, probs = output[0], output[1]  # [B,T,H*d], [B,H,T,T] or None
         b, t = context.shape[:2]
-        if b != self.mask.shape[0]:
+        if self.mask.dim() == 3 and b != self.mask.shape[0]:
             raise ValueError(f"head mask has {self.mask.shape[0]} rows but layer {layer} ran on a batch of {b}")
-        disabled = self.mask[:, layer].to(context.device)  # [B,H]
+        disabled = self.mask[..., layer, :].to(context.device)  # [B,H] or [H]
+        disabled = disabled.expand(b, -1) if disabled.dim() == 1 else disabled
         heads = context.reshape(b, t, self.heads, self.head_dim)  # [B,T,H,d]
         if self.mode == "zero":
             heads = heads.masked_fill(disabled[:, None, :, None], 0.0)

@@ -130,7 +130,8 @@ def _reachable_words(first: np.ndarray, last: np.ndarray, n: int) -> tuple[np.nd
     """First and last unit of each gold word that no token crosses (and that has a unit), and the
     number of gold boundaries that fall inside a token."""
     crossing = first != last
-    touched = np.zeros(n + 1, dtype=np.int64)  # difference array: +1 at a crossing token's first word, -1 after its last
+    touched = np.zeros(n + 1, dtype=np.int64)  # difference array: +1 at a crossing token's first word,
+    #                                              -1 after its last
     np.add.at(touched, first[crossing], 1)
     np.add.at(touched, last[crossing] + 1, -1)
     reachable = (np.cumsum(touched)[:n] == 0) & (np.bincount(first, minlength=n) > 0)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import conllu
 
+from probes.corpus.entities import spans_from_iob2
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import read_text_lines
 from probes.errors import InputError
@@ -34,23 +35,28 @@ def _blocks(lines: list[str]):
         yield block[0][0], block
 
 
-def read_conllu(path: str | Path, *, subtypes: bool = False, extra_columns: bool = False) -> Corpus:
+def read_conllu(path: str | Path, *, subtypes: bool = False, extra_columns: bool = False,
+                repair_i_after_o: bool = False) -> Corpus:
     """Read a CoNLL-U file into a Corpus.
 
     Each Sentence has words (syntactic word FORMs) and ann with
     ``head`` (list[int], 1-based, 0 = root; absent when HEAD is ``_``), ``deprel``,
     ``upos``, ``xpos``, ``text`` (the ``# text`` comment) and, with ``extra_columns``,
-    ``extra`` (per word, the columns after the tenth, as lists of strings).
+    ``extra`` (per word, the columns after the tenth, as lists of strings), and ``ner``
+    (entity spans [(TYPE, start, end)], 0-based, end exclusive) where MISC holds IOB2 tags as
+    ``NER=B-ORG`` (the silver output of `probes annotate`); an I- tag after O is an error unless
+    ``repair_i_after_o`` (then read as B-).
     """
     path = Path(path)
     lines = read_text_lines(path)
-    sentences = [_sentence(path, start, block, subtypes, extra_columns) for start, block in _blocks(lines)]
+    sentences = [_sentence(path, start, block, subtypes, extra_columns, repair_i_after_o)
+                 for start, block in _blocks(lines)]
     if not sentences:
         raise InputError("no sentences found (only comments or blank lines)", path)
     return Corpus(sentences=sentences, files=[str(path)])
 
 
-def _sentence(path: Path, start: int, block, subtypes: bool, extra_columns: bool) -> Sentence:
+def _sentence(path: Path, start: int, block, subtypes: bool, extra_columns: bool, repair_i_after_o: bool) -> Sentence:
     word_lines = []
     for number, text in block:
         if text.startswith("#"):
@@ -91,6 +97,10 @@ def _sentence(path: Path, start: int, block, subtypes: bool, extra_columns: bool
         ann["head"] = heads
     if extra_columns:
         ann["extra"] = [cols[10:] for _, cols in word_lines]
+    tags = [(t["misc"] or {}).get("NER") for t in words]
+    if any(tags):  # silver entities (probes annotate): IOB2 tags as NER=... in MISC, a missing one is O
+        ann["ner"] = spans_from_iob2([t or "O" for t in tags], path=path, lines=[n for n, _ in word_lines],
+                                     repair_i_after_o=repair_i_after_o)
     return Sentence(words=[t["form"] for t in words], ann=ann, sent_id=tokens.metadata.get("sent_id"),
                     source=str(path), line=start)
 

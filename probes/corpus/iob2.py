@@ -124,8 +124,8 @@ def read_iob2(path: str | Path, *, repair_i_after_o: bool = False) -> Corpus:
         if prefix == "I" and (open_span is None or open_span[0] != typ):
             if not repair_i_after_o:
                 after = "the start of the sentence" if i == 0 else tags[-1]
-                raise InputError(f"{tag} follows {after}; pass repair_i_after_o=True to treat "
-                                 f"it as B-{typ}", path, n)
+                raise InputError(f"{tag} follows {after}; pass --repair-i-after-o (repair_i_after_o=True) "
+                                 f"to read it as B-{typ}", path, n)
             repaired.append(i)
             prefix = "B"
         if prefix != "I" and open_span is not None:

@@ -20,14 +20,16 @@ on "timing", whose row holds the roleset). ``lemma``/``frameset`` split the role
 last dot. Arguments are listed in the order of their head tokens, V and C-V included (the
 srl probe leaves them out).
 
-Argument words: the dependency subtree of the labelled token, minus (a) the predicate's own
-subtree when the predicate lies inside it (copulas: "to be the Santa" is ARG2 of "be", whose
-subtree is the word "be"; relative clauses: "all you seek" → ARG1 "all" of "seek" is "all"),
-and (b) the words the same column marks V or C-V ("by" of "drop by"), so a predicate is never
-part of its own argument. A subtree can have gaps (non-projective trees, or after (a)/(b)), so
-``args`` gives the argument's extent (first word, last word + 1) and ``arg_words`` its exact
-words; the span is contiguous exactly when ``len(words) == end - start``. V and C-V are the
-labelled token alone.
+Argument words: the dependency subtree of the labelled token, minus the subtrees of the
+predicate and of the column's other labelled tokens (other arguments, V, C-V) that lie inside
+it, since the arguments of one predicate never overlap each other or the predicate. So in
+"All you seek is sincerity" (UD: "sincerity" is the root, "is" its cop, "All" its nsubj,
+"seek" an acl:relcl of "All"), ARG1 of "seek" is "All" (not "All you seek"), ARG1 of "is" is
+"All you seek" and ARG2 of "is" is "sincerity" (not the whole sentence); the particle "by" of
+"drop by" (marked V) is not part of the ARG4 "my house" it depends on. A word set can have
+gaps (non-projective trees, or after these removals), so ``args`` gives the argument's extent
+(first word, last word + 1) and ``arg_words`` its exact words; the argument is contiguous
+exactly when ``len(words) == end - start``. V and C-V are the labelled token alone.
 
 Not scored, counted: sentences marked ``# propbank = no-up`` (EWT sentences that PropBank
 does not cover) keep their dependency annotation but get no ``srl``, and carry
@@ -44,9 +46,10 @@ sentence without predicates with one empty 12th column: that is read as no predi
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from probes.corpus.conllu_reader import _EMPTY_ID, _RANGE_ID, _blocks, _sentence
+from probes.corpus.conllu_reader import read_conllu
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import read_text_lines
 from probes.errors import InputError
@@ -54,17 +57,38 @@ from probes.errors import InputError
 __all__ = ["read_propbank", "looks_like_propbank"]
 
 _NONE = ("_", "")
-_PREDICATE_WORDS = ("V", "C-V")
+_WORD_ID = re.compile(r"^[1-9][0-9]*$")
+_NO_UP = re.compile(r"^#\s*propbank\s*=\s*no-up\s*$")
+_PREDICATE_WORDS = ("V", "C-V")  # parts of the predicate, not arguments
 
 
 def read_propbank(path: str | Path, *, subtypes: bool = False) -> Corpus:
     """Read a Universal PropBank CoNLL-U file (see the module docstring); ``subtypes`` as in
     :func:`read_conllu` (keep ``nmod:poss`` rather than ``nmod``)."""
     path = Path(path)
-    sentences = [_up_sentence(path, start, block, subtypes) for start, block in _blocks(read_text_lines(path))]
-    if not sentences:
-        raise InputError("no sentences found (only comments or blank lines)", path)
-    return Corpus(sentences=sentences, files=[str(path)])
+    corpus = read_conllu(path, subtypes=subtypes, extra_columns=True)
+    for sentence, (no_up, word_lines) in zip(corpus.sentences, _blocks(read_text_lines(path))):
+        _add_srl(sentence, no_up, word_lines, path)
+    return corpus
+
+
+def _blocks(lines: list[str]):
+    """Per sentence block (as read_conllu splits them): whether it is marked ``# propbank =
+    no-up``, and the line numbers of its word rows."""
+    no_up, word_lines, inside = False, [], False
+    for number, text in enumerate(lines, 1):
+        if not text.strip():
+            if inside:
+                yield no_up, word_lines
+            no_up, word_lines, inside = False, [], False
+            continue
+        inside = True
+        if text.startswith("#"):
+            no_up = no_up or _NO_UP.match(text) is not None
+        elif _WORD_ID.match(text.split("\t", 1)[0]):
+            word_lines.append(number)
+    if inside:
+        yield no_up, word_lines
 
 
 def looks_like_propbank(path: str | Path, max_lines: int = 200) -> bool:
@@ -80,15 +104,12 @@ def looks_like_propbank(path: str | Path, max_lines: int = 200) -> bool:
     return False
 
 
-def _up_sentence(path: Path, start: int, block: list[tuple[int, str]], subtypes: bool) -> Sentence:
-    sentence = _sentence(path, start, block, subtypes, True)
+def _add_srl(sentence: Sentence, no_up: bool, word_lines: list[int], path: Path) -> None:
     extra = sentence.ann.pop("extra")
-    no_up = any(text.startswith("#") and text[1:].replace(" ", "").lower() == "propbank=no-up" for _, text in block)
+    start = sentence.line
     if no_up:
         sentence.ann["propbank"] = "no-up"
-        return sentence
-    rows = [(number, text.split("\t")) for number, text in block if not text.startswith("#")]
-    word_lines = [number for number, cols in rows if not (_RANGE_ID.match(cols[0]) or _EMPTY_ID.match(cols[0]))]
+        return
     for number, cells in zip(word_lines, extra):
         if not cells:
             raise InputError("expected at least 11 columns (CoNLL-U + roleset), found 10: "
@@ -113,14 +134,13 @@ def _up_sentence(path: Path, start: int, block: list[tuple[int, str]], subtypes:
         lemma, _, frameset = roleset.rpartition(".")
         srl.append({"predicate": p, "lemma": lemma or roleset, "frameset": frameset if lemma else "", "args": [],
                     "arg_words": [], "arg_heads": []})
-        own = {i for i, role in labelled if role in _PREDICATE_WORDS}
+        taken = [i for i, _ in labelled] + [p]  # subtrees that belong to another argument or the predicate
         for i, role in labelled:
-            words = (i,) if role in _PREDICATE_WORDS else _argument_words(i, p, own, preorder, first, last)
+            words = (i,) if role in _PREDICATE_WORDS else _argument_words(i, taken, preorder, first, last)
             srl[-1]["args"].append((role, words[0], words[-1] + 1))
             srl[-1]["arg_words"].append(words)
             srl[-1]["arg_heads"].append(i)
     sentence.ann["srl"] = srl
-    return sentence
 
 
 def _subtrees(heads: list[int], path: Path, line: int) -> tuple[list[int], list[int], list[int]]:
@@ -147,11 +167,10 @@ def _subtrees(heads: list[int], path: Path, line: int) -> tuple[list[int], list[
     return preorder, first[1:], last[1:]  # preorder[0] is the root (-1); first/last indexed by word
 
 
-def _argument_words(head: int, predicate: int, own: set[int], preorder, first, last) -> tuple[int, ...]:
-    """Sorted words of the subtree of `head`, minus the predicate's subtree if inside it, minus `own`."""
+def _argument_words(head: int, others: list[int], preorder, first, last) -> tuple[int, ...]:
+    """Sorted words of the subtree of `head`, minus the subtrees of the `others` that lie inside it."""
     words = set(preorder[first[head]:last[head]])
-    if first[head] <= first[predicate] < last[head]:
-        words.difference_update(preorder[first[predicate]:last[predicate]])
-    words.difference_update(own)
-    words.add(head)
+    for other in others:
+        if other != head and first[head] <= first[other] < last[head]:
+            words.difference_update(preorder[first[other]:last[other]])
     return tuple(sorted(words))

@@ -1,0 +1,87 @@
+"""``ablate()``: evaluate a target with many sets of heads disabled.
+
+Classifier targets batch the masks: the examples are cut into length-sorted batches once; each
+batch is repeated G times along the batch dimension (rows mask-major) and run once with a
+[G·B, L, H] head mask, so M masks cost about M plain evaluations' worth of forward computation
+in M/G passes per batch (G = ``masks_per_pass``, lowered for long batches so that one pass holds
+at most ``tokens_per_pass`` padded tokens). The baseline and every mask see identical inputs.
+Probe targets run the probe once per mask (``probes.run`` with the mask on every row).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from probes.ablation.classifier import ClassifierTarget
+from probes.ablation.masking import MODES, HeadMasker
+from probes.ablation.masks import build_masks, mask_tensor
+from probes.ablation.probe_target import ProbeTarget
+from probes.ablation.result import AblationResult
+from probes.errors import InputError
+from probes.runner import _progress_bar
+
+CLASSIFY = "classify"
+
+
+def ablate(target: str = CLASSIFY, model: str | None = None, corpus: str | Path | Iterable[str | Path] | None = None,
+           *, sweeps: Iterable[str] | None = None, masks: Iterable[str] = (), mode: str = "zero",
+           percents: Iterable[float] = (10.0,), repeats: int = 5, seed: int = 0, format: str | None = None,
+           label_from: str = "label", label: str = "overall", batch_size: int = 32, masks_per_pass: int = 16,
+           tokens_per_pass: int = 16384, max_length: int | None = None, limit: int | None = None,
+           device: str = "cpu", progress: bool | None = None, **run_options: Any) -> AblationResult:
+    """Disable heads and measure what `target` loses (or gains).
+
+    target: "classify" (a sequence-classification checkpoint on labelled data: accuracy, macro-F1)
+      or a registered probe's name (its `label` scores: best head and mean over heads).
+    model: checkpoint directory or hub name (probe targets default to the packaged MiniLM).
+    corpus: data file(s): for classify a TSV (text[, text_pair], label) or CoNLL-U with a sentence
+      label (`label_from`: a comment key such as "label", or "sent_id-prefix"); for a probe, its
+      corpus (default: the bundled sample).
+    sweeps: any of "heads" (every single head), "layers", "halves", "random" (k% of heads for each k
+      in `percents`, `repeats` draws, seeded by `seed`); masks: user masks such as "2:3,4:0" or "2:*".
+      With neither, every single head is swept.
+    mode: "zero" (a disabled head's output is 0) or "uniform" (it attends equally to all real tokens).
+    batch_size: sentences per batch; masks_per_pass, tokens_per_pass: how many masks share a pass
+      (classify). format, max_length, limit, device as in ``probes.run``.
+    run_options: for probe targets, anything else ``probes.run`` takes (pool, tokenize, fit, probe
+      options such as subtypes=True).
+    Returns an AblationResult; masks[0] is the baseline, evaluated in the same passes.
+    """
+    started = time.perf_counter()
+    if mode not in MODES:
+        raise InputError(f"unknown masking mode {mode!r}; choose one of {', '.join(MODES)}")
+    for name, value, least in [("batch size", batch_size, 1), ("masks per pass", masks_per_pass, 1),
+                               ("tokens per pass", tokens_per_pass, 1), ("limit", limit, 1)]:
+        if value is not None and value < least:
+            raise InputError(f"{name} must be at least {least}, not {value}")
+    paths = [str(p) for p in ([corpus] if isinstance(corpus, (str, Path)) else list(corpus or []))]
+    if target == CLASSIFY:
+        if run_options:
+            raise InputError(f"option {sorted(run_options)[0]!r} is for probe targets, not for classify")
+        if not paths:
+            raise InputError("the classify target needs labelled data: give a TSV or CoNLL-U file")
+        if model is None:
+            raise InputError("the classify target needs a fine-tuned sequence-classification checkpoint (--model)")
+        evaluated = ClassifierTarget(model, paths, format=format, label_from=label_from, limit=limit, device=device,
+                                     max_length=max_length)
+    else:
+        evaluated = ProbeTarget(target, model, paths, label=label, device=device, max_length=max_length,
+                                run_options={"format": format, "batch_size": batch_size, "limit": limit,
+                                             **run_options})
+    masks = list(masks)
+    sweeps = list(sweeps) if sweeps is not None else ([] if masks else ["heads"])
+    mask_list = build_masks(evaluated.layers, evaluated.heads, sweeps, masks, percents=list(percents),
+                            repeats=repeats, seed=seed)
+    table = mask_tensor(mask_list, evaluated.layers, evaluated.heads)  # [M,L,H]
+    with HeadMasker(evaluated.model, evaluated.modules, evaluated.heads, evaluated.head_dim, mode) as masker, \
+            _progress_bar(len(mask_list) * evaluated.units, progress, "ablating") as bar:
+        evaluated.evaluate(table, masker, bar, batch_size=batch_size, masks_per_pass=masks_per_pass,
+                           tokens_per_pass=tokens_per_pass)
+    settings = {"mode": mode, "batch_size": batch_size, "masks_per_pass": masks_per_pass,
+                "tokens_per_pass": tokens_per_pass, "limit": limit, "device": device, "format": format,
+                "seed": seed, "percents": list(percents), "repeats": repeats,
+                **({"label_from": label_from} if target == CLASSIFY else {})}
+    values, grids, extra, info = evaluated.finish(settings, time.perf_counter() - started)
+    return AblationResult(target=target, mode=mode, masks=mask_list, values=values, info=info, grids=grids,
+                          extra=extra)

@@ -1,0 +1,45 @@
+"""entropy: how broadly a head attends (Clark et al. 2019, §3) and how confident it is (Voita et al. 2019).
+
+Token level, over every real query token (special tokens included) and all real keys:
+    overall     entropy of the row, −Σ_j a_j ln a_j, in nats (mean over rows)
+    gap         ln n − entropy: how far below uniform attention over the sentence's n real tokens
+                the row is (0 = uniform; the mean of ln n is in baselines as uniform_entropy)
+    confidence  the row's largest weight, max_j a_j ("confidence", Voita et al. 2019, "Analyzing
+                Multi-Head Self-Attention"; here over all keys, special tokens included; uniform
+                attention would give 1/n, whose mean is in baselines as uniform_confidence)
+"""
+from __future__ import annotations
+
+import torch
+
+from probes.batching import Batch
+from probes.builtin.analyses.mean_analysis import MeanAnalysis
+from probes.builtin.analyses.token_view import token_view
+from probes.registry import register
+from probes.results import ProbeResult, RunInfo
+
+
+@register
+class EntropyAnalysis(MeanAnalysis):
+    name = "entropy"
+    description = "attention entropy, its gap to uniform, and confidence (mean max weight; Voita et al. 2019)"
+    measures = ("entropy", "gap", "confidence", "uniform_entropy", "uniform_confidence")
+
+    def update(self, batch: Batch) -> None:
+        t = token_view(batch)
+        rows = t.row_weights()  # [B,T]
+        n_rows = rows.sum()
+        entropy = -torch.special.xlogy(t.attention, t.attention).sum(-1)  # [B,L,H,T]
+        uniform = torch.log(t.lengths.to(rows.dtype))  # [B] ln n
+        uniform_sum = (uniform * t.lengths).sum()  # Σ over rows of ln n
+        entropy_sum = torch.einsum("blhi,bi->lh", entropy, rows)
+        self.add("entropy", entropy_sum, n_rows)
+        self.add("gap", uniform_sum - entropy_sum, n_rows)
+        self.add("confidence", torch.einsum("blhi,bi->lh", t.attention.amax(-1), rows), n_rows)
+        self.add("uniform_entropy", uniform_sum, n_rows)
+        self.add("uniform_confidence", len(batch.sentences), n_rows)  # Σ over rows of 1/n = one per sentence
+
+    def compute(self, info: RunInfo) -> ProbeResult:
+        return self.result(info, self.mean("entropy"), {"gap": self.mean("gap"), "confidence": self.mean("confidence")},
+                           baselines={"uniform_entropy": self.scalar("uniform_entropy"),
+                                      "uniform_confidence": self.scalar("uniform_confidence")})

@@ -1,0 +1,113 @@
+"""Clustering, 2-D layout and plots of a head-to-head distance matrix (for head_distance)."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+
+from probes.results import ProbeResult, safe_name, write_atomic
+
+
+def head_names(layers: int, heads: int) -> list[str]:
+    return [f"L{layer}-H{head}" for layer in range(layers) for head in range(heads)]
+
+
+def cluster_heads(distance: np.ndarray, layers: int, heads: int, clusters: int, method: str) -> dict:
+    """scipy hierarchical clustering of the heads, flat clusters 1..k, and a classical-MDS 2-D layout."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from scipy.spatial.distance import squareform
+
+    n = distance.shape[0]
+    names = head_names(layers, heads)
+    if n < 2:
+        return {"head_names": names, "linkage": [], "clusters": np.ones(n, dtype=int), "layout": [[0.0, 0.0]] * n}
+    z = linkage(squareform(distance, checks=False), method=method)
+    flat = fcluster(z, t=max(1, min(clusters, n)), criterion="maxclust")
+    return {"head_names": names, "linkage": np.round(z, 6).tolist(), "clusters": flat,
+            "layout": np.round(classical_mds(distance), 6).tolist()}
+
+
+def classical_mds(distance: np.ndarray, dims: int = 2) -> np.ndarray:
+    """[n,dims] coordinates whose Euclidean distances best match `distance` (Torgerson's classical MDS)."""
+    n = distance.shape[0]
+    centre = np.eye(n) - np.full((n, n), 1.0 / n)
+    gram = -0.5 * centre @ (distance ** 2) @ centre
+    values, vectors = np.linalg.eigh(gram)
+    top = np.argsort(values)[::-1][:dims]
+    coords = vectors[:, top] * np.sqrt(np.clip(values[top], 0, None))
+    return coords * np.where(coords.sum(0) < 0, -1.0, 1.0)  # a fixed sign, so reruns draw the same picture
+
+
+def layout_png(result: ProbeResult) -> bytes:
+    """Scatter of the heads in the 2-D layout, coloured by layer, each labelled L-H."""
+    plt = _pyplot()
+    xy = np.asarray(result.extra["layout"], dtype=float)
+    layers, heads = result.info.layers, result.info.heads
+    layer_of = np.repeat(np.arange(layers), heads)
+    fig, ax = plt.subplots(figsize=(7, 6), dpi=100)
+    points = ax.scatter(xy[:, 0], xy[:, 1], c=layer_of, cmap="viridis", s=28)
+    for (x, y), name in zip(xy, result.extra["head_names"]):
+        ax.annotate(name, (x, y), fontsize=5, xytext=(2, 2), textcoords="offset points")
+    fig.colorbar(points, ax=ax, label="layer")
+    ax.set_title(f"heads by Jensen–Shannon distance (classical MDS)\n{result.info.model}", fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return _png(fig, plt)
+
+
+def dendrogram_png(result: ProbeResult) -> bytes:
+    from scipy.cluster.hierarchy import dendrogram
+
+    plt = _pyplot()
+    n = len(result.extra["head_names"])
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.12 * n + 2), 4.5), dpi=100)
+    if result.extra["linkage"]:
+        dendrogram(np.asarray(result.extra["linkage"]), labels=result.extra["head_names"], ax=ax, leaf_font_size=5)
+    ax.set_ylabel("Jensen–Shannon distance")
+    ax.set_title(f"hierarchical clustering of heads ({result.options.get('linkage', '')} linkage)\n"
+                 f"{result.info.model}", fontsize=9)
+    return _png(fig, plt)
+
+
+def matrix_png(result: ProbeResult) -> bytes:
+    plt = _pyplot()
+    d = np.asarray(result.extra["distance"], dtype=float)
+    heads = result.info.heads
+    fig, ax = plt.subplots(figsize=(7, 6), dpi=100)
+    image = ax.imshow(d, cmap="magma_r", vmin=0)
+    fig.colorbar(image, ax=ax, label="Jensen–Shannon distance")
+    ticks = np.arange(0, d.shape[0], heads)
+    ax.set_xticks(ticks, [f"L{i}" for i in range(len(ticks))])
+    ax.set_yticks(ticks, [f"L{i}" for i in range(len(ticks))])
+    ax.set_title(f"head-to-head distance (rows and columns: L0-H0, L0-H1, ...)\n{result.info.model}", fontsize=9)
+    return _png(fig, plt)
+
+
+class HeadDistanceResult(ProbeResult):
+    """head_distance's result: saving also writes the layout, dendrogram and distance-matrix PNGs."""
+
+    def save(self, directory: str | Path, *, plots: bool = True) -> list[Path]:
+        written = super().save(directory, plots=plots)
+        if plots:
+            out = Path(directory)
+            for suffix, draw in (("layout", layout_png), ("dendrogram", dendrogram_png), ("matrix", matrix_png)):
+                written.append(write_atomic(out / f"{safe_name(self.probe)}-{suffix}.png", draw(self)))
+        return written
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig, plt) -> bytes:
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return buffer.getvalue()

@@ -1,0 +1,49 @@
+"""mass: where a head's attention goes, on average (Clark et al. 2019, "What does BERT look at?", §3).
+
+Token level. For each real query token (special tokens included), the weight a head puts on:
+    cls    the start special token ([CLS], <s>)
+    sep    the end special tokens ([SEP], </s>; both separators of a sentence pair)
+    punct  subwords of punctuation words (words made only of Unicode P* characters)
+    self   the token itself
+    prev   the previous token (rows that have one: every token but the first)
+    next   the next token (rows that have one: every token but the last)
+Each label's score is the mean over its rows; "overall" is the mass on special tokens (cls + sep),
+the "vertical" stripes of Kovaleva et al. (2019).
+"""
+from __future__ import annotations
+
+import torch
+
+from probes.batching import Batch
+from probes.builtin.analyses.mean_analysis import MeanAnalysis
+from probes.builtin.analyses.token_view import token_view
+from probes.registry import register
+from probes.results import ProbeResult, RunInfo
+
+TARGETS = ("cls", "sep", "punct", "self", "prev", "next")
+
+
+@register
+class MassAnalysis(MeanAnalysis):
+    name = "mass"
+    description = "mean attention on [CLS], [SEP], punctuation, self, previous and next token (Clark et al. 2019)"
+    measures = (*TARGETS, "special")
+
+    def update(self, batch: Batch) -> None:
+        t = token_view(batch)
+        rows = t.row_weights()  # [B,T]
+        n_rows = rows.sum()
+        groups = ("cls", "sep", "punct", "special")
+        keys = torch.stack([t.start, t.end, t.punct, t.special], -1).to(rows.dtype)  # [B,T,4] key groups
+        onto = torch.einsum("blhij,bjk->blhik", t.attention, keys)  # [B,L,H,T,4] each row's mass per group
+        sums = torch.einsum("blhik,bi->klh", onto, rows)  # [4,L,H]
+        for label, grid in zip(groups, sums):
+            self.add(label, grid, n_rows)
+        prev, nxt = t.neighbour_mass()  # [B,L,H,T]
+        with_neighbour = n_rows - len(batch.sentences)  # all but the first (prev) or the last (next) token
+        self.add("self", torch.einsum("blhi,bi->lh", t.attention.diagonal(0, -2, -1), rows), n_rows)
+        self.add("prev", torch.einsum("blhi,bi->lh", prev, rows), with_neighbour)
+        self.add("next", torch.einsum("blhi,bi->lh", nxt, rows), with_neighbour)
+
+    def compute(self, info: RunInfo) -> ProbeResult:
+        return self.result(info, self.mean("special"), {label: self.mean(label) for label in TARGETS})

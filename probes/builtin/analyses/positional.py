@@ -1,0 +1,63 @@
+"""positional: heads that attend to one fixed relative position (Voita et al. 2019, "Analyzing Multi-Head
+Self-Attention"; Clark et al. 2019's previous/next-token heads).
+
+Token level. pred[i] = argmax_j A[i, j] over the sentence's real tokens. For each offset k in
+−max_offset..+max_offset (k = 0: the token itself), label "offset{k:+d}" is the share of query
+tokens i whose argmax is i + k, among the tokens for which position i + k exists in the sentence.
+"overall" is each head's best offset share, extra grid "offset" the offset that gives it; a head is
+positional when that share is at least --positional-threshold (0.9, as Voita et al.); the list is
+in the JSON as "positional_heads".
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from probes.batching import Batch
+from probes.builtin.analyses.mean_analysis import MeanAnalysis
+from probes.builtin.analyses.token_view import token_view
+from probes.probe import Option
+from probes.registry import register
+from probes.results import LabelScores, ProbeResult, RunInfo
+
+MAX_OFFSET = 3
+
+
+def offset_label(k: int) -> str:
+    return f"offset{k:+d}"
+
+
+@register
+class PositionalAnalysis(MeanAnalysis):
+    name = "positional"
+    description = "share of tokens whose argmax is at a fixed offset; positional heads at >= 0.9 (Voita et al. 2019)"
+    options = (Option("positional_threshold", 0.9, "a head is positional when its best offset share reaches this",
+                      float),)
+    measures = tuple(offset_label(k) for k in range(-MAX_OFFSET, MAX_OFFSET + 1))
+
+    def update(self, batch: Batch) -> None:
+        t = token_view(batch)
+        positions = torch.arange(t.real.shape[1], device=t.real.device)  # [T]
+        offsets = torch.arange(-MAX_OFFSET, MAX_OFFSET + 1, device=t.real.device)  # [K]
+        pred = t.attention.masked_fill(~t.real[:, None, None, None, :], -1.0).argmax(-1)  # [B,L,H,T]
+        target = positions[:, None] + offsets  # [T,K] position i + k
+        valid = t.real[:, :, None] & (target >= 0) & (target < t.lengths[:, None, None])  # [B,T,K]
+        hits = (pred - positions)[..., None] == offsets  # [B,L,H,T,K]
+        sums = torch.einsum("blhik,bik->klh", hits.double(), valid.double())  # [K,L,H]
+        counts = valid.sum((0, 1))  # [K]
+        for label, grid, n in zip(self.measures, sums, counts):
+            self.add(label, grid, n)
+
+    def compute(self, info: RunInfo) -> ProbeResult:
+        shares = {label: self.mean(label) for label in self.measures}
+        grids = np.stack([s.scores for s in shares.values()])  # [K,L,H]
+        filled = np.where(np.isnan(grids), -1.0, grids)
+        best = filled.argmax(0)  # [L,H] index of each head's best offset
+        score = np.take_along_axis(grids, best[None], 0)[0]
+        offset = (best - MAX_OFFSET).astype(float)
+        threshold = self.config["positional_threshold"]
+        heads = [{"layer": int(layer), "head": int(head), "offset": int(offset[layer, head]),
+                  "share": round(float(score[layer, head]), 6)}
+                 for layer, head in zip(*np.nonzero(np.nan_to_num(score, nan=-1.0) >= threshold))]
+        overall = LabelScores(count=int(self.counts[MAX_OFFSET]), scores=score, extra={"offset": offset})
+        return self.result(info, overall, shares, extra={"positional_heads": heads})

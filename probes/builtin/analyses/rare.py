@@ -1,0 +1,93 @@
+"""rare: heads that point to the least frequent word of the sentence (Voita et al. 2019's "rare words" heads).
+
+Word level (a frequency belongs to a word): pred[i] = argmax over the [CLS] column and the words
+of the pooled word-level map (the run's --pool rule), as for dep. A sentence's rarest words are
+those of lowest corpus frequency (ties: all of them); a query word that is not itself one of the
+rarest is a hit when its argmax is one of them. Score = hits / query words. A sentence whose
+words all share one frequency has no rarest word and is not counted ("sentences_without_rarest"
+in the JSON). Baseline "chance": the share an argmax drawn uniformly over [CLS] and the words
+would get (mean over query words of rarest words / (n + 1)).
+
+Frequencies: by default counted over every sentence the run reads (after --limit; a pass over the
+text, no model); or from --frequencies FILE, one "word<TAB>count" (or "word count") a line, words
+missing from it counting 0. Words are lowercased unless --case-sensitive. Sharded runs should
+share a frequency file, so that every shard ranks words the same way.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from probes.batching import Batch
+from probes.builtin.analyses.mean_analysis import MeanAnalysis
+from probes.corpus.sentence import Sentence
+from probes.corpus.textio import read_text_lines
+from probes.errors import InputError
+from probes.probe import Option
+from probes.registry import register
+from probes.results import ProbeResult, RunInfo
+
+
+@register
+class RareWordAnalysis(MeanAnalysis):
+    name = "rare"
+    description = "share of words whose argmax is the sentence's least frequent word (Voita et al. 2019)"
+    options = (Option("frequencies", "", "word frequency file, 'word<TAB>count' a line (default: count the corpus)"),
+               Option("case_sensitive", False, "rare: count word frequencies without lowercasing", bool))
+    measures = ("rarest", "chance", "sentences_without_rarest")
+
+    def __init__(self, layers: int, heads: int, **options):
+        super().__init__(layers, heads, **options)
+        self.frequency: Counter[str] = Counter()
+
+    def _key(self, word: str) -> str:
+        return word if self.config["case_sensitive"] else word.lower()
+
+    def prepare(self, sentences: list[Sentence]) -> None:
+        path = self.config["frequencies"]
+        if path:
+            self.frequency = read_frequencies(path, self._key)
+        else:
+            self.frequency = Counter(self._key(w) for s in sentences for w in s.words)
+
+    def update(self, batch: Batch) -> None:
+        rarest, rows = self._rarest(batch)  # [B,C] bool each
+        pred = batch.predictions  # [B,L,H,C]
+        rarest, rows = rarest.to(pred.device), rows.to(pred.device)
+        hit = rarest[:, None, None, :].expand_as(pred).gather(-1, pred) & rows[:, None, None, :]  # [B,L,H,C]
+        n_rows = rows.sum()
+        self.add("rarest", hit.sum((0, 3)), n_rows)
+        chance = rarest.sum(1) / (batch.n_words.to(pred.device) + 1)  # [B] uniform argmax over [CLS] + words
+        self.add("chance", (chance * rows.sum(1)).sum(), n_rows)
+        self.add("sentences_without_rarest", int((rarest.sum(1) == 0).sum()), 1)
+
+    def _rarest(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """[B,C] the rarest word columns of each sentence, and the query word columns (the other words)."""
+        rarest = torch.zeros(len(batch.sentences), batch.width, dtype=torch.bool)
+        for b, sentence in enumerate(batch.sentences):
+            freq = torch.tensor([self.frequency[self._key(w)] for w in sentence.words])
+            if (freq != freq[0]).any():
+                rarest[b, 1:len(freq) + 1] = freq == freq.min()
+        has_rarest = rarest.any(1, keepdim=True)
+        return rarest, batch.word_columns & ~rarest & has_rarest
+
+    def compute(self, info: RunInfo) -> ProbeResult:
+        without = int(self.sums[self.measures.index("sentences_without_rarest"), 0, 0])
+        return self.result(info, self.mean("rarest"), {}, baselines={"chance": self.scalar("chance")},
+                           extra={"sentences_without_rarest": without,
+                                  "frequencies": self.config["frequencies"] or "corpus"})
+
+
+def read_frequencies(path: str | Path, key=str.lower) -> Counter[str]:
+    """A word frequency file: 'word<TAB>count' or 'word count' a line; InputError (file:line) otherwise."""
+    counts: Counter[str] = Counter()
+    for number, line in enumerate(read_text_lines(path), 1):
+        if not line.strip():
+            continue
+        parts = line.rsplit("\t", 1) if "\t" in line else line.rsplit(None, 1)
+        if len(parts) != 2 or not parts[1].strip().isdigit() or not parts[0].strip():
+            raise InputError("expected 'word<TAB>count' (count a whole number)", path, number)
+        counts[key(parts[0].strip())] += int(parts[1])
+    return counts

@@ -1,0 +1,123 @@
+"""Pseudo-clustering of head outputs (He & Choi 2021, "The stem cell hypothesis"): the base of pos, ner, con.
+
+A unit (a word, an entity span, a constituent) is represented, for every head, by the mean of its
+words' per-head context vectors (a word's vector is the mean of its subwords', see Batch.word_vectors).
+Fit phase (`fit_update`, on the fit corpus): per label and head, the sum and count of the units'
+vectors (probes.centroids.Centroids). Scoring (`update`): each unit is predicted, per head, as the
+label of the nearest centroid by cosine similarity; a head's accuracy for a label is the share of
+that label's units predicted right. A scored label with no centroid (absent from the fit corpus)
+can never be predicted: its units count as wrong and it is listed in the result's
+``labels_without_centroid``.
+"""
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import numpy as np
+import torch
+
+from probes.batching import Batch
+from probes.centroids import Centroids
+from probes.corpus.sentence import Sentence
+from probes.errors import InputError
+from probes.probe import LabelSums, Probe
+from probes.results import LabelScores, ProbeResult, RunInfo
+
+
+class ClusteringProbe(Probe):
+    """Nearest-centroid accuracy per label per head. Subclasses say what the units are (`spans`)."""
+
+    needs_vectors = True
+    needs_fit = True
+    unit = "units"  # what the units are, for messages ("words", "entities", "phrases")
+
+    def __init__(self, layers: int, heads: int, **options):
+        super().__init__(layers, heads, **options)
+        self.centroids = Centroids(layers, heads)
+        self.hits = LabelSums((layers, heads))  # [labels, L, H] units predicted right
+        self.units = LabelSums(())  # [labels] units scored
+
+    @abstractmethod
+    def spans(self, sentence: Sentence) -> list[tuple[str, int, int]]:
+        """The sentence's units as (label, start, end): 0-based word indices, end exclusive."""
+
+    def unit_vectors(self, batch: Batch) -> tuple[list[str], torch.Tensor]:
+        """Labels and vectors [N,L,H,d] of the batch's units: the mean of each span's word vectors."""
+        spans = [self.spans(s) for s in batch.sentences]
+        labels = [label for sentence in spans for label, _, _ in sentence]
+        words = batch.word_vectors  # [B,L,H,C,d]
+        if not labels:
+            return labels, words.new_zeros((0, *words.shape[1:3], words.shape[-1]))
+        per_sentence = np.array([len(s) for s in spans])
+        rows = np.repeat(np.arange(len(spans)), per_sentence)  # [N] sentence of each unit
+        slots = np.concatenate([np.arange(n) for n in per_sentence])  # [N] its index within the sentence
+        starts = np.array([start for s in spans for _, start, _ in s]) + 1  # first word column
+        ends = np.array([end for s in spans for _, _, end in s]) + 1  # column after the last word
+        lengths = ends - starts
+        # one (unit, column) pair per word of each unit: columns start..end-1
+        pair_unit = np.repeat(np.arange(len(labels)), lengths)
+        pair_column = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths) + starts[pair_unit]
+        member = torch.zeros(len(spans), int(per_sentence.max()), words.shape[3], dtype=words.dtype)  # [B,U,C]
+        member[rows[pair_unit], slots[pair_unit], pair_column] = 1.0
+        sums = member.to(words.device)[:, None, None] @ words  # [B,L,H,U,d] sum of each unit's word vectors
+        vectors = sums.permute(0, 3, 1, 2, 4)[torch.from_numpy(rows), torch.from_numpy(slots)]  # [N,L,H,d]
+        return labels, vectors / torch.from_numpy(lengths).to(vectors)[:, None, None, None]
+
+    def fit_update(self, batch: Batch) -> None:
+        labels, vectors = self.unit_vectors(batch)
+        self.centroids.add(labels, vectors)
+
+    def update(self, batch: Batch) -> None:
+        if not len(self.centroids):
+            raise InputError(f"{self.name}: no centroids: the fit corpus has no labelled {self.unit}")
+        labels, vectors = self.unit_vectors(batch)
+        if not labels:
+            return
+        predicted = self.centroids.classify(vectors).cpu()  # [N,L,H]
+        right = predicted == self.centroids.index(labels)[:, None, None]  # [N,L,H]
+        self.hits.add(self.hits.ids(labels), right)
+        self.units.add(self.units.ids(labels), torch.ones(len(labels)))
+
+    def merge_fit(self, other: "ClusteringProbe") -> None:
+        """Add another shard's fit (centroid sums and counts); do this for every shard before scoring."""
+        self.centroids.merge(other.centroids)
+
+    def merge(self, other: "ClusteringProbe") -> None:
+        """Add another shard's scores; both must have scored with the same (merged) centroids."""
+        if not self.centroids.same_as(other.centroids):
+            raise ValueError(f"{self.name}: cannot merge scores computed with different centroids; "
+                             "merge the fits (merge_fit) before scoring the shards")
+        self.hits.merge(other.hits)
+        self.units.merge(other.units)
+
+    def compute(self, info: RunInfo) -> ProbeResult:
+        labels = {name: _scores(self.units[name], self.hits[name]) for name in self.units.names}
+        if self.units.names:
+            overall = _scores(self.units.total(), self.hits.total())
+        else:
+            overall = _scores(torch.tensor(0.0), torch.zeros(self.layers, self.heads))
+        fitted = dict(zip(self.centroids.names, (int(n) for n in self.centroids.counts.sums)))
+        fit = {**info.settings.get("fit", {}), "units": fitted}
+        missing = [name for name in self.units.names if name not in fitted]
+        return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
+                           extra={"fit": fit, "labels_without_centroid": missing})
+
+
+def _scores(count: torch.Tensor, hits: torch.Tensor) -> LabelScores:
+    n = int(count)
+    return LabelScores(count=n, scores=(hits / n).numpy() if n else np.full(hits.shape, np.nan))
+
+
+def format_fit(result: ProbeResult) -> str:
+    """One line under the table: what the centroids were fitted on."""
+    fit = result.extra["fit"]
+    units = fit.get("units", {})
+    where = "the --fit corpus" if fit.get("on") == "fit" else "the scored corpus itself (same split)"
+    line = (f"centroids fitted on {where}: {', '.join(fit.get('corpus', []))} ({fit.get('sentences', '?')} sentences, "
+            f"{sum(units.values())} units, {len(units)} labels)")
+    if str(fit.get("chosen_by", "")).startswith("default"):
+        line += "; give --fit DEV_FILE to fit on another split"
+    missing = result.extra.get("labels_without_centroid") or []
+    if missing:
+        line += f"\nlabels with no centroid (never predicted): {', '.join(missing)}"
+    return line

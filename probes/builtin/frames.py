@@ -1,0 +1,198 @@
+"""frames: FrameNet frame-element relations from attention (Kovaleva et al. 2019, "Revealing
+the Dark Secrets of BERT", section 4.2).
+
+An instance is one (frame-evoking target, frame element) pair of a FrameNet full-text
+annotation set, with the target's words T and the FE's words F. For a head with word-level
+attention A (rows: from, columns: to):
+
+    score     = max over t ∈ T, f ∈ F of max(A[t, f], A[f, t])     (Kovaleva et al.'s measure)
+    accuracy  : pred[t] ∈ F for some t ∈ T, or pred[f] ∈ T for some f ∈ F,
+                pred[i] = argmax_j A[i, j] over the root column and the words (as in dep).
+
+``scores`` is the mean score over instances; ``extra`` holds each direction's weight alone
+(weight_target_to_fe: max A[t, f]; weight_fe_to_target: max A[f, t]) and the argmax accuracy,
+either way and each way. Reported per head, overall and per FE name with at least
+``--min-count`` instances (the overall grid uses every instance).
+
+The score uses raw word-level weights, so the subword pooling rule matters: with the default
+``--pool mean-sum`` a word's row is the mean of its subwords' rows and its column the sum of
+their columns, so attention *to* a word split into several subwords adds up (up to 1), while
+attention *from* it is averaged. Compare models only under the same rule.
+
+Instance filters, the paper's choices by default, applied in this order; the JSON's
+``instances`` records how many instances each one removed (with ``annotated`` and ``scored``):
+
+    no_words            the FE's character span covers no word (whitespace only)
+    not_core            FE not Core / Core-Unexpressed in frame/<frame>.xml   (--all-fes keeps them)
+    sentence_too_long   sentence longer than --max-sentence-words words (12; 0 = no limit)
+    fe_too_long         FE longer than --max-fe-words words (3; 0 = no limit)
+    overlaps_target     FE shares a word with the target (always: a word's attention to itself
+                        is not a relation)
+    adjacent_to_target  an FE word right next to a target word   (--adjacent-fes keeps them)
+
+Words are the FrameNet reader's PTB-style words. Sentences with no instance left are skipped
+before the forward pass (reason ``longer_than_N_words``, ``no_frame_elements`` or
+``no_frame_instance_left``), so the model only reads sentences that count. ``--documents``
+picks the FrameNet documents: a file with one document name per line, or ``standard-test`` /
+``standard-dev`` (the Das et al. 2014 split; documents missing from the copy at hand are
+counted, not an error).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from probes.batching import Batch
+from probes.corpus.framenet import STANDARD_DEV_DOCUMENTS, STANDARD_TEST_DOCUMENTS, read_document_list
+from probes.corpus.sentence import Sentence
+from probes.errors import InputError
+from probes.probe import LabelSums, Option, Probe
+from probes.registry import register
+from probes.results import LabelScores, ProbeResult, RunInfo
+
+FILTERS = ("no_words", "not_core", "sentence_too_long", "fe_too_long", "overlaps_target", "adjacent_to_target")
+GRIDS = ("score", "weight_target_to_fe", "weight_fe_to_target", "accuracy", "accuracy_target_to_fe",
+         "accuracy_fe_to_target")
+DOCUMENT_LISTS = {"standard-test": STANDARD_TEST_DOCUMENTS, "standard-dev": STANDARD_DEV_DOCUMENTS}
+
+
+@register
+class FrameElementProbe(Probe):
+    name = "frames"
+    description = "FrameNet: largest attention between a frame's target and its core elements (Kovaleva et al. 2019)"
+    needs = ("frames",)
+    corpus_format = "framenet"
+    options = (
+        Option("min_count", 20, "report a frame element (label) only with at least this many instances", int),
+        Option("max_sentence_words", 12, "use sentences of at most this many words (0: any length)", int),
+        Option("max_fe_words", 3, "use frame elements of at most this many words (0: any length)", int),
+        Option("adjacent_fes", False, "keep frame elements right next to the target", bool),
+        Option("all_fes", False, "keep non-core frame elements too", bool),
+        Option("documents", None, "FrameNet documents to read: a file of names (one per line), or standard-test / "
+               "standard-dev", str),
+    )
+
+    def __init__(self, layers: int, heads: int, **options):
+        super().__init__(layers, heads, **options)
+        for name in ("min_count", "max_sentence_words", "max_fe_words"):
+            if self.config[name] < 0:
+                raise InputError(f"--{name.replace('_', '-')} must be 0 or more, not {self.config[name]}")
+        self.sums = LabelSums((len(GRIDS), layers, heads))  # [FE names, 6, L, H] per-instance values summed
+        self.counts = LabelSums(())  # [FE names] instances scored
+        self.annotated = 0  # instances seen by skip_reason, before the filters
+        self.removed = dict.fromkeys(FILTERS, 0)
+
+    def reader_options(self):
+        documents = self.config["documents"]
+        if documents is None:
+            return {}
+        if documents in DOCUMENT_LISTS:
+            return {"documents": DOCUMENT_LISTS[documents], "allow_missing": True}
+        return {"documents": read_document_list(Path(documents))}
+
+    def skip_reason(self, sentence: Sentence) -> str | None:
+        """Also counts, per filter, the instances the filters remove (they never reach update)."""
+        reason = super().skip_reason(sentence)
+        if reason:
+            return reason
+        kept, removed = _instances(sentence, self.config)
+        self.annotated += len(kept) + sum(removed.values())
+        for name, n in removed.items():
+            self.removed[name] += n
+        if kept:
+            return None
+        limit = self.config["max_sentence_words"]
+        if limit and len(sentence.words) > limit:
+            return f"longer_than_{limit}_words"
+        return "no_frame_instance_left" if removed else "no_frame_elements"
+
+    def update(self, batch: Batch) -> None:
+        labels, pairs = [], []  # pairs: (instance, sentence row, target column, FE column)
+        for row, sentence in enumerate(batch.sentences):
+            for label, target, fe in _instances(sentence, self.config)[0]:
+                pairs.extend((len(labels), row, t + 1, f + 1) for t in target for f in fe)
+                labels.append(label)
+        if not labels:
+            return
+        attention = batch.word_attention  # [B,L,H,C,C]
+        instance, rows, t, f = torch.tensor(pairs, dtype=torch.long, device=attention.device).unbind(1)  # [P] each
+        t_to_f = attention[rows, :, :, t, f]  # [P,L,H] A[t, f]
+        f_to_t = attention[rows, :, :, f, t]  # [P,L,H] A[f, t]
+        pred = batch.predictions.permute(0, 3, 1, 2)  # [B,C,L,H]
+        t_hits = (pred[rows, t] == f[:, None, None]).float()  # [P,L,H] pred[t] == f
+        f_hits = (pred[rows, f] == t[:, None, None]).float()  # [P,L,H] pred[f] == t
+        per_pair = torch.stack([torch.maximum(t_to_f, f_to_t), t_to_f, f_to_t, torch.maximum(t_hits, f_hits), t_hits,
+                                f_hits], dim=1)  # [P,6,L,H]
+        shape = (len(labels), len(GRIDS), self.layers, self.heads)
+        index = instance[:, None, None, None].expand_as(per_pair)
+        per_instance = torch.zeros(shape, dtype=per_pair.dtype, device=per_pair.device).scatter_reduce_(
+            0, index, per_pair, "amax")  # [N,6,L,H] max over each instance's (t, f) pairs (all values ≥ 0)
+        self.sums.add(self.sums.ids(labels), per_instance)
+        self.counts.add(self.counts.ids(labels), torch.ones(len(labels)))
+
+    def merge(self, other: "FrameElementProbe") -> None:
+        self.sums.merge(other.sums)
+        self.counts.merge(other.counts)
+        self.annotated += other.annotated
+        for name, n in other.removed.items():
+            self.removed[name] += n
+
+    def compute(self, info: RunInfo) -> ProbeResult:
+        frequent = [n for n in self.counts.names if int(self.counts[n]) >= self.config["min_count"]]
+        labels = {name: _scores(self.counts[name], self.sums[name]) for name in frequent}
+        if self.counts.names:
+            overall = _scores(self.counts.total(), self.sums.total())
+        else:
+            overall = _scores(torch.tensor(0.0), torch.zeros(len(GRIDS), self.layers, self.heads))
+        scored = overall.count
+        removed = {name: n for name, n in self.removed.items() if n or _applies(name, self.config)}
+        rare = [n for n in self.counts.names if n not in labels]
+        instances = {"annotated": self.annotated, "removed": removed, "scored": scored,
+                     "in_sentences_skipped_otherwise": self.annotated - sum(removed.values()) - scored,
+                     "labels_below_min_count": len(rare),
+                     "instances_below_min_count": int(sum(int(self.counts[n]) for n in rare))}
+        return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
+                           extra={"instances": instances})
+
+
+def _applies(name: str, config: dict) -> bool:
+    """Whether a filter is switched on (listed in the JSON even when it removed nothing)."""
+    return {"not_core": not config["all_fes"], "sentence_too_long": config["max_sentence_words"] > 0,
+            "fe_too_long": config["max_fe_words"] > 0, "adjacent_to_target": not config["adjacent_fes"]}.get(name, True)
+
+
+def _instances(sentence: Sentence, config: dict) -> tuple[list[tuple[str, list[int], list[int]]], dict[str, int]]:
+    """The (FE name, target words, FE words) instances of a sentence that pass the filters, and
+    how many each filter removed (the first filter an instance fails removes it)."""
+    kept, removed = [], {}
+    too_long = 0 < config["max_sentence_words"] < len(sentence.words)
+    max_fe = config["max_fe_words"]
+    for frame in sentence.ann["frames"]:
+        target = set(frame["target"])
+        for fe in frame["fes"]:
+            words = fe["words"]
+            if not words:
+                reason = "no_words"
+            elif not (fe["core"] or config["all_fes"]):
+                reason = "not_core"
+            elif too_long:
+                reason = "sentence_too_long"
+            elif 0 < max_fe < len(words):
+                reason = "fe_too_long"
+            elif target.intersection(words):
+                reason = "overlaps_target"
+            elif not config["adjacent_fes"] and any(w - 1 in target or w + 1 in target for w in words):
+                reason = "adjacent_to_target"
+            else:
+                kept.append((fe["name"], frame["target"], words))
+                continue
+            removed[reason] = removed.get(reason, 0) + 1
+    return kept, removed
+
+
+def _scores(count: torch.Tensor, sums: torch.Tensor) -> LabelScores:
+    n = int(count)
+    mean = (sums / n).numpy() if n else np.full(sums.shape, np.nan)
+    return LabelScores(count=n, scores=mean[0], extra={name: mean[i] for i, name in enumerate(GRIDS) if i})

@@ -1,0 +1,43 @@
+"""pos: part-of-speech tags from per-head context vectors (He & Choi 2021, pseudo-clustering).
+
+Units are words; a word's vector is the mean of its subwords' per-head context vectors
+(softmax(QKᵀ/√d)·V of the head, before W_O). Per tag and head, a centroid over the fit corpus;
+each scored word is predicted as the tag of the nearest centroid by cosine similarity (see
+probes.builtin.clustering). Tags: UPOS by default (CoNLL-U column 4), XPOS with ``--tagset xpos``
+(column 5; also the preterminal tags of Penn-Treebank trees). Words tagged ``_`` are no units.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from probes.batching import Batch
+from probes.builtin.clustering import ClusteringProbe
+from probes.corpus.sentence import Sentence
+from probes.probe import Option
+from probes.registry import register
+
+
+@register
+class PosProbe(ClusteringProbe):
+    name = "pos"
+    description = "part-of-speech tags: nearest per-head centroid of word context vectors (He & Choi 2021)"
+    unit = "words"
+    options = (Option("tagset", "upos", "pos tags to probe: upos (CoNLL-U column 4) or xpos (column 5, PTB tags)",
+                      str, ("upos", "xpos")),)
+
+    def skip_reason(self, sentence: Sentence) -> str | None:
+        return None if self.config["tagset"] in sentence.ann else f"no_{self.config['tagset']}"
+
+    def spans(self, sentence: Sentence) -> list[tuple[str, int, int]]:
+        return [(tag, i, i + 1) for i, tag in enumerate(sentence.ann[self.config["tagset"]]) if tag != "_"]
+
+    def unit_vectors(self, batch: Batch) -> tuple[list[str], torch.Tensor]:
+        """Words are one-word spans: gather their word vectors directly, [N,L,H,d]."""
+        tags = [s.ann[self.config["tagset"]] for s in batch.sentences]
+        labels = [t for sentence in tags for t in sentence if t != "_"]
+        keep = [np.array([t != "_" for t in sentence], dtype=bool) for sentence in tags]
+        rows = np.concatenate([np.full(k.sum(), b) for b, k in enumerate(keep)])
+        columns = np.concatenate([np.flatnonzero(k) + 1 for k in keep])
+        words = batch.word_vectors.permute(0, 3, 1, 2, 4)  # [B,C,L,H,d]
+        return labels, words[torch.from_numpy(rows).long(), torch.from_numpy(columns).long()]

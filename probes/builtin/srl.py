@@ -1,0 +1,152 @@
+"""srl: predicate–argument structure from attention (Universal PropBank, CoNLL-2012).
+
+For a head, pred[i] = argmax_j A[i, j] over the root column ([CLS], column 0) and the words
+(as in dep). For an argument of predicate p with word set S, the head is right when
+
+    pred_to_arg:  pred[p] ∈ S                      (the predicate looks into the argument), or
+    arg_to_pred:  pred[t] == p for some t ∈ S      (some argument word looks at the predicate);
+
+``scores`` is "either", each direction alone is in ``extra``. Accuracy per role (ARG0, ARG1,
+ARGM-TMP, R-ARG0, C-ARG1, ...) and overall; V and C-V are parts of the predicate, not
+arguments, and are counted apart. S is the argument's word set from the reader
+(``arg_words``): the dependency subtree of the labelled token in UP (see
+probes.corpus.propbank), the gold span in CoNLL-2012; ``--arg-span head`` uses the labelled
+token alone (UP only; CoNLL-2012 sentences, which have no argument heads, are then skipped and
+counted). The predicate's own word is never part of S, so a head that attends to itself
+cannot score by it.
+
+Baselines, as in dep: the "head" that always attends to position i + k, k in −3..+3 (k ≠ 0),
+scored the same three ways per role, so a positional head (arguments often start right after
+the verb) can be told from one that tracks arguments.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from probes.batching import Batch
+from probes.corpus.sentence import Sentence
+from probes.probe import LabelSums, Option, Probe
+from probes.registry import register
+from probes.results import LabelScores, ProbeResult, RunInfo
+
+WAYS = ("either", "pred_to_arg", "arg_to_pred")
+OFFSETS = (-3, -2, -1, 1, 2, 3)
+NOT_ARGUMENTS = ("V", "C-V")
+
+
+@register
+class SemanticRoleProbe(Probe):
+    name = "srl"
+    description = "predicate-argument: does the predicate attend into an argument, or an argument word to the predicate"
+    needs = ("srl",)
+    corpus_format = "propbank"
+    options = (Option("arg_span", "subtree", "argument words: subtree = the labelled token's dependency subtree (UP) "
+                      "or the gold span (CoNLL-2012); head = the labelled token only (UP)", str, ("subtree", "head")),)
+
+    def __init__(self, layers: int, heads: int, **options):
+        super().__init__(layers, heads, **options)
+        self.hits = LabelSums((len(WAYS), layers, heads))  # [roles, 3, L, H] arguments right, per way
+        self.baseline_hits = LabelSums((len(WAYS), len(OFFSETS)))  # [roles, 3, offsets]
+        self.arguments = LabelSums(())  # [roles] argument counts
+        self.not_arguments = LabelSums(())  # [V / C-V] predicate words left out
+        self.predicates = 0
+
+    def skip_reason(self, sentence: Sentence) -> str | None:
+        if "srl" not in sentence.ann:
+            return "propbank_no_up" if sentence.ann.get("propbank") == "no-up" else "no_srl"
+        if self.config["arg_span"] == "head" and any("arg_heads" not in p for p in sentence.ann["srl"]):
+            return "no_argument_heads"
+        return None
+
+    def update(self, batch: Batch) -> None:
+        args, pairs, labels, others = _arguments(batch.sentences, self.config["arg_span"] == "head")
+        self.predicates += sum(len(s.ann["srl"]) for s in batch.sentences)
+        if others:
+            self.not_arguments.add(self.not_arguments.ids(others), torch.ones(len(others)))
+        if not labels:
+            return
+        device = batch.predictions.device
+        rows, predicates = args.to(device).unbind(1)  # [N] sentence row and predicate column of each argument
+        member, column = pairs.to(device).unbind(1)  # [M] argument index and word column of each (argument, word)
+        pred = batch.predictions.permute(0, 3, 1, 2)  # [B,C,L,H]
+        from_predicate = pred[rows, predicates]  # [N,L,H] where each argument's predicate looks
+        into_argument = from_predicate[member] == column[:, None, None]  # [M,L,H]
+        to_predicate = pred[rows[member], column] == predicates[member, None, None]  # [M,L,H]
+        shape = (len(labels), self.layers, self.heads)
+        pred_to_arg = torch.zeros(shape, device=device).index_add_(0, member, into_argument.float()) > 0
+        arg_to_pred = torch.zeros(shape, device=device).index_add_(0, member, to_predicate.float()) > 0
+        ids = self.hits.ids(labels)
+        self.hits.add(ids, torch.stack([pred_to_arg | arg_to_pred, pred_to_arg, arg_to_pred], dim=1))
+        offsets = torch.tensor(OFFSETS, device=device)
+        base_into = (column[:, None] == predicates[member, None] + offsets).float()  # [M,K] p + k ∈ S
+        base_to = (column[:, None] + offsets == predicates[member, None]).float()  # [M,K] t + k == p, t ∈ S
+        base_shape = (len(labels), len(OFFSETS))
+        base_into = torch.zeros(base_shape, device=device).index_add_(0, member, base_into) > 0
+        base_to = torch.zeros(base_shape, device=device).index_add_(0, member, base_to) > 0
+        base_hits = torch.stack([base_into | base_to, base_into, base_to], dim=1)  # [N,3,K]
+        self.baseline_hits.add(self.baseline_hits.ids(labels), base_hits)
+        self.arguments.add(self.arguments.ids(labels), torch.ones(len(labels)))
+
+    def merge(self, other: "SemanticRoleProbe") -> None:
+        self.hits.merge(other.hits)
+        self.baseline_hits.merge(other.baseline_hits)
+        self.arguments.merge(other.arguments)
+        self.not_arguments.merge(other.not_arguments)
+        self.predicates += other.predicates
+
+    def compute(self, info: RunInfo) -> ProbeResult:
+        labels = {name: _scores(self.arguments[name], self.hits[name]) for name in self.arguments.names}
+        if self.arguments.names:
+            overall = _scores(self.arguments.total(), self.hits.total())
+        else:
+            overall = _scores(torch.tensor(0.0), torch.zeros(len(WAYS), self.layers, self.heads))
+        baselines = {"offsets": list(OFFSETS),
+                     "labels": {name: _baseline(self.arguments[name], self.baseline_hits[name])
+                                for name in self.arguments.names}}
+        if self.arguments.names:
+            baselines["overall"] = _baseline(self.arguments.total(), self.baseline_hits.total())
+        extra = {"predicates": self.predicates,
+                 "not_arguments": {name: int(self.not_arguments[name]) for name in self.not_arguments.names}}
+        return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
+                           baselines=baselines, extra=extra)
+
+
+def _arguments(sentences: list[Sentence], heads_only: bool):
+    """Flattened arguments of a batch.
+
+    Returns args [N,2] (sentence row, predicate column), pairs [M,2] (argument index, word
+    column: one row per word of each argument, the predicate's column left out), the role of
+    each argument, and the V/C-V labels set aside. Columns are word index + 1.
+    """
+    args, pairs, labels, others = [], [], [], []
+    for row, sentence in enumerate(sentences):
+        for predicate in sentence.ann["srl"]:
+            p = predicate["predicate"]
+            spans = [(h,) for h in predicate["arg_heads"]] if heads_only else predicate["arg_words"]
+            for (role, _, _), words in zip(predicate["args"], spans):
+                if role in NOT_ARGUMENTS:
+                    others.append(role)
+                    continue
+                pairs.extend((len(labels), w + 1) for w in words if w != p)
+                args.append((row, p + 1))
+                labels.append(role)
+    return _pairs(args), _pairs(pairs), labels, others
+
+
+def _pairs(rows: list[tuple[int, int]]) -> torch.Tensor:
+    return torch.tensor(rows, dtype=torch.long).reshape(-1, 2)
+
+
+def _scores(count: torch.Tensor, hits: torch.Tensor) -> LabelScores:
+    n = int(count)
+    acc = (hits / n).numpy() if n else np.full(hits.shape, np.nan)
+    return LabelScores(count=n, scores=acc[0], extra={"pred_to_arg": acc[1], "arg_to_pred": acc[2]})
+
+
+def _baseline(count: torch.Tensor, hits: torch.Tensor) -> dict:
+    n = int(count)
+    acc = (hits / max(n, 1)).numpy()
+    best = int(np.argmax(acc[0]))
+    return {"count": n, **{way: [round(float(x), 6) for x in acc[i]] for i, way in enumerate(WAYS)},
+            "best_offset": OFFSETS[best], "best": round(float(acc[0, best]), 6)}

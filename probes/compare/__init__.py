@@ -1,0 +1,13 @@
+"""Comparing checkpoints and results: what fine-tuning changed, head by head.
+
+    compare_results(a, b)            two results folders (or files): per label best heads, deltas, movers
+    checkpoint_similarity(a, b, ...) per-head cosine similarity of two checkpoints' attention maps
+    load_any(path)                   a results file or any layers × heads array (.npy, .json, .csv) as a result
+    correlate(grid, results)         Spearman's ρ over heads between a grid and every probe label
+"""
+from probes.compare.checkpoints import checkpoint_similarity
+from probes.compare.correlate import correlate
+from probes.compare.grids import load_any
+from probes.compare.results_diff import Comparison, compare_results, load_results
+
+__all__ = ["checkpoint_similarity", "correlate", "load_any", "compare_results", "Comparison", "load_results"]

@@ -1,0 +1,131 @@
+"""The comparison commands of the `probes` CLI: compare, similarity, correlate, plot."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from probes.errors import InputError
+
+EPILOG = """\
+examples:
+  probes compare results/minilm results/sre --out results/minilm-vs-sre
+  probes similarity --model sentence-transformers/all-MiniLM-L6-v2 --model ./finetuned --corpus en_ewt-ud-dev.conllu
+  probes correlate pruning_gates.npy results/minilm/
+  probes plot importance.csv --out plots/
+"""
+
+
+def add_commands(sub) -> None:
+    """Add the comparison subcommands to the CLI's subparsers."""
+    compare = sub.add_parser("compare", help="compare two results folders head by head (B − A)",
+                             description="Compare two results folders (same probes, models of one architecture): "
+                             "per label the best head and score in each, the change, the heads that gained or lost "
+                             "most, and delta heatmaps. A or B may also be single files, any layers × heads array "
+                             "(.npy, .json, .csv) included.", epilog=EPILOG,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    compare.add_argument("a", metavar="A", help="results folder (or file) of the first model")
+    compare.add_argument("b", metavar="B", help="results folder (or file) of the second model")
+    _outputs(compare, "write compare.json, compare.csv and <probe>-<label>-delta.png here")
+
+    similarity = sub.add_parser("similarity", help="per-head cosine similarity of two checkpoints' attention maps",
+                                description="Run the same batches through two checkpoints and compare every head's "
+                                "attention maps by cosine similarity, averaged over sentences (Kovaleva et al. 2019).")
+    similarity.add_argument("--model", action="append", required=True, metavar="DIR_OR_NAME",
+                            help="a checkpoint; give exactly two")
+    similarity.add_argument("--corpus", action="append", metavar="FILE",
+                            help="corpus file; repeat for several (default: the bundled UD English EWT sample)")
+    similarity.add_argument("--format", help="corpus format (default: from the file name)")
+    similarity.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass (default 32)")
+    similarity.add_argument("--max-length", type=int, help="most subwords per sentence (default: the models' limit)")
+    similarity.add_argument("--limit", type=int, help="use only the first N sentences")
+    similarity.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    _outputs(similarity, "write similarity.json, .csv and heatmap here")
+
+    correlate = sub.add_parser("correlate", help="Spearman correlation over heads of a grid with probe scores",
+                               description="Rank-correlate any layers × heads grid (.npy, .json, .csv: pruning gates, "
+                               "importance scores) with every label of probe results, over heads.")
+    correlate.add_argument("grid", metavar="GRID", help="a layers × heads array file, or a results file")
+    correlate.add_argument("results", metavar="RESULTS", help="a results folder or file")
+    correlate.add_argument("--out", metavar="FILE.csv", help="also write the table as CSV")
+
+    plot = sub.add_parser("plot", help="heatmaps of a results file or of any layers × heads array",
+                          description="Draw the layer × head heatmaps of a results file or of a .npy/.json/.csv grid.")
+    plot.add_argument("file", metavar="FILE", help="a results file, or a layers × heads array file")
+    plot.add_argument("--out", metavar="DIR", required=True, help="folder for the PNG files")
+
+
+def _outputs(parser: argparse.ArgumentParser, out_help: str) -> None:
+    parser.add_argument("--out", metavar="DIR", help=out_help)
+    parser.add_argument("--no-plots", action="store_true", help="no heatmaps")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from probes.compare.results_diff import compare_results
+
+    comparison = compare_results(args.a, args.b)
+    print(comparison.format_table())
+    if args.out:
+        written = comparison.save(args.out, plots=not args.no_plots)
+        print(f"wrote {len(written)} files to {args.out}")
+    return 0
+
+
+def cmd_similarity(args: argparse.Namespace) -> int:
+    from probes.compare.checkpoints import checkpoint_similarity
+
+    if len(args.model) != 2:
+        raise InputError(f"similarity needs exactly two --model arguments, got {len(args.model)}")
+    result = checkpoint_similarity(args.model[0], args.model[1], args.corpus, format=args.format,
+                                   batch_size=args.batch_size, max_length=args.max_length, limit=args.limit,
+                                   device=args.device)
+    print(format_similarity(result))
+    if args.out:
+        written = result.save(Path(args.out), plots=not args.no_plots)
+        print(f"wrote {len(written)} files to {args.out}")
+    return 0
+
+
+def format_similarity(result, top: int = 5) -> str:
+    import numpy as np
+
+    grid = result.overall.scores
+    lines = [f"A: {result.info.model}", f"B: {result.extra['model_b']}",
+             f"{result.info.sentences} sentences; cosine similarity of attention maps per head (1 = unchanged)",
+             "layer  mean   min head"]
+    for layer, row in enumerate(grid):
+        lines.append(f"{layer:>5}  {row.mean():.3f}  {row.min():.3f} H{int(row.argmin())}")
+    order = np.argsort(grid, axis=None)[:top]
+    lines.append("changed most: " + ", ".join(f"L{i // grid.shape[1]}-H{i % grid.shape[1]} {grid.flat[i]:.3f}"
+                                              for i in order))
+    return "\n".join(lines)
+
+
+def cmd_correlate(args: argparse.Namespace) -> int:
+    from probes.compare.correlate import correlate
+    from probes.compare.grids import load_any
+    from probes.compare.results_diff import load_results
+    from probes.results import write_atomic
+
+    table = correlate(load_any(args.grid), load_results(args.results))
+    table = table.reindex(table["spearman"].abs().sort_values(ascending=False, na_position="last").index)
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    if args.out:
+        write_atomic(Path(args.out), table.to_csv(index=False).encode())
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from probes.compare.grids import load_any
+    from probes.compare.plots import result_pngs
+    from probes.results import write_atomic
+
+    out = Path(args.out)
+    pictures = result_pngs(load_any(args.file))  # everything drawn before anything is written
+    out.mkdir(parents=True, exist_ok=True)
+    for name, png in pictures.items():
+        write_atomic(out / name, png)
+    print(f"wrote {len(pictures)} files to {out}")
+    return 0
+
+
+COMMANDS = {"compare": cmd_compare, "similarity": cmd_similarity, "correlate": cmd_correlate, "plot": cmd_plot}

@@ -1,0 +1,219 @@
+"""Comparing two sets of results head by head (``probes compare A/ B/``): what changed from A to B.
+
+For every probe and label both sides have: the best head and score in each, the change of the best
+score, how A's best head fares in B, the mean change over heads, and the heads that gained or lost
+most; delta = B − A per head, as an [L,H] grid (and a heatmap). Both sides must hold the same
+probes, run with the same options, on models of one architecture (same layers × heads and family):
+heads are matched by position, which means something only between checkpoints of one model (a
+pre-trained model and its fine-tuned derivative, say). Other differences (corpus, sentences
+scored, pooling) are reported as notes.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from probes.compare.grids import load_any
+from probes.errors import InputError
+from probes.results import BestHead, ProbeResult, _grid, safe_name, write_atomic
+
+TOP = 3  # heads listed as gained / lost most
+
+
+@dataclass
+class LabelDelta:
+    """One label of one probe, in A and in B."""
+
+    probe: str
+    label: str
+    count_a: int
+    count_b: int
+    a: np.ndarray  # [L,H] scores in A
+    b: np.ndarray  # [L,H] scores in B
+
+    @property
+    def delta(self) -> np.ndarray:
+        """[L,H] B − A."""
+        return self.b - self.a
+
+    def best(self, side: str) -> BestHead | None:
+        grid = self.a if side == "a" else self.b
+        if np.isnan(grid).all():
+            return None
+        layer, head = np.unravel_index(int(np.nanargmax(grid)), grid.shape)
+        return BestHead(self.label, int(layer), int(head), float(grid[layer, head]),
+                        self.count_a if side == "a" else self.count_b)
+
+    def movers(self, gained: bool, top: int = TOP) -> list[tuple[int, int, float]]:
+        """The `top` heads whose score rose (gained) or fell most: (layer, head, delta)."""
+        d = self.delta
+        order = np.argsort(np.where(np.isnan(d), 0.0, -d if gained else d), axis=None, kind="stable")
+        picked = [np.unravel_index(int(i), d.shape) for i in order[:top]]
+        return [(int(l), int(h), float(d[l, h])) for l, h in picked if np.isfinite(d[l, h]) and
+                (d[l, h] > 0 if gained else d[l, h] < 0)]
+
+    def row(self) -> dict:
+        best_a, best_b = self.best("a"), self.best("b")
+        name = lambda b: f"L{b.layer}-H{b.head}" if b else None  # noqa: E731
+        a_best_in_b = float(self.b[best_a.layer, best_a.head]) if best_a else float("nan")
+        d = self.delta
+        return {"probe": self.probe, "label": self.label, "count_a": self.count_a, "count_b": self.count_b,
+                "best_a": name(best_a), "score_a": best_a.score if best_a else float("nan"),
+                "best_b": name(best_b), "score_b": best_b.score if best_b else float("nan"),
+                "delta_best": (best_b.score - best_a.score) if best_a and best_b else float("nan"),
+                "a_best_in_b": a_best_in_b,
+                "mean_delta": float(np.nanmean(d)) if np.isfinite(d).any() else float("nan"),
+                "gained": "; ".join(f"L{l}-H{h} {x:+.3f}" for l, h, x in self.movers(True)),
+                "lost": "; ".join(f"L{l}-H{h} {x:+.3f}" for l, h, x in self.movers(False))}
+
+
+@dataclass
+class Comparison:
+    """Every label of every probe, A against B (see the module docstring)."""
+
+    a: str
+    b: str
+    model_a: str
+    model_b: str
+    labels: list[LabelDelta]
+    notes: list[str] = field(default_factory=list)
+
+    def to_frame(self):
+        """One row per probe × label (the CSV's rows)."""
+        import pandas as pd
+
+        return pd.DataFrame([d.row() for d in self.labels])
+
+    def layer_changes(self):
+        """Per probe and layer, the mean absolute change over its heads and labels."""
+        import pandas as pd
+
+        rows = []
+        for probe in dict.fromkeys(d.probe for d in self.labels):
+            stack = np.stack([np.abs(d.delta) for d in self.labels if d.probe == probe])  # [labels,L,H]
+            for layer, value in enumerate(np.nanmean(stack, axis=(0, 2))):
+                rows.append({"probe": probe, "layer": layer, "mean_abs_delta": float(value)})
+        return pd.DataFrame(rows)
+
+    def to_json(self) -> dict:
+        return {"a": self.a, "b": self.b, "model_a": self.model_a, "model_b": self.model_b, "notes": self.notes,
+                "labels": [{**_clean(d.row()), "delta": _grid(d.delta)} for d in self.labels],
+                "layers": [_clean(r) for r in self.layer_changes().to_dict("records")]}
+
+    def save(self, directory: str | Path, *, plots: bool = True) -> list[Path]:
+        """compare.json, compare.csv and (optionally) one delta heatmap per probe and label."""
+        from probes.plots import heatmap_png
+
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        written = [write_atomic(out / "compare.json", json.dumps(self.to_json(), indent=1, allow_nan=False).encode()),
+                   write_atomic(out / "compare.csv", self.to_frame().to_csv(index=False).encode())]
+        if plots:
+            for d in self.labels:
+                span = float(np.nanmax(np.abs(d.delta))) if np.isfinite(d.delta).any() else 1.0
+                png = heatmap_png(d.delta, f"{d.probe}: {d.label}, B − A", f"A {self.model_a}\nB {self.model_b}",
+                                  vmin=-(span or 1.0), vmax=span or 1.0, cmap="RdBu_r")
+                written.append(write_atomic(out / f"{safe_name(d.probe)}-{safe_name(d.label)}-delta.png", png))
+        return written
+
+    def format_table(self) -> str:
+        lines = [f"A: {self.model_a}", f"B: {self.model_b}", *[f"note: {n}" for n in self.notes]]
+        header = (f"{'probe':<14}{'label':<18}{'best A':<9}{'score':>7}  {'best B':<9}{'score':>7}"
+                  f"{'Δbest':>8}{'A-best in B':>13}  gained most")
+        for probe, layers in self.layer_changes().groupby("probe", sort=False):
+            lines.append(f"{probe}: mean |B − A| by layer: " +
+                         ", ".join(f"L{r.layer} {r.mean_abs_delta:.3f}" for r in layers.itertuples()))
+        lines += [header, "-" * len(header)]
+        for d in self.labels:
+            r = d.row()
+            lines.append(f"{d.probe:<14}{d.label[:17]:<18}{r['best_a'] or '-':<9}{r['score_a']:>7.3f}  "
+                         f"{r['best_b'] or '-':<9}{r['score_b']:>7.3f}{r['delta_best']:>+8.3f}"
+                         f"{r['a_best_in_b']:>13.3f}  {r['gained'].split(';')[0]}")
+        return "\n".join(lines)
+
+
+def load_results(path: str | Path) -> dict[str, ProbeResult]:
+    """{probe name: result} from a results folder (every probes results JSON in it) or from one file."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("not found", p)
+    if p.is_file():
+        result = load_any(p)
+        return {result.probe: result}
+    results = {}
+    for f in sorted(p.glob("*.json")):
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise InputError("not valid JSON", f) from None
+        if isinstance(data, dict) and "probe" in data and "labels" in data:
+            results[data["probe"]] = load_any(f)
+    if not results:
+        raise InputError("no probe results here (the DIR/<probe>.json files of `probes run --out`)", p)
+    return results
+
+
+def compare_results(a: str | Path | dict[str, ProbeResult], b: str | Path | dict[str, ProbeResult]) -> Comparison:
+    """Compare two results folders (or files, or {probe: result} dicts); InputError when they do not match."""
+    left = a if isinstance(a, dict) else load_results(a)
+    right = b if isinstance(b, dict) else load_results(b)
+    where_a, where_b = (str(x) if not isinstance(x, dict) else side for x, side in ((a, "A"), (b, "B")))
+    if any(r.info.provenance.get("array_file") for r in (*left.values(), *right.values())) \
+            and len(left) == len(right) == 1:
+        right = {next(iter(left)): next(iter(right.values()))}  # an array file: compared whatever its name
+    if set(left) != set(right):
+        only_a, only_b = sorted(set(left) - set(right)), sorted(set(right) - set(left))
+        raise InputError(f"{where_a} and {where_b} hold different probes (only in A: {', '.join(only_a) or '-'}; "
+                         f"only in B: {', '.join(only_b) or '-'}); compare needs the same probes in both")
+    labels, notes = [], []
+    for probe in sorted(left):
+        ra, rb = left[probe], right[probe]
+        _check_match(probe, ra, rb, where_a, where_b)
+        notes += _notes(probe, ra, rb)
+        for label in list(dict.fromkeys([*ra.labels, *rb.labels])) + ["overall"]:
+            ea = ra.overall if label == "overall" else ra.labels.get(label)
+            eb = rb.overall if label == "overall" else rb.labels.get(label)
+            nan = np.full((ra.info.layers, ra.info.heads), np.nan)
+            labels.append(LabelDelta(probe, label, ea.count if ea else 0, eb.count if eb else 0,
+                                     ea.scores if ea else nan, eb.scores if eb else nan))
+    first_a, first_b = next(iter(left.values())), next(iter(right.values()))
+    return Comparison(where_a, where_b, first_a.info.model, first_b.info.model, labels, list(dict.fromkeys(notes)))
+
+
+def _check_match(probe: str, ra: ProbeResult, rb: ProbeResult, where_a: str, where_b: str) -> None:
+    shape_a, shape_b = (ra.info.layers, ra.info.heads), (rb.info.layers, rb.info.heads)
+    if shape_a != shape_b:
+        raise InputError(f"{probe}: A has {shape_a[0]} layers × {shape_a[1]} heads, B {shape_b[0]} × {shape_b[1]} "
+                         f"({where_a} vs {where_b}); compare matches heads by position, so both must come from "
+                         "models of one architecture")
+    family_a, family_b = ra.info.provenance.get("model_type"), rb.info.provenance.get("model_type")
+    if family_a and family_b and family_a != family_b:
+        raise InputError(f"{probe}: A is a {family_a} model, B a {family_b} model ({where_a} vs {where_b}); "
+                         "compare matches heads by position, so both must come from models of one architecture")
+    if ra.options != rb.options:
+        diff = [k for k in dict.fromkeys([*ra.options, *rb.options]) if ra.options.get(k) != rb.options.get(k)]
+        pairs = ", ".join(f"{k}: {ra.options.get(k)!r} vs {rb.options.get(k)!r}" for k in diff)
+        raise InputError(f"{probe}: run with different options in A and B ({pairs}); compare needs the same "
+                         "probe settings")
+
+
+def _notes(probe: str, ra: ProbeResult, rb: ProbeResult) -> list[str]:
+    notes = []
+    if [Path(c).name for c in ra.info.corpus] != [Path(c).name for c in rb.info.corpus]:
+        notes.append(f"different corpora ({', '.join(ra.info.corpus) or '-'} vs "
+                     f"{', '.join(rb.info.corpus) or '-'})")
+    if ra.info.sentences != rb.info.sentences and ra.info.corpus and rb.info.corpus:
+        notes.append(f"{probe}: {ra.info.sentences} sentences scored in A, {rb.info.sentences} in B")
+    for key in ("pool", "max_length", "tokenize"):
+        va, vb = ra.info.settings.get(key), rb.info.settings.get(key)
+        if va is not None and vb is not None and va != vb:
+            notes.append(f"{key} {va} in A, {vb} in B")
+    return notes
+
+
+def _clean(row: dict) -> dict:
+    """JSON-safe: NaN → None."""
+    return {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in row.items()}
