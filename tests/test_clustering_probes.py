@@ -74,6 +74,7 @@ def test_pos_centroids_and_scores_worked_out_by_hand():
     assert r.extra["fit"] == {"on": "fit", "corpus": ["fit.conllu"], "units": {"N": 2, "V": 2}}
     assert r.extra["labels_without_centroid"] == []
     assert r.best("N").head == 0
+    assert r.baselines == {"majority": {"label": "N", "overall": 0.5}}  # N and V tie at 2 fit words: N seen first
 
 
 def test_pos_scores_do_not_depend_on_batching_or_padding():
@@ -155,6 +156,7 @@ def test_ner_entity_vectors_are_means_of_their_words():
     np.testing.assert_array_equal(r.labels["ORG"].scores, [[0.0, 0.0]])
     np.testing.assert_allclose(r.overall.scores, [[2 / 3, 0.0]])
     assert r.extra["labels_without_centroid"] == ["ORG"]
+    assert r.baselines["majority"] == {"label": "PER", "overall": round(1 / 3, 6)}  # PER: 1 of 3 scored entities
     assert NerProbe(1, 2).skip_reason(sentence(["a"])) == "no_ner"
 
 

@@ -148,7 +148,8 @@ def test_spearman_over_heads(tmp_path, capsys):
     assert table.loc["overall", "heads"] == 5 and table.loc["overall", "spearman"] == pytest.approx(1.0)
     np.save(tmp_path / "gates.npy", gates)
     r.save(tmp_path / "res", plots=False)
-    assert main(["correlate", str(tmp_path / "gates.npy"), str(tmp_path / "res"), "--out", str(tmp_path / "c.csv")]) == 0
+    out = tmp_path / "c.csv"
+    assert main(["correlate", str(tmp_path / "gates.npy"), str(tmp_path / "res"), "--out", str(out)]) == 0
     assert "reversed" in capsys.readouterr().out and (tmp_path / "c.csv").exists()
     np.save(tmp_path / "small.npy", np.ones((1, 3)))
     err = _fails(capsys, "correlate", str(tmp_path / "small.npy"), str(tmp_path / "res"))

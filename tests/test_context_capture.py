@@ -22,7 +22,15 @@ import torch
 
 from probes.model import load_encoder
 
-FAMILIES = ("bert", "roberta", "electra", "deberta-v2", "deberta")
+pytestmark = pytest.mark.integration
+MARKS = {"bert": pytest.mark.bert, "roberta": pytest.mark.roberta, "electra": pytest.mark.electra,
+         "deberta-v2": pytest.mark.deberta, "deberta": pytest.mark.deberta}
+
+
+def families(*names):
+    return [pytest.param(name, marks=MARKS[name]) for name in names]
+
+
 SENTENCES = [["The", "cat", "sat", "."], ["Mr.", "Smith", "bought", "cheapsite.com", "for", "1.5", "million", "."]]
 TOLERANCE = dict(rtol=1e-5, atol=1e-6)
 
@@ -133,7 +141,7 @@ def capture_errors(encoder, ids, mask) -> dict[str, float]:
     return errors
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", families("bert", "roberta", "electra", "deberta-v2", "deberta"))
 def test_captured_vectors_match_a_recomputation_by_hand(encoders, family):
     encoder = encoders(family)
     ids, mask = _inputs(encoder)
@@ -149,7 +157,7 @@ def test_captured_vectors_match_a_recomputation_by_hand(encoders, family):
     assert capture.context[1].abs().max() > 1e-3  # the vectors compared are not all zero
 
 
-@pytest.mark.parametrize("family", ["roberta", "deberta-v2"])
+@pytest.mark.parametrize("family", families("roberta", "deberta-v2"))
 def test_a_corrupting_capture_is_caught(encoders, family):
     """A capture that alters layer 0's output (here: doubles it, as a wrongly replaced module would change it)
     is caught twice: the final hidden states change, and layer 1's vectors disagree with the recomputation."""
@@ -174,7 +182,7 @@ def test_a_corrupting_capture_is_caught(encoders, family):
     assert errors["context_1"] > 1e-4  # layer 1 was fed corrupted states
 
 
-@pytest.mark.parametrize("family", ["bert", "deberta-v2"])
+@pytest.mark.parametrize("family", families("bert", "deberta-v2"))
 def test_padding_does_not_change_a_sentences_vectors(encoders, family):
     """The short sentence alone and padded in a batch with a longer one: same vectors on its tokens."""
     encoder = encoders(family)

@@ -60,6 +60,7 @@ def test_silver_conllu_round_trips_through_the_reader(silver):
     assert "\tNER=B-ORG" in text and "NER=O|SpaceAfter=No" in text  # "billion" before "."
 
 
+@pytest.mark.integration
 def test_run_pos_and_dep_on_raw_text(silver, tmp_path, minilm):
     raw, _ = silver
     out = tmp_path / "out"

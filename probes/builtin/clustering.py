@@ -99,8 +99,13 @@ class ClusteringProbe(Probe):
         fitted = dict(zip(self.centroids.names, (int(n) for n in self.centroids.counts.sums)))
         fit = {**info.settings.get("fit", {}), "units": fitted}
         missing = [name for name in self.units.names if name not in fitted]
+        baselines = {}
+        if fitted and overall.count:  # always answering the fit corpus' most frequent label
+            majority = max(fitted, key=fitted.get)
+            right = int(self.units[majority]) if majority in self.units.names else 0
+            baselines["majority"] = {"label": majority, "overall": round(right / overall.count, 6)}
         return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
-                           extra={"fit": fit, "labels_without_centroid": missing})
+                           baselines=baselines, extra={"fit": fit, "labels_without_centroid": missing})
 
 
 def _scores(count: torch.Tensor, hits: torch.Tensor) -> LabelScores:
@@ -109,15 +114,19 @@ def _scores(count: torch.Tensor, hits: torch.Tensor) -> LabelScores:
 
 
 def format_fit(result: ProbeResult) -> str:
-    """One line under the table: what the centroids were fitted on."""
+    """Lines under the table: what the centroids were fitted on, the majority-label baseline."""
     fit = result.extra["fit"]
     units = fit.get("units", {})
     where = "the --fit corpus" if fit.get("on") == "fit" else "the scored corpus itself (same split)"
-    line = (f"centroids fitted on {where}: {', '.join(fit.get('corpus', []))} ({fit.get('sentences', '?')} sentences, "
-            f"{sum(units.values())} units, {len(units)} labels)")
+    lines = [f"centroids fitted on {where}: {', '.join(fit.get('corpus', []))} ({fit.get('sentences', '?')} "
+             f"sentences, {sum(units.values())} units, {len(units)} labels)"]
     if str(fit.get("chosen_by", "")).startswith("default"):
-        line += "; give --fit DEV_FILE to fit on another split"
+        lines[0] += "; give --fit DEV_FILE to fit on another split"
+    majority = result.baselines.get("majority")
+    if majority:
+        lines.append(f"baseline, always the fit corpus' most frequent label ({majority['label']}): "
+                     f"{majority['overall']:.3f}")
     missing = result.extra.get("labels_without_centroid") or []
     if missing:
-        line += f"\nlabels with no centroid (never predicted): {', '.join(missing)}"
-    return line
+        lines.append(f"labels with no centroid (never predicted): {', '.join(missing)}")
+    return "\n".join(lines)

@@ -73,20 +73,16 @@ class SemanticRoleProbe(Probe):
         from_predicate = pred[rows, predicates]  # [N,L,H] where each argument's predicate looks
         into_argument = from_predicate[member] == column[:, None, None]  # [M,L,H]
         to_predicate = pred[rows[member], column] == predicates[member, None, None]  # [M,L,H]
-        shape = (len(labels), self.layers, self.heads)
-        pred_to_arg = torch.zeros(shape, device=device).index_add_(0, member, into_argument.float()) > 0
-        arg_to_pred = torch.zeros(shape, device=device).index_add_(0, member, to_predicate.float()) > 0
+        n = len(labels)
+        pred_to_arg, arg_to_pred = _any(member, into_argument, n), _any(member, to_predicate, n)  # [N,L,H]
         ids = self.hits.ids(labels)
         self.hits.add(ids, torch.stack([pred_to_arg | arg_to_pred, pred_to_arg, arg_to_pred], dim=1))
         offsets = torch.tensor(OFFSETS, device=device)
-        base_into = (column[:, None] == predicates[member, None] + offsets).float()  # [M,K] p + k ∈ S
-        base_to = (column[:, None] + offsets == predicates[member, None]).float()  # [M,K] t + k == p, t ∈ S
-        base_shape = (len(labels), len(OFFSETS))
-        base_into = torch.zeros(base_shape, device=device).index_add_(0, member, base_into) > 0
-        base_to = torch.zeros(base_shape, device=device).index_add_(0, member, base_to) > 0
+        base_into = _any(member, column[:, None] == predicates[member, None] + offsets, n)  # [N,K] p + k ∈ S
+        base_to = _any(member, column[:, None] + offsets == predicates[member, None], n)  # [N,K] t + k == p, t ∈ S
         base_hits = torch.stack([base_into | base_to, base_into, base_to], dim=1)  # [N,3,K]
         self.baseline_hits.add(self.baseline_hits.ids(labels), base_hits)
-        self.arguments.add(self.arguments.ids(labels), torch.ones(len(labels)))
+        self.arguments.add(self.arguments.ids(labels), torch.ones(n))
 
     def merge(self, other: "SemanticRoleProbe") -> None:
         self.hits.merge(other.hits)
@@ -132,6 +128,11 @@ def _arguments(sentences: list[Sentence], heads_only: bool):
                 args.append((row, p + 1))
                 labels.append(role)
     return _pairs(args), _pairs(pairs), labels, others
+
+
+def _any(member: torch.Tensor, hits: torch.Tensor, n: int) -> torch.Tensor:
+    """[M,...] hits of (argument, word) pairs → [N,...] whether any word of each argument hit."""
+    return torch.zeros((n, *hits.shape[1:]), device=hits.device).index_add_(0, member, hits.float()) > 0
 
 
 def _pairs(rows: list[tuple[int, int]]) -> torch.Tensor:

@@ -45,7 +45,8 @@ def checkpoint_similarity(model_a: str | Encoder, model_b: str | Encoder,
     started = time.perf_counter()
     if batch_size < 1:
         raise InputError(f"batch size must be at least 1, not {batch_size}")
-    paths = [str(p) for p in ([corpus] if isinstance(corpus, (str, Path)) else list(corpus or []))] or [bundled_corpus()]
+    given = [corpus] if isinstance(corpus, (str, Path)) else list(corpus or [])
+    paths = [str(p) for p in given] or [bundled_corpus()]
     data = read_corpus(paths, format=format or guess_format(paths[0]))
     sentences = data.sentences[:limit] if limit else data.sentences
     enc_a = model_a if isinstance(model_a, Encoder) else load_encoder(model_a, device=device, max_length=max_length)

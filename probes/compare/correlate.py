@@ -24,7 +24,8 @@ def correlate(grid: ProbeResult | np.ndarray, results: dict[str, ProbeResult] | 
     for probe, result in targets.items():
         if (result.info.layers, result.info.heads) != values.shape:
             raise InputError(f"{probe}: {result.info.layers} layers × {result.info.heads} heads, but the grid is "
-                             f"{values.shape[0]} × {values.shape[1]}; correlation needs one value per head of one model")
+                             f"{values.shape[0]} × {values.shape[1]}; correlation needs one value per head of "
+                             "one model")
         for label, entry in [*result.labels.items(), ("overall", result.overall)]:
             both = np.isfinite(values) & np.isfinite(entry.scores)
             n = int(both.sum())

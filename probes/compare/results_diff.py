@@ -52,22 +52,20 @@ class LabelDelta:
         d = self.delta
         order = np.argsort(np.where(np.isnan(d), 0.0, -d if gained else d), axis=None, kind="stable")
         picked = [np.unravel_index(int(i), d.shape) for i in order[:top]]
-        return [(int(l), int(h), float(d[l, h])) for l, h in picked if np.isfinite(d[l, h]) and
-                (d[l, h] > 0 if gained else d[l, h] < 0)]
+        return [(int(layer), int(head), float(d[layer, head])) for layer, head in picked
+                if np.isfinite(d[layer, head]) and (d[layer, head] > 0 if gained else d[layer, head] < 0)]
 
     def row(self) -> dict:
         best_a, best_b = self.best("a"), self.best("b")
-        name = lambda b: f"L{b.layer}-H{b.head}" if b else None  # noqa: E731
         a_best_in_b = float(self.b[best_a.layer, best_a.head]) if best_a else float("nan")
         d = self.delta
         return {"probe": self.probe, "label": self.label, "count_a": self.count_a, "count_b": self.count_b,
-                "best_a": name(best_a), "score_a": best_a.score if best_a else float("nan"),
-                "best_b": name(best_b), "score_b": best_b.score if best_b else float("nan"),
+                "best_a": _name(best_a), "score_a": best_a.score if best_a else float("nan"),
+                "best_b": _name(best_b), "score_b": best_b.score if best_b else float("nan"),
                 "delta_best": (best_b.score - best_a.score) if best_a and best_b else float("nan"),
                 "a_best_in_b": a_best_in_b,
                 "mean_delta": float(np.nanmean(d)) if np.isfinite(d).any() else float("nan"),
-                "gained": "; ".join(f"L{l}-H{h} {x:+.3f}" for l, h, x in self.movers(True)),
-                "lost": "; ".join(f"L{l}-H{h} {x:+.3f}" for l, h, x in self.movers(False))}
+                "gained": _heads(self.movers(True)), "lost": _heads(self.movers(False))}
 
 
 @dataclass
@@ -212,6 +210,14 @@ def _notes(probe: str, ra: ProbeResult, rb: ProbeResult) -> list[str]:
         if va is not None and vb is not None and va != vb:
             notes.append(f"{key} {va} in A, {vb} in B")
     return notes
+
+
+def _name(best: BestHead | None) -> str | None:
+    return f"L{best.layer}-H{best.head}" if best else None
+
+
+def _heads(movers: list[tuple[int, int, float]]) -> str:
+    return "; ".join(f"L{layer}-H{head} {delta:+.3f}" for layer, head, delta in movers)
 
 
 def _clean(row: dict) -> dict:

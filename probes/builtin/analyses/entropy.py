@@ -29,13 +29,15 @@ class EntropyAnalysis(MeanAnalysis):
         t = token_view(batch)
         rows = t.row_weights()  # [B,T]
         n_rows = rows.sum()
-        entropy = -torch.special.xlogy(t.attention, t.attention).sum(-1)  # [B,L,H,T]
+        a = t.attention
+        entropy = -(a * a.clamp(min=1e-30).log()).sum(-1)  # [B,L,H,T]; a zero weight adds 0 · ln 1e-30 = 0
         uniform = torch.log(t.lengths.to(rows.dtype))  # [B] ln n
         uniform_sum = (uniform * t.lengths).sum()  # Σ over rows of ln n
         entropy_sum = torch.einsum("blhi,bi->lh", entropy, rows)
         self.add("entropy", entropy_sum, n_rows)
         self.add("gap", uniform_sum - entropy_sum, n_rows)
-        self.add("confidence", torch.einsum("blhi,bi->lh", t.attention.amax(-1), rows), n_rows)
+        confidence = a.gather(-1, t.argmax[..., None])[..., 0]  # [B,L,H,T] the row's largest weight
+        self.add("confidence", torch.einsum("blhi,bi->lh", confidence, rows), n_rows)
         self.add("uniform_entropy", uniform_sum, n_rows)
         self.add("uniform_confidence", len(batch.sentences), n_rows)  # Σ over rows of 1/n = one per sentence
 

@@ -37,15 +37,17 @@ class PositionalAnalysis(MeanAnalysis):
 
     def update(self, batch: Batch) -> None:
         t = token_view(batch)
+        layers, heads = self.layers, self.heads
         positions = torch.arange(t.real.shape[1], device=t.real.device)  # [T]
         offsets = torch.arange(-MAX_OFFSET, MAX_OFFSET + 1, device=t.real.device)  # [K]
-        pred = t.attention.masked_fill(~t.real[:, None, None, None, :], -1.0).argmax(-1)  # [B,L,H,T]
+        delta = t.argmax - positions  # [B,L,H,T] argmax offset of every row
+        near = (delta.abs() <= MAX_OFFSET) & t.real[:, None, None, :]  # an argmax is always a real token
+        head = torch.arange(layers * heads, device=delta.device).view(1, layers, heads, 1)
+        hits = torch.bincount(((head * len(offsets)) + delta + MAX_OFFSET)[near],
+                              minlength=layers * heads * len(offsets)).view(layers, heads, -1)  # [L,H,K]
         target = positions[:, None] + offsets  # [T,K] position i + k
-        valid = t.real[:, :, None] & (target >= 0) & (target < t.lengths[:, None, None])  # [B,T,K]
-        hits = (pred - positions)[..., None] == offsets  # [B,L,H,T,K]
-        sums = torch.einsum("blhik,bik->klh", hits.double(), valid.double())  # [K,L,H]
-        counts = valid.sum((0, 1))  # [K]
-        for label, grid, n in zip(self.measures, sums, counts):
+        valid = t.real[:, :, None] & (target >= 0) & (target < t.lengths[:, None, None])  # [B,T,K] i + k exists
+        for label, grid, n in zip(self.measures, hits.permute(2, 0, 1), valid.sum((0, 1))):
             self.add(label, grid, n)
 
     def compute(self, info: RunInfo) -> ProbeResult:

@@ -44,7 +44,7 @@ class TermMatchingAnalysis(MeanAnalysis):
         match = cross_matches(batch).to(t.attention.device)  # [B,T,T]
         rows = match.any(-1).to(t.attention.dtype)  # [B,T] query tokens with a match
         share = torch.einsum("blhij,bij->blhi", t.attention, match.to(t.attention.dtype))  # [B,L,H,T]
-        pred = t.attention.masked_fill(~t.real[:, None, None, None, :], -1.0).argmax(-1)  # [B,L,H,T]
+        pred = t.argmax  # [B,L,H,T]
         hit = match[:, None, None].expand(*pred.shape, match.shape[-1]).gather(-1, pred[..., None])[..., 0]
         n_rows = rows.sum()
         self.add("attention", torch.einsum("blhi,bi->lh", share, rows), n_rows)

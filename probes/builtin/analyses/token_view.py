@@ -7,6 +7,7 @@ from __future__ import annotations
 import unicodedata
 import weakref
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -23,6 +24,11 @@ class TokenView:
     end: torch.Tensor  # [B,T] bool: every later special token ([SEP], </s>, the separator of a pair)
     punct: torch.Tensor  # [B,T] bool: subwords of words made only of punctuation (Unicode category P*)
     lengths: torch.Tensor  # [B] real tokens per sentence
+
+    @cached_property
+    def argmax(self) -> torch.Tensor:
+        """[B,L,H,T] each row's most attended token (padding holds no weight, so it is never the argmax)."""
+        return self.attention.argmax(-1)
 
     @property
     def special(self) -> torch.Tensor:

@@ -51,8 +51,7 @@ class WordOrderAnalysis(MeanAnalysis):
         back = unshuffle(twin.attention, batch.twin.position_of.to(twin.attention.device))  # [B,L,H,T,T]
         rows = t.row_weights() * batch.twin.shuffled.to(t.real.device)[:, None]  # [B,T] rows of shuffled sentences
         moved = 0.5 * (t.attention - back).abs().sum(-1)  # [B,L,H,T]
-        masked = t.attention.masked_fill(~t.real[:, None, None, None, :], -1.0)
-        changed = (masked.argmax(-1) != back.masked_fill(~t.real[:, None, None, None, :], -1.0).argmax(-1))
+        changed = t.argmax != back.argmax(-1)  # [B,L,H,T] (padding holds no weight: never an argmax)
         n_rows = rows.sum()
         self.add("distance", torch.einsum("blhi,bi->lh", moved, rows), n_rows)
         self.add("argmax_changed", torch.einsum("blhi,bi->lh", changed.to(rows.dtype), rows), n_rows)
