@@ -33,6 +33,7 @@ class RunInfo:
     skipped: dict[str, int]  # reason -> sentences not scored
     settings: dict[str, Any]  # batch size, pooling, max length, device, ...
     provenance: dict[str, Any]  # versions, time, elapsed seconds
+    notes: dict[str, int] = field(default_factory=dict)  # annotations (not sentences) the reader set aside
 
 
 @dataclass
@@ -122,6 +123,7 @@ class ProbeResult:
         return {
             "probe": self.probe, "model": i.model, "corpus": i.corpus, "layers": i.layers, "heads": i.heads,
             "sentences": i.sentences, "skipped": sum(i.skipped.values()), "skipped_reasons": i.skipped,
+            "corpus_notes": i.notes,
             "options": self.options, "settings": i.settings,
             "labels": {k: v.to_json() for k, v in self.labels.items()},
             "overall": self.overall.to_json(), "baselines": self.baselines, **self.extra,
@@ -130,12 +132,12 @@ class ProbeResult:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ProbeResult":
-        known = {"probe", "model", "corpus", "layers", "heads", "sentences", "skipped", "skipped_reasons", "options",
+        known = {"probe", "model", "corpus", "layers", "heads", "sentences", "skipped", "skipped_reasons", "corpus_notes", "options",
                  "settings", "labels", "overall", "baselines", "version", "provenance", "schema"}
         info = RunInfo(model=data["model"], corpus=list(data["corpus"]), layers=int(data["layers"]),
                        heads=int(data["heads"]), sentences=int(data["sentences"]),
                        skipped=dict(data.get("skipped_reasons", {})), settings=dict(data.get("settings", {})),
-                       provenance=dict(data.get("provenance", {})))
+                       provenance=dict(data.get("provenance", {})), notes=dict(data.get("corpus_notes", {})))
         return cls(probe=data["probe"], info=info, options=dict(data.get("options", {})),
                    labels={k: LabelScores.from_json(v) for k, v in data["labels"].items()},
                    overall=LabelScores.from_json(data["overall"]), baselines=data.get("baselines", {}),

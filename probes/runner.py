@@ -108,7 +108,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                    settings={"batch_size": batch_size, "pool": pool, "max_length": encoder.max_length,
                              "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize,
                              **({"fit": fit_settings} if fit_settings else {})},
-                   provenance=_provenance(encoder, data.files, time.perf_counter() - started))
+                   provenance=_provenance(encoder, data.files, time.perf_counter() - started), notes=dict(data.notes))
     return {p.name: p.compute(info) for p in active}
 
 

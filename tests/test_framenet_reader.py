@@ -167,7 +167,7 @@ def test_handmade_sentence_targets_fes_and_counts(tmp_path):
     assert two_targets["target"] == [1, 3]
     assert two_targets["fes"] == [{"name": "Theme", "core": True, "coreType": "Core", "words": [0, 7]}]
 
-    assert corpus.skipped == {"null_instantiation": 2, "frame_without_target": 1, "incorporated_fe": 1}
+    assert corpus.notes == {"null_instantiation": 2, "frame_without_target": 1, "incorporated_fe": 1} and not corpus.skipped
 
 
 def test_document_selection_and_lists(tmp_path):
@@ -180,7 +180,7 @@ def test_document_selection_and_lists(tmp_path):
         read_framenet(root, ["a", "c"])
     assert "unknown FrameNet document 'c'" in str(e.value) and "c.xml" in str(e.value)
     corpus = read_framenet(root, ["a", "c"], allow_missing=True)
-    assert len(corpus.sentences) == 1 and corpus.skipped["missing_document"] == 1
+    assert len(corpus.sentences) == 1 and corpus.notes["missing_document"] == 1
 
     listing = tmp_path / "test-docs.txt"
     listing.write_text("# the test set\nb.xml\n\n  a   # inline comment\n", encoding="utf-8")
@@ -260,7 +260,7 @@ def test_real_corpus_counts(real_corpus):
     assert 9000 <= len(corpus.sentences) <= 10500  # 9,636 in this copy
     n_frames = sum(len(s.ann["frames"]) for s in corpus.sentences)
     assert 24000 <= n_frames <= 27000  # 25,798
-    assert 6500 <= corpus.skipped["null_instantiation"] <= 8000  # 7,345
+    assert 6500 <= corpus.notes["null_instantiation"] <= 8000  # 7,345
     assert seconds < 30
     for s in corpus.sentences:
         assert len(s.words) == len(s.ann["offsets"])
@@ -302,6 +302,6 @@ def test_real_standard_test_set():
     with pytest.raises(InputError, match="ANC__WhereToHongKong"):  # absent from this copy
         read_framenet(FRAMENET, STANDARD_TEST_DOCUMENTS)
     corpus = read_framenet(FRAMENET, STANDARD_TEST_DOCUMENTS, allow_missing=True)
-    assert corpus.skipped["missing_document"] == 1
+    assert corpus.notes["missing_document"] == 1
     assert len(corpus.files) == 22
     assert 1500 <= len(corpus.sentences) <= 2500  # 1,909

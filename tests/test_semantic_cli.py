@@ -126,6 +126,8 @@ def test_frames_on_all_framenet_documents(frames_run):
                     "overlaps_target": 681, "adjacent_to_target": 1233},
         "labels_below_min_count": 141, "instances_below_min_count": 377}
     assert data["sentences"] == 375 and data["skipped_reasons"]["longer_than_12_words"] == 6218
+    assert data["corpus_notes"]["null_instantiation"] == 7345  # annotations, not sentences: kept apart
+    assert "null_instantiation" not in data["skipped_reasons"]
     assert data["options"]["max_sentence_words"] == 12 and data["options"]["min_count"] == 20
     assert {k: v["count"] for k, v in data["labels"].items()} == {"Agent": 47, "Theme": 33, "Figure": 20}
     result = probes.load_result(frames_run / "frames.json")
@@ -160,7 +162,7 @@ def test_frames_standard_test_documents(framenet, standard_test_keyword, tmp_pat
     # --documents standard-test reads the same documents (the missing one counted) and, at another batch
     # size, gives the same scores
     keyword = standard_test_keyword
-    assert keyword.info.skipped["missing_document"] == 1 and keyword.extra["instances"] == data["instances"]
+    assert keyword.info.notes["missing_document"] == 1 and keyword.extra["instances"] == data["instances"]
     _same(keyword, probes.load_result(tmp_path / "out" / "frames.json"))
 
 

@@ -69,6 +69,8 @@ def read_corpus(paths: list[str | Path], format: str | None = None, **options) -
     for c in parts:
         for reason, n in c.skipped.items():
             corpus.skip(reason, n)
+        for what, n in c.notes.items():
+            corpus.note(what, n)
     return corpus
 
 

@@ -364,7 +364,7 @@ class _DocumentReader:
                     target.update(words_of(*span))
             fe_labels = aset["fe"]
             if not has_target:
-                self.corpus.skip("frame_without_target")
+                self.corpus.note("frame_without_target")
                 continue
             core_types = self.lexicon.core_types(frame, path, aset["line"])
             fes: dict[str, dict] = {}
@@ -373,9 +373,9 @@ class _DocumentReader:
                 if span is None:
                     itype = lab.get("itype", "")
                     if itype in _NULL_ITYPES:
-                        self.corpus.skip("null_instantiation")
+                        self.corpus.note("null_instantiation")
                     elif itype == "INC":
-                        self.corpus.skip("incorporated_fe")
+                        self.corpus.note("incorporated_fe")
                     else:
                         raise InputError(
                             f"FE label {lab.get('name', '')!r} has no offsets and no null-instantiation "
@@ -476,7 +476,7 @@ def read_framenet(
                 )
     corpus = Corpus(sentences=[], files=[])
     if missing:
-        corpus.skip("missing_document", missing)
+        corpus.note("missing_document", missing)
     lexicon = _FrameLexicon(root / "frame")
     for name, path in paths:
         _parse_xml(path, _DocumentReader(path, name, lexicon, corpus))

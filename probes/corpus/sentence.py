@@ -31,7 +31,11 @@ class Corpus:
 
     sentences: list[Sentence]
     files: list[str]
-    skipped: dict[str, int] = field(default_factory=dict)  # reason -> count
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> sentences set aside
+    notes: dict[str, int] = field(default_factory=dict)  # what -> count of annotations set aside (not sentences)
 
     def skip(self, reason: str, n: int = 1) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + n
+
+    def note(self, what: str, n: int = 1) -> None:
+        self.notes[what] = self.notes.get(what, 0) + n
