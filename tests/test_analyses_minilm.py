@@ -56,6 +56,7 @@ def test_every_analysis_ran_on_the_same_sentences(runs):
         "head_distance-dendrogram.png", "head_distance-layout.png", "head_distance-matrix.png",
         "head_distance-nearest.png", "head_distance-overall.png"]
     assert (runs / "similarity" / "similarity-overall.png").exists()
+    assert (runs / "similarity" / "similarity-change.png").exists()
 
 
 def test_minilm_mass_and_positional_heads(runs):

@@ -9,6 +9,7 @@ base do); otherwise positions do not correspond and an InputError says so.
 
 Result: a ProbeResult "similarity" (model = A; B in extra["model_b"]), overall = the cosine grid,
 extra["layer_means"] = the mean over each layer's heads, the "which layers changed most" view.
+Saving also draws similarity-change.png, 1 − cosine on its own colour scale, the most changed head boxed.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from probes.corpus import guess_format, read_corpus
 from probes.defaults import bundled_corpus
 from probes.errors import InputError
 from probes.model import Encoder, load_encoder
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.results import LabelScores, ProbeResult, RunInfo, write_atomic
 
 
 def map_cosines(a: torch.Tensor, b: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
@@ -75,10 +76,25 @@ def checkpoint_similarity(model_a: str | Encoder, model_b: str | Encoder,
                    provenance={"model_b": enc_b.name, "model_type": enc_a.model.config.model_type,
                                "model_type_b": enc_b.model.config.model_type,
                                "seconds": round(time.perf_counter() - started, 3)})
-    return ProbeResult(probe="similarity", info=info, options={}, labels={}, overall=LabelScores(n, grid),
+    return SimilarityResult(probe="similarity", info=info, options={}, labels={}, overall=LabelScores(n, grid),
                        extra={"model_b": enc_b.name, "measure": "cosine similarity of attention maps, mean over "
                               "sentences (Kovaleva et al. 2019)",
                               "layer_means": [round(float(x), 6) for x in np.mean(grid, 1)]})
+
+
+class SimilarityResult(ProbeResult):
+    """The similarity grid; saving adds similarity-change.png (1 − cosine, most changed head boxed)."""
+
+    def save(self, directory: str | Path, *, plots: bool = True) -> list[Path]:
+        from probes.plots import heatmap_png
+
+        written = super().save(directory, plots=plots)
+        if plots:
+            change = 1.0 - self.overall.scores
+            png = heatmap_png(change, f"attention change, 1 − cosine (n={self.overall.count}); most changed boxed",
+                              f"A {self.info.model}\nB {self.extra['model_b']}", vmin=0.0, vmax=None, cmap="magma")
+            written.append(write_atomic(Path(directory) / "similarity-change.png", png))
+        return written
 
 
 def _check_same_tokens(enc_a: Encoder, enc_b: Encoder, sentences, items, limit_tokens: int) -> None:
