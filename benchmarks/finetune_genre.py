@@ -6,8 +6,9 @@ trained on dev and evaluated on test. The checkpoint is a BertForSequenceClassif
 id2label set, ready for ``probes ablate classify --label-from sent_id-prefix``.
 
     python benchmarks/finetune_genre.py --out results/genre-minilm
-    probes ablate classify --model results/genre-minilm --corpus ../shared/corpora/ud-english-ewt/en_ewt-ud-test.conllu \
-        --label-from sent_id-prefix --sweep heads --sweep layers --out results/genre-ablation
+    probes ablate classify --model results/genre-minilm \
+        --corpus ../shared/corpora/ud-english-ewt/en_ewt-ud-test.conllu --label-from sent_id-prefix \
+        --sweep heads --sweep layers --out results/genre-ablation
 """
 from __future__ import annotations
 
@@ -61,12 +62,14 @@ def fine_tune(out: Path, *, train: Path, epochs: int = 3, lr: float = 1e-4, batc
             schedule.step()
             optimizer.zero_grad()
             total += loss.item() * len(picked)
-        print(f"epoch {epoch + 1}/{epochs}: mean loss {total / len(examples):.4f} ({time.perf_counter() - started:.0f}s)")
+        elapsed = time.perf_counter() - started
+        print(f"epoch {epoch + 1}/{epochs}: mean loss {total / len(examples):.4f} ({elapsed:.0f}s)", flush=True)
     model.eval()
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    return {"train_sentences": len(examples), "epochs": epochs, "steps": steps, "train_seconds": time.perf_counter() - started}
+    return {"train_sentences": len(examples), "epochs": epochs, "steps": steps,
+            "train_seconds": round(time.perf_counter() - started, 1)}
 
 
 def _length_buckets(lengths: list[int], batch_size: int, generator: torch.Generator) -> list[list[int]]:

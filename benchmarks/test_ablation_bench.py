@@ -84,7 +84,8 @@ def test_genre_sweeps(benchmark, genre_checkpoint, shared_corpora):
     (OUT / "summary.json").write_text(json.dumps(summary, indent=1))
     benchmark.extra_info.update(summary)
     print("\n" + heads.summary() + "\n" + layers.summary())
-    print(f"single-head sweep: {masks} masks in {timings['heads_s']:.1f}s; one plain evaluation {timings['plain_s']:.2f}s; "
-          f"ratio {ratio:.3f}; peak RSS {timings['peak_rss_mb']:.0f} MB")
+    print(f"single-head sweep: {masks} masks in {timings['heads_s']:.1f}s; "
+          f"one plain evaluation {timings['plain_s']:.2f}s; ratio {ratio:.3f}; "
+          f"peak RSS {timings['peak_rss_mb']:.0f} MB")
     assert heads.baseline["accuracy"] == pytest.approx(layers.baseline["accuracy"], abs=1.5 / target.scored)
     assert heads.info.sentences == target.scored

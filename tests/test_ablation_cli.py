@@ -35,7 +35,8 @@ def _fails(capsys, out, *args) -> str:
 
 def test_head_out_of_range(untrained, tmp_path, capsys):
     model, data = untrained
-    err = _fails(capsys, tmp_path / "out", "classify", "--model", str(model), "--corpus", str(data), "--mask", "0:1,2:0")
+    err = _fails(capsys, tmp_path / "out", "classify", "--model", str(model), "--corpus", str(data),
+                 "--mask", "0:1,2:0")
     assert err == ("probes: error: head 2:0 in mask '0:1,2:0' is out of range: the model has 2 layers × 4 heads "
                    "(layers 0-1, heads 0-3)")
 

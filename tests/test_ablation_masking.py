@@ -38,7 +38,7 @@ ROW_HEADS = [[(0, 1)], [(1, 2), (0, 3)], []]
 
 
 def _sharpen(model: torch.nn.Module) -> None:
-    """Scale query and key projections by 25 and value projections by 5 (in place): peaked attention, heads that matter."""
+    """Scale query and key projections by 25, value projections by 5 (in place): peaked attention, heads that matter."""
     with torch.no_grad():
         for sa in _self_attention_modules(model):
             if hasattr(sa, "in_proj"):  # DeBERTa v1: in_proj rows per head are [q | k | v]
@@ -168,7 +168,7 @@ def test_zero_mode(loaded, family):
         torch.testing.assert_close(hidden[row], expected[row], rtol=1e-5, atol=1e-5)
     plain_hidden = _hidden(enc.model, ids, am)
     assert torch.equal(hidden[2], plain_hidden[2])  # the row with nothing disabled is bit-identical
-    assert (hidden[0] - plain_hidden[0]).abs().max() > 1e-3  # and disabling does change the output (100× the tolerance)
+    assert (hidden[0] - plain_hidden[0]).abs().max() > 1e-3  # and disabling changes the output (100× the tolerance)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

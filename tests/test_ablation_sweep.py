@@ -13,6 +13,7 @@ from tiny_classifier import fine_tune, genre_examples, write_tsv
 import probes
 from probes.ablation import ablate, load_classifier
 from probes.ablation.classifier import ClassifierTarget, confusion_scores
+from probes.ablation.labelled import SENT_ID_PREFIX, read_labelled
 from probes.ablation.masks import build_masks, halves, mask_tensor, parse_mask, random_heads
 from probes.defaults import bundled_corpus
 from probes.errors import InputError
@@ -65,6 +66,25 @@ def test_bad_masks(spec, problem):
 def test_nothing_to_ablate():
     with pytest.raises(InputError, match="nothing to ablate"):
         build_masks(2, 4, [], [], percents=[10.0], repeats=1, seed=0)
+
+
+def test_read_labelled(tmp_path):
+    conllu = tmp_path / "labelled.conllu"
+    conllu.write_text("# sent_id = email-x-0001\n# label = positive\n# genre = mail\n# text = Hi there\n"
+                      "1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n2\tthere\tthere\tADV\tRB\t_\t1\tadvmod\t_\t_\n\n"
+                      "# sent_id = weblog-y-0002\n# label = negative\n# genre = blog\n"
+                      "1-2\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n1\tdo\tdo\tAUX\tVBP\t_\t0\troot\t_\t_\n"
+                      "2\tn't\tnot\tPART\tRB\t_\t1\tadvmod\t_\t_\n\n", encoding="utf-8")
+    by_label = read_labelled([conllu])
+    assert [(e.text, e.label, e.line) for e in by_label] == [("Hi there", "positive", 1), ("do n't", "negative", 8)]
+    assert [e.label for e in read_labelled([conllu], label_from="genre")] == ["mail", "blog"]
+    assert [e.label for e in read_labelled([conllu], label_from=SENT_ID_PREFIX)] == ["email", "weblog"]
+    tsv = tmp_path / "pairs.txt"
+    tsv.write_text("premise\thypothesis\tlabel\n\nA man sleeps.\tNobody sleeps.\tcontradiction\n", encoding="utf-8")
+    (e,) = read_labelled([tsv], format="tsv")
+    assert (e.text, e.pair, e.label, e.line) == ("A man sleeps.", "Nobody sleeps.", "contradiction", 3)
+    with pytest.raises(InputError, match="cannot tell the data format from the file name"):
+        read_labelled([tmp_path / "data.csv"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,5 +235,5 @@ def test_probe_target_matches_run(tiny_model):
 
 
 def test_load_classifier_needs_a_head(tiny_model):
-    with pytest.raises(InputError, match=r"checkpoint has no sequence-classification head \(architectures: BertModel\)"):
+    with pytest.raises(InputError, match=r"no sequence-classification head \(architectures: BertModel\)"):
         load_classifier(str(tiny_model("bert")))

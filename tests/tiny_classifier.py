@@ -44,7 +44,8 @@ def fine_tune(base: str | Path, out: Path, examples: list[Example], *, steps: in
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = transformers.AutoModelForSequenceClassification.from_pretrained(
-            base, num_labels=len(labels), id2label=dict(enumerate(labels)), label2id={g: i for i, g in enumerate(labels)})
+            base, num_labels=len(labels), id2label=dict(enumerate(labels)),
+            label2id={g: i for i, g in enumerate(labels)})
         if head_only:
             model.base_model.encoder.requires_grad_(False)
             model.base_model.embeddings.requires_grad_(False)

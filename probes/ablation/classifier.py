@@ -25,9 +25,6 @@ from probes.model import _first_line, _max_length, _resolve_source, _self_attent
 from probes.results import RunInfo
 from probes.runner import _provenance
 
-METRICS = ("accuracy", "macro_f1")
-
-
 @dataclass
 class Classifier:
     """A loaded sequence classifier with the facts masking needs."""
@@ -97,17 +94,17 @@ def load_classifier(name: str, *, device: str = "cpu", max_length: int | None = 
 class ClassifierTarget:
     """Evaluate a classifier on labelled data under many head masks at once."""
 
-    metrics = METRICS
-
     def __init__(self, model: str, data: list[str | Path], *, format: str | None = None, label_from: str = "label",
                  limit: int | None = None, device: str = "cpu", max_length: int | None = None):
         examples = read_labelled(data, format=format, label_from=label_from)
         self.examples = examples[:limit] if limit else examples
         self.files = [str(p) for p in data]
         self.classifier = c = load_classifier(model, device=device, max_length=max_length)
-        self.model, self.layers, self.heads, self.head_dim, self.modules = c.model, c.layers, c.heads, c.head_dim, c.modules
+        self.model, self.modules = c.model, c.modules
+        self.layers, self.heads, self.head_dim = c.layers, c.heads, c.head_dim
         self.gold = _label_ids(self.examples, c.labels)  # [N]
         self.ids, self.skipped = _tokenize(c.tokenizer, self.examples, c.max_length)  # usable example index -> ids
+        self.counts: torch.Tensor | None = None  # [M,K,K] after evaluate()
         if not self.ids:
             raise InputError(f"no example can be scored (of {len(self.examples)}: all longer than the model's "
                              f"limit of {c.max_length} tokens)", self.files[0])

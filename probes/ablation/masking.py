@@ -4,10 +4,11 @@ Shapes: B batch rows, T subword positions, L layers, H heads, d head size.
 
 A head mask is a bool tensor [B,L,H]: batch row b runs with head (l, h) disabled where
 ``mask[b, l, h]``, so one forward pass evaluates several masks (repeat the sentences once per
-mask along the batch); an [L,H] mask applies to every row of whatever batch comes. Forward hooks on the L self-attention modules (the modules whose first
-output is the per-head context [B,T,H*d], the same ones ``probes.model`` reads; this reaches
-BERT, RoBERTa, ELECTRA, DeBERTa v1 and v2 alike, eager or SDPA, although DeBERTa does not go
-through ``AttentionInterface``) rewrite that output before the output projection W_O:
+mask along the batch); an [L,H] mask applies to every row of whatever batch comes. Forward
+hooks on the L self-attention modules (the modules whose first output is the per-head context
+[B,T,H*d], the same ones ``probes.model`` reads; this reaches BERT, RoBERTa, ELECTRA, DeBERTa v1
+and v2 alike, eager or SDPA, although DeBERTa does not go through ``AttentionInterface``)
+rewrite that output before the output projection W_O:
 
     zero     a disabled head's slice of the context is 0, as the old ``head_mask`` did (Michel
              et al. 2019): the head adds nothing through W_O (W_O's bias is shared by all heads

@@ -39,19 +39,19 @@ def baseline() -> Mask:
 
 
 def single_heads(layers: int, heads: int) -> list[Mask]:
-    return [Mask(f"L{l}-H{h}", "heads", ((l, h),)) for l in range(layers) for h in range(heads)]
+    return [Mask(f"L{layer}-H{h}", "heads", ((layer, h),)) for layer in range(layers) for h in range(heads)]
 
 
 def whole_layers(layers: int, heads: int) -> list[Mask]:
-    return [Mask(f"L{l}", "layers", tuple((l, h) for h in range(heads))) for l in range(layers)]
+    return [Mask(f"L{layer}", "layers", tuple((layer, h) for h in range(heads))) for layer in range(layers)]
 
 
 def halves(layers: int, heads: int) -> list[Mask]:
     if layers < 2:
         raise InputError(f"the model has {layers} layer; halves need at least 2")
     cut = layers // 2
-    return [Mask("bottom", "halves", tuple((l, h) for l in range(cut) for h in range(heads))),
-            Mask("top", "halves", tuple((l, h) for l in range(cut, layers) for h in range(heads)))]
+    return [Mask("bottom", "halves", tuple((layer, h) for layer in range(cut) for h in range(heads))),
+            Mask("top", "halves", tuple((layer, h) for layer in range(cut, layers) for h in range(heads)))]
 
 
 def random_heads(layers: int, heads: int, percents: list[float], repeats: int, seed: int) -> list[Mask]:
@@ -99,7 +99,7 @@ def build_masks(layers: int, heads: int, sweeps: list[str], specs: list[str], *,
     if not sweeps and not specs:
         raise InputError(f"nothing to ablate: name a sweep ({', '.join(SWEEPS)}) or give a mask such as 2:3,4:0")
     makers = {"heads": single_heads, "layers": whole_layers, "halves": halves,
-              "random": lambda l, h: random_heads(l, h, percents, repeats, seed)}
+              "random": lambda n_layers, n_heads: random_heads(n_layers, n_heads, percents, repeats, seed)}
     masks = [baseline()]
     for sweep in dict.fromkeys(sweeps):
         masks += makers[sweep](layers, heads)

@@ -26,13 +26,8 @@ from probes.registry import get_probe
 from probes.results import ProbeResult, RunInfo
 from probes.runner import run
 
-METRICS = ("best", "mean")
-
-
 class ProbeTarget:
     """Score a probe on a corpus under each of many head masks."""
-
-    metrics = METRICS
 
     def __init__(self, probe: str, model: str | None, corpus: list[str | Path], *, label: str = "overall",
                  device: str = "cpu", max_length: int | None = None, run_options: dict[str, Any] | None = None):

@@ -137,14 +137,15 @@ class AblationResult:
         if "halves" in sweeps:
             out["halves"] = {m: {mask.name: _number(d) for mask, d in self.ranked(m, "halves")} for m in self.metrics}
         if "random" in sweeps:
-            out["random"] = {m: self.random_summary(m) for m in self.metrics}
+            out["random"] = {m: {k: {f: _number(v) for f, v in s.items()} for k, s in self.random_summary(m).items()}
+                             for m in self.metrics}
         return out
 
     def to_frame(self):
         """A pandas DataFrame, one row per mask × metric (the CSV's rows)."""
         import pandas as pd
 
-        rows = [[mask.sweep, mask.name, " ".join(f"{l}:{h}" for l, h in mask.heads), m,
+        rows = [[mask.sweep, mask.name, " ".join(f"{layer}:{h}" for layer, h in mask.heads), m,
                  float(self.values[m][k]), float(self.deltas(m)[k])]
                 for k, mask in enumerate(self.masks) for m in self.metrics]
         return pd.DataFrame(rows, columns=["sweep", "mask", "heads", "metric", "score", "delta"])
