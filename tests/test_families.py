@@ -113,3 +113,34 @@ def test_real_checkpoint_when_named(family, tmp_path, capsys):
         capsys.readouterr().err
     data = json.loads((out / "dep.json").read_text())
     assert data["sentences"] > 0 and data["overall"]["count"] > 0
+
+
+@pytest.mark.bert
+def test_task_checkpoint_gives_its_encoder(tiny_model, tmp_path):
+    """A ...ForSequenceClassification checkpoint loads as its encoder, with the fine-tuned encoder weights."""
+    import shutil
+
+    import transformers
+
+    source = tiny_model("bert")
+    classifier = transformers.BertForSequenceClassification.from_pretrained(str(source), num_labels=3)
+    with torch.no_grad():
+        classifier.bert.encoder.layer[0].attention.self.query.weight.mul_(2.0)  # "fine-tuned"
+    classifier.save_pretrained(tmp_path / "clf")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(source / name, tmp_path / "clf" / name)
+    enc = probes.load_encoder(str(tmp_path / "clf"))
+    assert type(enc.model).__name__ == "BertModel"
+    torch.testing.assert_close(enc.model.encoder.layer[0].attention.self.query.weight,
+                               classifier.bert.encoder.layer[0].attention.self.query.weight)
+
+
+def test_default_model_missing_says_how_to_install(monkeypatch):
+    import importlib.util
+
+    from probes import defaults
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == defaults.DEFAULT_MODEL_PACKAGE else real(name))
+    with pytest.raises(probes.InputError, match=r"pip install 'attention-probes\[demo\]'"):
+        defaults.default_model()
