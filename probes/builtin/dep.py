@@ -13,11 +13,11 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
+from probes.builtin.directional import OFFSETS, accuracy, offset_baseline
 from probes.probe import LabelSums, Option, Probe
 from probes.registry import register
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.results import ProbeResult, RunInfo
 
-OFFSETS = (-3, -2, -1, 1, 2, 3)
 WAYS = ("either", "dep_to_head", "head_to_dep")
 
 
@@ -59,13 +59,15 @@ class DependencyProbe(Probe):
         self.arcs.merge(other.arcs)
 
     def compute(self, info: RunInfo) -> ProbeResult:
-        labels = {name: _scores(self.arcs[name], self.hits[name]) for name in self.arcs.names}
+        labels = {name: accuracy(self.arcs[name], self.hits[name], WAYS) for name in self.arcs.names}
         total = self.arcs.total() if self.arcs.names else torch.tensor(0.0)
-        overall = _scores(total, self.hits.total() if self.arcs.names else torch.zeros(len(WAYS), self.layers, self.heads))
-        baselines = {"offsets": list(OFFSETS), "labels": {name: _baseline(self.arcs[name], self.baseline_hits[name])
-                                                          for name in self.arcs.names}}
+        hits = self.hits.total() if self.arcs.names else torch.zeros(len(WAYS), self.layers, self.heads)
+        overall = accuracy(total, hits, WAYS)
+        baselines = {"offsets": list(OFFSETS),
+                     "labels": {name: offset_baseline(self.arcs[name], self.baseline_hits[name], WAYS)
+                                for name in self.arcs.names}}
         if self.arcs.names:
-            baselines["overall"] = _baseline(total, self.baseline_hits.total())
+            baselines["overall"] = offset_baseline(total, self.baseline_hits.total(), WAYS)
         return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
                            baselines=baselines)
 
@@ -79,17 +81,3 @@ def _arcs(batch: Batch):
     head_columns = torch.tensor([h for hs in heads for h in hs], dtype=torch.long)
     labels = [r for s in batch.sentences for r in s.ann["deprel"]]
     return rows, dependents, head_columns, labels
-
-
-def _scores(count: torch.Tensor, hits: torch.Tensor) -> LabelScores:
-    n = int(count)
-    acc = (hits / n).numpy() if n else np.full(hits.shape, np.nan)
-    return LabelScores(count=n, scores=acc[0], extra={"dep_to_head": acc[1], "head_to_dep": acc[2]})
-
-
-def _baseline(count: torch.Tensor, hits: torch.Tensor) -> dict:
-    n = int(count)
-    acc = (hits / max(n, 1)).numpy()
-    best = int(np.argmax(acc[0]))
-    return {"count": n, **{way: [round(float(x), 6) for x in acc[i]] for i, way in enumerate(WAYS)},
-            "best_offset": OFFSETS[best], "best": round(float(acc[0, best]), 6)}

@@ -21,17 +21,16 @@ the verb) can be told from one that tracks arguments.
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from probes.batching import Batch
+from probes.builtin.directional import OFFSETS, accuracy, offset_baseline
 from probes.corpus.sentence import Sentence
 from probes.probe import LabelSums, Option, Probe
 from probes.registry import register
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.results import ProbeResult, RunInfo
 
 WAYS = ("either", "pred_to_arg", "arg_to_pred")
-OFFSETS = (-3, -2, -1, 1, 2, 3)
 NOT_ARGUMENTS = ("V", "C-V")
 
 
@@ -92,16 +91,16 @@ class SemanticRoleProbe(Probe):
         self.predicates += other.predicates
 
     def compute(self, info: RunInfo) -> ProbeResult:
-        labels = {name: _scores(self.arguments[name], self.hits[name]) for name in self.arguments.names}
+        labels = {name: accuracy(self.arguments[name], self.hits[name], WAYS) for name in self.arguments.names}
         if self.arguments.names:
-            overall = _scores(self.arguments.total(), self.hits.total())
+            overall = accuracy(self.arguments.total(), self.hits.total(), WAYS)
         else:
-            overall = _scores(torch.tensor(0.0), torch.zeros(len(WAYS), self.layers, self.heads))
+            overall = accuracy(torch.tensor(0.0), torch.zeros(len(WAYS), self.layers, self.heads), WAYS)
         baselines = {"offsets": list(OFFSETS),
-                     "labels": {name: _baseline(self.arguments[name], self.baseline_hits[name])
+                     "labels": {name: offset_baseline(self.arguments[name], self.baseline_hits[name], WAYS)
                                 for name in self.arguments.names}}
         if self.arguments.names:
-            baselines["overall"] = _baseline(self.arguments.total(), self.baseline_hits.total())
+            baselines["overall"] = offset_baseline(self.arguments.total(), self.baseline_hits.total(), WAYS)
         extra = {"predicates": self.predicates,
                  "not_arguments": {name: int(self.not_arguments[name]) for name in self.not_arguments.names}}
         return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
@@ -137,17 +136,3 @@ def _any(member: torch.Tensor, hits: torch.Tensor, n: int) -> torch.Tensor:
 
 def _pairs(rows: list[tuple[int, int]]) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.long).reshape(-1, 2)
-
-
-def _scores(count: torch.Tensor, hits: torch.Tensor) -> LabelScores:
-    n = int(count)
-    acc = (hits / n).numpy() if n else np.full(hits.shape, np.nan)
-    return LabelScores(count=n, scores=acc[0], extra={"pred_to_arg": acc[1], "arg_to_pred": acc[2]})
-
-
-def _baseline(count: torch.Tensor, hits: torch.Tensor) -> dict:
-    n = int(count)
-    acc = (hits / max(n, 1)).numpy()
-    best = int(np.argmax(acc[0]))
-    return {"count": n, **{way: [round(float(x), 6) for x in acc[i]] for i, way in enumerate(WAYS)},
-            "best_offset": OFFSETS[best], "best": round(float(acc[0, best]), 6)}

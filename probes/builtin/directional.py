@@ -1,0 +1,29 @@
+"""Shared by the argmax probes that score a relation in two directions (dep, srl).
+
+Hits are counted three ways: "either" direction (the probe's main score) and each direction alone;
+fixed-offset baselines (a "head" that always attends to position i + k) are counted the same ways.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from probes.results import LabelScores
+
+OFFSETS = (-3, -2, -1, 1, 2, 3)
+
+
+def accuracy(count: torch.Tensor, hits: torch.Tensor, ways: tuple[str, str, str]) -> LabelScores:
+    """hits [3,L,H] (either, one direction, the other) over `count` instances → LabelScores (NaN if none)."""
+    n = int(count)
+    acc = (hits / n).numpy() if n else np.full(hits.shape, np.nan)
+    return LabelScores(count=n, scores=acc[0], extra={ways[1]: acc[1], ways[2]: acc[2]})
+
+
+def offset_baseline(count: torch.Tensor, hits: torch.Tensor, ways: tuple[str, str, str]) -> dict:
+    """hits [3,offsets] → accuracies per offset for each way, and the best offset (either direction)."""
+    n = int(count)
+    acc = (hits / max(n, 1)).numpy()
+    best = int(np.argmax(acc[0]))
+    return {"count": n, **{way: [round(float(x), 6) for x in acc[i]] for i, way in enumerate(ways)},
+            "best_offset": OFFSETS[best], "best": round(float(acc[0, best]), 6)}
