@@ -159,7 +159,7 @@ class ProbeResult:
                 scale = {} if finite.size == 0 or (finite.min() >= 0 and finite.max() <= 1) else \
                     {"vmin": None, "vmax": None}  # scores outside [0, 1] (entropy in nats, cluster numbers)
                 written.append(write_atomic(out / f"{self.probe}-{safe_name(name)}.png",
-                                            heatmap_png(entry.scores, title, self.info.model, **scale)))
+                                            heatmap_png(entry.scores, title, short_model_name(self.info.model), **scale)))
         return written
 
 
@@ -189,6 +189,12 @@ def write_atomic(path: Path, data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def short_model_name(model: str) -> str:
+    """A hub name as it is; a local path as its last two parts (plot subtitles)."""
+    parts = Path(model).parts
+    return model if len(parts) <= 2 else str(Path(*parts[-2:]))
 
 
 def safe_name(label: str) -> str:
