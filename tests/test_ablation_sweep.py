@@ -14,7 +14,9 @@ import probes
 from probes.ablation import ablate, load_classifier
 from probes.ablation.classifier import ClassifierTarget, confusion_scores
 from probes.ablation.labelled import SENT_ID_PREFIX, read_labelled
+from probes.ablation.masking import HeadMasker
 from probes.ablation.masks import build_masks, halves, mask_tensor, parse_mask, random_heads
+from probes.ablation.sharing import SharedPrefix
 from probes.defaults import bundled_corpus
 from probes.errors import InputError
 from probes.model import _self_attention_modules
@@ -205,6 +207,37 @@ def test_sweep_summaries(sweeps, tmp_path):
     assert data["masks"][-1]["name"] == "0:1,1:2" and data["masks"][-1]["heads"] == [[0, 1], [1, 2]]
     assert len(result.to_frame()) == len(result.masks) * 2
     assert "single heads, hurt most" in result.summary()
+
+
+FAMILIES = [pytest.param("bert", marks=pytest.mark.bert), pytest.param("roberta", marks=pytest.mark.roberta),
+            pytest.param("electra", marks=pytest.mark.electra),
+            pytest.param("deberta-v2", marks=pytest.mark.deberta), pytest.param("deberta", marks=pytest.mark.deberta)]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("family", FAMILIES)
+def test_shared_prefix_equals_repeated_inputs(family, tiny_model, genre_data, tmp_path):
+    """Running layer 0 once and repeating the batch at layer 1 gives the logits of repeating the inputs, for
+    masks whose first disabled head is in layer 1, in both modes, for every family's classifier."""
+    model_dir = fine_tune(tiny_model(family), tmp_path / "classifier", genre_data[0], steps=0)
+    target = ClassifierTarget(str(model_dir), [genre_data[1]])
+    chunk = target.chunks(8)[0]
+    b = chunk.gold.shape[0]
+    masks = torch.zeros(3, 2, 4, dtype=torch.bool)  # [G,L,H]: 1:0 | 1:2,1:3 | nothing
+    masks[0, 1, 0] = masks[1, 1, 2] = masks[1, 1, 3] = True
+    for mode in ("zero", "uniform"):
+        with HeadMasker(target.model, target.modules, target.heads, target.head_dim, mode) as masker, \
+                SharedPrefix(target.model, target.modules) as prefix, torch.inference_mode():
+            assert prefix.usable
+            masker.set(masks.repeat_interleave(b, dim=0))
+            repeated = target.model(**{k: v.repeat(3, 1) for k, v in chunk.inputs.items()}).logits  # [3B,K]
+            prefix.set(3, 1)
+            shared = target.model(**chunk.inputs).logits
+            prefix.set(1, 0)
+            predicted = target.predict(chunk, 3), target.predict(chunk, 3, prefix, 1)  # [3,B] each
+        torch.testing.assert_close(shared, repeated, rtol=1e-5, atol=1e-6)
+        assert not torch.equal(repeated[:b], repeated[2 * b:])  # the masks do change the logits
+        assert shared.shape == (3 * b, 2) and torch.equal(*predicted)
 
 
 @pytest.mark.integration

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from probes.ablation.labelled import Example, read_labelled
+from probes.ablation.sharing import SharedPrefix
 from probes.errors import InputError
 from probes.model import _first_line, _max_length, _resolve_source, _self_attention_modules
 from probes.results import RunInfo
@@ -137,34 +138,52 @@ class ClassifierTarget:
         return torch.zeros(masks, k, k, dtype=torch.long)  # [M, gold, predicted]
 
     @torch.inference_mode()
-    def predict(self, chunk: Chunk, copies: int = 1) -> torch.Tensor:
-        """Predicted label ids [copies, B] for the chunk repeated `copies` times along the batch."""
+    def predict(self, chunk: Chunk, copies: int = 1, prefix: SharedPrefix | None = None, start: int = 0) -> torch.Tensor:
+        """Predicted label ids [copies, B] for the chunk repeated `copies` times along the batch (rows copy-major).
+
+        With a usable `prefix`, blocks below `start` run once on the B rows and the batch is repeated at block
+        `start`; otherwise the inputs are repeated.
+        """
         dev = self.classifier.device
-        inputs = {k: v.to(dev).repeat(copies, 1) for k, v in chunk.inputs.items()}
-        logits = self.classifier.model(**inputs).logits  # [copies·B, K]
+        shared = copies > 1 and start > 0 and prefix is not None and prefix.usable
+        inputs = {k: v.to(dev) if shared else v.to(dev).repeat(copies, 1) for k, v in chunk.inputs.items()}
+        if shared:
+            prefix.set(copies, start)
+        try:
+            logits = self.classifier.model(**inputs).logits  # [copies·B, K]
+        finally:
+            if shared:
+                prefix.set(1, 0)
         return logits.argmax(-1).view(copies, -1).cpu()
 
     def evaluate(self, masks: torch.Tensor, masker, bar, *, batch_size: int, masks_per_pass: int,
                  tokens_per_pass: int) -> None:
         """Confusion counts for every mask (masks [M,L,H]); each pass runs one batch under G masks at once.
 
-        G = masks_per_pass, lowered so that a pass holds at most tokens_per_pass padded tokens.
+        Masks are grouped by their first layer with a disabled head, so a pass shares the layers below it
+        (see probes.ablation.sharing); G = masks_per_pass, lowered so that a pass holds at most
+        tokens_per_pass padded tokens.
         """
         self.counts = self.new_state(masks.shape[0])
-        for chunk in self.chunks(batch_size):
-            rows, length = chunk.inputs["input_ids"].shape
-            group = max(1, min(masks_per_pass, tokens_per_pass // (rows * length)))
-            for first in range(0, masks.shape[0], group):
-                self.update(self.counts, chunk, first, masks[first:first + group], masker)
-                bar.update(rows * min(group, masks.shape[0] - first))
+        groups = _by_first_layer(masks)
+        with SharedPrefix(self.model, self.modules) as prefix:
+            for chunk in self.chunks(batch_size):
+                rows, length = chunk.inputs["input_ids"].shape
+                size = max(1, min(masks_per_pass, tokens_per_pass // (rows * length)))
+                for start, ids in groups:
+                    for part in range(0, len(ids), size):
+                        picked = ids[part:part + size]
+                        self.update(self.counts, chunk, picked, masks[picked], masker, prefix, start)
+                        bar.update(rows * len(picked))
 
-    def update(self, state: torch.Tensor, chunk: Chunk, first: int, masks: torch.Tensor, masker) -> None:
-        """Add the chunk's confusion counts under masks first .. first+G-1 (masks [G,L,H]), in one forward pass."""
+    def update(self, state: torch.Tensor, chunk: Chunk, ids: list[int], masks: torch.Tensor, masker,
+               prefix: SharedPrefix | None = None, start: int = 0) -> None:
+        """Add the chunk's confusion counts under masks `ids` (masks [G,L,H]; none before layer `start`), one pass."""
         g, b = masks.shape[0], chunk.gold.shape[0]
         masker.set(masks.repeat_interleave(b, dim=0))  # [G·B,L,H], rows mask-major
-        predicted = self.predict(chunk, g)  # [G,B]
+        predicted = self.predict(chunk, g, prefix, start)  # [G,B]
         k = state.shape[1]
-        mask_ids = torch.arange(first, first + g)[:, None]
+        mask_ids = torch.tensor(ids)[:, None]
         cells = (mask_ids * k + chunk.gold[None, :]) * k + predicted  # [G,B] flat index into [M,K,K]
         state.view(-1).index_add_(0, cells.flatten(), torch.ones(cells.numel(), dtype=torch.long))
 
@@ -189,6 +208,17 @@ def confusion_scores(counts: torch.Tensor) -> dict[str, np.ndarray]:
     accuracy = tp.sum(1) / total
     macro = f1.sum(1) / present.sum(1)
     return {"accuracy": accuracy.numpy(), "macro_f1": macro.numpy()}
+
+
+def _by_first_layer(masks: torch.Tensor) -> list[tuple[int, list[int]]]:
+    """(first layer with a disabled head, mask indices) per group, lowest first; the empty mask counts as layer L."""
+    layers = masks.shape[1]
+    touched = masks.any(dim=2)  # [M,L]
+    first = torch.where(touched.any(dim=1), touched.float().argmax(dim=1), torch.tensor(layers)).tolist()
+    groups: dict[int, list[int]] = {}
+    for i, layer in enumerate(first):
+        groups.setdefault(layer, []).append(i)
+    return sorted(groups.items())
 
 
 def _label_ids(examples: list[Example], labels: list[str]) -> torch.Tensor:

@@ -100,11 +100,15 @@ class HeadMasker:
         real = real.float()
         self.weights = real / real.sum(dim=1, keepdim=True)
 
+    def _weights(self, rows: int) -> torch.Tensor:
+        """[rows,T] real-token weights; the model's batch repeated (mask-major) where a shared prefix widened it."""
+        return self.weights if self.weights.shape[0] == rows else self.weights.repeat(rows // self.weights.shape[0], 1)
+
     def _keep_mean(self, layer: int, read: Callable, module, inputs, output) -> None:
         if self.mask is None or not self.active[layer]:
             return
         values = read(module, output)  # [B,T,H,d]
-        weights = self.weights.to(device=values.device, dtype=values.dtype)
+        weights = self._weights(values.shape[0]).to(device=values.device, dtype=values.dtype)
         self._means[layer] = torch.einsum("bt,bthd->bhd", weights, values)  # [B,H,d]
 
     def _rewrite(self, layer: int, module, inputs, output):
@@ -123,7 +127,7 @@ class HeadMasker:
             mean = self._means.pop(layer).to(heads.dtype)  # [B,H,d]
             heads = torch.where(disabled[:, None, :, None], mean[:, None, :, :], heads)
             if probs is not None:
-                uniform = self.weights.to(device=probs.device, dtype=probs.dtype)[:, None, None, :]  # [B,1,1,T]
+                uniform = self._weights(b).to(device=probs.device, dtype=probs.dtype)[:, None, None, :]  # [B,1,1,T]
                 probs = torch.where(disabled[:, :, None, None], uniform, probs)
         return (heads.reshape(context.shape), probs, *output[2:])
 

@@ -1,0 +1,79 @@
+"""Shared prefix: masks whose first disabled head is in layer l leave layers 0..l-1 as they were, so a pass
+of G such masks runs those layers once, on the B sentences, and repeats the batch G times (rows
+mask-major, as the head mask is laid out) only where the masks begin to differ.
+
+Forward pre-hooks on the encoder's transformer blocks (``encoder.layer[i]`` in BERT, RoBERTa,
+ELECTRA, DeBERTa v1 and v2; found as the numbered ancestor of each self-attention module) repeat
+the block's input hidden states [B,T,D] -> [G·B,T,D] at block `start`, and the attention mask the
+encoder hands every block from there on ([B,...] -> [G·B,...]; a mask of batch 1 broadcasts and
+is left as it is). The single-head sweep of an L-layer model then costs about
+1 + Σ_l (l/L + H·(L-l)/L) plain evaluations instead of L·H + 1 (45.5 instead of 73 for 6 × 12).
+"""
+from __future__ import annotations
+
+import re
+from functools import partial
+
+import torch
+
+_NUMBERED = re.compile(r"^(.*?\.\d+)\.")
+
+
+class SharedPrefix:
+    """Context manager: with ``set(copies, start)``, the next forward pass repeats its batch `copies` times at
+    block `start` (copies = 1: nothing happens). ``usable`` is False where the blocks cannot be found."""
+
+    def __init__(self, model: torch.nn.Module, attention_modules: list[torch.nn.Module]):
+        self.blocks = _blocks(model, attention_modules)
+        self.copies, self.start = 1, 0
+        self._handles: list = []
+
+    @property
+    def usable(self) -> bool:
+        return self.blocks is not None
+
+    def __enter__(self) -> "SharedPrefix":
+        for layer, block in enumerate(self.blocks or []):
+            self._handles.append(block.register_forward_pre_hook(partial(self._expand, layer), with_kwargs=True))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self.copies, self.start = 1, 0
+
+    def set(self, copies: int, start: int) -> None:
+        self.copies, self.start = copies, start
+
+    def _expand(self, layer: int, module, args, kwargs):
+        if self.copies == 1 or layer < self.start:
+            return None
+        hidden, rest = args[0], list(args[1:])
+        batch = hidden.shape[0] if layer == self.start else hidden.shape[0] // self.copies
+        if layer == self.start:
+            hidden = hidden.repeat(self.copies, *[1] * (hidden.dim() - 1))  # [G·B,T,D], mask-major
+        if rest and torch.is_tensor(rest[0]):
+            rest[0] = _repeat_batch(rest[0], batch, self.copies)
+        elif torch.is_tensor(kwargs.get("attention_mask")):
+            kwargs = {**kwargs, "attention_mask": _repeat_batch(kwargs["attention_mask"], batch, self.copies)}
+        return (hidden, *rest), kwargs
+
+
+def _repeat_batch(mask: torch.Tensor, batch: int, copies: int) -> torch.Tensor:
+    """An attention mask of `batch` rows repeated `copies` times (mask-major); one of batch 1 broadcasts as it is."""
+    if mask.shape[0] != batch or batch == 1:
+        return mask
+    return mask.repeat(copies, *[1] * (mask.dim() - 1))
+
+
+def _blocks(model: torch.nn.Module, attention_modules: list[torch.nn.Module]) -> list[torch.nn.Module] | None:
+    """The transformer block holding each self-attention module (its nearest numbered ancestor), or None."""
+    names = {id(m): name for name, m in model.named_modules()}
+    blocks = []
+    for module in attention_modules:
+        match = _NUMBERED.match(names.get(id(module), ""))
+        if not match:
+            return None
+        blocks.append(model.get_submodule(match.group(1)))
+    return blocks if len({id(b) for b in blocks}) == len(blocks) else None
