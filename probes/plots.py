@@ -7,10 +7,11 @@ import numpy as np
 
 
 def heatmap_png(scores: np.ndarray, title: str, subtitle: str = "", *, vmin: float | None = 0.0,
-                vmax: float | None = 1.0, cmap: str = "viridis", mark: str = "max", xlabel: str = "head") -> bytes:
+                vmax: float | None = 1.0, cmap: str = "viridis", mark: str | None = "max",
+                xlabel: str = "head") -> bytes:
     """A PNG of an [L,H] grid: rows are layers (0 at the top), columns heads; the best head is boxed.
 
-    mark="min" boxes the lowest cell instead (e.g. the head whose removal costs most).
+    mark="min" boxes the lowest cell instead (e.g. the head whose removal costs most); None boxes none.
     """
     import matplotlib
 
@@ -28,7 +29,7 @@ def heatmap_png(scores: np.ndarray, title: str, subtitle: str = "", *, vmin: flo
     ax.set_xticks(range(heads))
     ax.set_yticks(range(layers))
     ax.tick_params(labelsize=7)
-    if np.isfinite(scores).any():
+    if mark is not None and np.isfinite(scores).any():
         pick = np.nanargmin if mark == "min" else np.nanargmax
         layer, head = np.unravel_index(int(pick(scores)), scores.shape)
         ax.add_patch(Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False,

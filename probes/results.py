@@ -19,6 +19,8 @@ import numpy as np
 from probes.errors import InputError
 
 SCHEMA_VERSION = 1
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
 
 @dataclass
@@ -184,6 +186,7 @@ def write_atomic(path: Path, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; results are ordinary files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from probes.ablation.masks import Mask
-from probes.results import RunInfo, _grid, _json_default, safe_name, write_atomic
+from probes.results import RunInfo, _grid, _json_default, safe_name, short_model_name, write_atomic
 
 SCHEMA_VERSION = 1
 
@@ -166,7 +166,7 @@ class AblationResult:
         from probes.plots import heatmap_png
 
         sweeps = {m.sweep for m in self.masks}
-        where = f"{self.info.model} · {self.mode} · n={self.info.sentences}"
+        where = f"{short_model_name(self.info.model)} · {self.mode} · n={self.info.sentences}"
         pngs = []
         for m in self.metrics:
             base = f"{self.target} {m}: change when disabled (baseline {self.baseline[m]:.3f})"
@@ -175,9 +175,12 @@ class AblationResult:
                 pngs.append((f"{stem}-heads-{m}.png", heatmap_png(grid, f"{base}, single heads", where,
                                                                     mark="min", **_diverging(grid))))
             if "layers" in sweeps:
-                column = self.layer_deltas(m)[:, None]
-                pngs.append((f"{stem}-layers-{m}.png", heatmap_png(column, f"{base}, whole layers", where, mark="min",
-                                                                     xlabel="whole layer", **_diverging(column))))
+                column = self.layer_deltas(m)[:, None]  # [L,1]
+                worst = int(np.nanargmin(column[:, 0]))
+                title = (f"{self.target} {m} (baseline {self.baseline[m]:.3f}):\nchange when a whole layer is "
+                         f"disabled\nlowest L{worst} = {column[worst, 0]:+.3f}")
+                pngs.append((f"{stem}-layers-{m}.png", heatmap_png(column, title, where, mark=None, xlabel="",
+                                                                     **_diverging(column))))
         if self.grids is not None:
             label = self.extra.get("label", "overall")
             for k in self._of_sweep("list"):
