@@ -104,12 +104,7 @@ def load_encoder(name: str, *, device: str = "cpu", max_length: int | None = Non
     except (OSError, ValueError, KeyError, ImportError) as e:
         hint = "" if Path(source).exists() else " (not a local directory, so it was looked up as a hub name)"
         raise InputError(f"cannot load model {name!r}{hint}: {_first_line(e)}") from None
-    try:
-        dev = torch.device(device)
-        model.to(dev)
-    except (RuntimeError, AssertionError) as e:
-        raise InputError(f"device {device!r} is not available: {_first_line(e)}") from None
-    model.eval()
+    dev = to_device(model, device)
     config = model.config
     layers = getattr(config, "num_hidden_layers", None)
     heads = getattr(config, "num_attention_heads", None)
@@ -121,6 +116,17 @@ def load_encoder(name: str, *, device: str = "cpu", max_length: int | None = Non
                       _self_attention=_self_attention_modules(model))
     _check_capture(encoder)
     return encoder
+
+
+def to_device(model: torch.nn.Module, device: str) -> torch.device:
+    """Move a model to `device` in eval mode; an unavailable device is a bad argument (InputError)."""
+    try:
+        dev = torch.device(device)
+        model.to(dev)
+    except (RuntimeError, AssertionError) as e:
+        raise InputError(f"device {device!r} is not available: {_first_line(e)}") from None
+    model.eval()
+    return dev
 
 
 def _resolve_source(name: str) -> str:

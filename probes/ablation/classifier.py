@@ -22,7 +22,7 @@ import torch
 from probes.ablation.labelled import Example, read_labelled
 from probes.ablation.sharing import SharedPrefix
 from probes.errors import InputError
-from probes.model import _first_line, _max_length, _resolve_source, _self_attention_modules
+from probes.model import _first_line, _max_length, _resolve_source, _self_attention_modules, to_device
 from probes.results import RunInfo
 from probes.runner import _provenance
 
@@ -74,12 +74,7 @@ def load_classifier(name: str, *, device: str = "cpu", max_length: int | None = 
     if loading.get("missing_keys"):
         raise InputError(f"checkpoint lacks trained weights for {', '.join(sorted(loading['missing_keys'])[:3])}; "
                          "a classify target needs a fine-tuned classification head", name)
-    try:
-        dev = torch.device(device)
-        model.to(dev)
-    except (RuntimeError, AssertionError) as e:
-        raise InputError(f"device {device!r} is not available: {_first_line(e)}") from None
-    model.eval()
+    dev = to_device(model, device)
     layers, heads = config.num_hidden_layers, config.num_attention_heads
     modules = _self_attention_modules(model)
     if len(modules) != layers:
