@@ -48,16 +48,23 @@ def encode(tokenizer, sentences: list[Sentence], max_length: int) -> tuple[list[
     kept = []
     for i, sentence in enumerate(sentences):
         ids = enc["input_ids"][i]
-        if len(ids) > max_length:
-            skipped["too_long"] = skipped.get("too_long", 0) + 1
-            continue
         word_ids = np.array([-1 if w is None else w for w in enc.word_ids(i)])
-        if np.bincount(word_ids[word_ids >= 0], minlength=len(sentence.words)).min(initial=1) == 0:
-            skipped["word_without_subwords"] = skipped.get("word_without_subwords", 0) + 1
+        reason = unusable(ids, word_ids, len(sentence.words), max_length)
+        if reason:
+            skipped[reason] = skipped.get(reason, 0) + 1
             continue
         kept.append(Encoded(index=i, input_ids=ids, columns=_columns(word_ids),
                             offsets=np.array(enc["offset_mapping"][i], dtype=np.int64).reshape(-1, 2)))
     return kept, skipped
+
+
+def unusable(ids: list[int], word_ids: np.ndarray, n_words: int, max_length: int) -> str | None:
+    """Why a tokenised sentence cannot be scored (too long for the model, or a word with no subword), or None."""
+    if len(ids) > max_length:
+        return "too_long"
+    if np.bincount(word_ids[word_ids >= 0], minlength=n_words).min(initial=1) == 0:
+        return "word_without_subwords"
+    return None
 
 
 def _columns(word_ids: np.ndarray) -> np.ndarray:

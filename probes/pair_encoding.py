@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from probes.batching import Encoded, _columns
+from probes.batching import Encoded, _columns, unusable
 from probes.corpus.sentence import Sentence
 
 
@@ -27,14 +27,12 @@ def encode_pairs(tokenizer, sentences: list[Sentence], max_length: int) -> tuple
     kept = []
     for i, sentence in enumerate(sentences):
         ids = enc["input_ids"][i]
-        if len(ids) > max_length:
-            skipped["too_long"] = skipped.get("too_long", 0) + 1
-            continue
         word_ids = np.array([-1 if w is None else w for w in enc.word_ids(i)])
         second = np.array([s == 1 for s in enc.sequence_ids(i)])
         word_ids[second & (word_ids >= 0)] += len(firsts[i])
-        if np.bincount(word_ids[word_ids >= 0], minlength=len(sentence.words)).min(initial=1) == 0:
-            skipped["word_without_subwords"] = skipped.get("word_without_subwords", 0) + 1
+        reason = unusable(ids, word_ids, len(sentence.words), max_length)
+        if reason:
+            skipped[reason] = skipped.get(reason, 0) + 1
             continue
         kept.append(Encoded(index=i, input_ids=ids, columns=_columns(word_ids),
                             offsets=np.array(enc["offset_mapping"][i], dtype=np.int64).reshape(-1, 2),

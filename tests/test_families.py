@@ -66,7 +66,7 @@ def test_attention_captured_with_tokenizer_mask(family, tiny_model):
 
 @pytest.mark.roberta
 def test_roberta_start_token_id_zero_is_attended(tiny_model):
-    """<s> has id 0: a mask built from input_ids != 0 would hide it. It must be column 0 (the root)."""
+    """<s> has id 0: a mask built from "token id is not zero" would hide it. It must be column 0 (the root)."""
     enc = probes.load_encoder(str(tiny_model("roberta")))
     sentences = _short_sentences(4)
     items, skipped = encode(enc.tokenizer, sentences, enc.max_length)
