@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from probes.corpus.sentence import Sentence
-from probes.pooling import pool_attention, pool_vectors, pooling_matrices
+from probes.pooling import pooling_matrices
 
 PAD_COLUMN = -1
 END_COLUMN = -2  # placeholder for end specials until the batch width is known
@@ -85,21 +85,24 @@ def length_sorted_batches(encoded: list[Encoded], batch_size: int) -> list[list[
 
 
 class Batch:
-    """One forward pass's worth of sentences, with token- and word-level views for the probes.
+    """One forward pass's worth of sentences: the model's inputs and the word↔subword layout.
 
-    Token level:  input_ids, attention_mask [B,T]; columns [B,T] (PAD_COLUMN on padding);
-                  attentions L × [B,H,T,T]; context L × [B,H,T,d] (only when a probe asked).
-    Word level:   word_attention [B,L,H,C,C] and word_vectors [B,L,H,C,d], C = W + 2 columns.
+    Token level:  input_ids, attention_mask [B,T]; columns [B,T] (PAD_COLUMN on padding).
+    The maps of each layer come separately, as ``probes.maps.LayerMaps``.
     offsets:      per sentence, [T_b,2] character span of each subword (see ``Encoded.offsets``), or None;
                   tokenized_from says what they index: "words" (each word) or "text" (ann["text"]).
     unk_token_id: the tokenizer's unknown-token id (None where not known).
+    twin:         the word-shuffled twin of this batch (see probes.shuffle), or None; a twin has
+                  position_of [B,T] (original position → position in the twin) and shuffled [B] (whether
+                  the sentence's order changed).
     """
 
     def __init__(self, sentences: list[Sentence], columns: list[np.ndarray], *, pool: str = "mean-sum",
                  input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                  indices: list[int] | None = None, offsets: list[np.ndarray] | None = None,
                  tokenized_from: str = "words", unk_token_id: int | None = None,
-                 token_type_ids: torch.Tensor | None = None):
+                 token_type_ids: torch.Tensor | None = None, twin: "Batch | None" = None,
+                 position_of: torch.Tensor | None = None, shuffled: torch.Tensor | None = None):
         """columns[b]: word column of each subword of sentence b (see ``Encoded.columns``)."""
         self.sentences = sentences
         self.indices = indices if indices is not None else list(range(len(sentences)))
@@ -113,27 +116,34 @@ class Batch:
         self.input_ids = input_ids  # [B,T]
         self.attention_mask = attention_mask if attention_mask is not None else (padded != PAD_COLUMN).long()  # [B,T]
         self.token_type_ids = token_type_ids  # [B,T] segment ids of sentence pairs, else None
-        self.twin: Batch | None = None  # the word-shuffled twin, for probes that ask (see probes.shuffle)
         self.pool = pool
-        self.attentions: tuple[torch.Tensor, ...] = ()
-        self.context: tuple[torch.Tensor, ...] | None = None
         self.offsets = offsets
         self.tokenized_from = tokenized_from
         self.unk_token_id = unk_token_id  # the tokenizer's [UNK] id, where known
+        self.twin = twin
+        self.position_of = position_of  # [B,T] on a twin: each original position's place in the twin
+        self.shuffled = shuffled  # [B] bool on a twin: whether the sentence's word order changed
+        self._pooling: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # device -> query, key [B,C,T]
 
     @classmethod
     def from_encoded(cls, sentences: list[Sentence], items: list[Encoded], tokenizer, pool: str,
-                     tokenized_from: str = "words") -> "Batch":
-        """A batch of tokenised sentences, padded by the tokenizer (its own attention mask)."""
+                     tokenized_from: str = "words", shuffle_seed: int | None = None) -> "Batch":
+        """A batch of tokenised sentences, padded by the tokenizer (its own attention mask); with
+        `shuffle_seed`, its word-shuffled twin too (see probes.shuffle)."""
+        from probes.shuffle import shuffled_twin
+
         features = {"input_ids": [e.input_ids for e in items]}
         if any(e.token_type_ids is not None for e in items):
             features["token_type_ids"] = [e.token_type_ids or [0] * len(e.input_ids) for e in items]
         padded = tokenizer.pad(features, padding=True, return_tensors="pt", return_attention_mask=True)
-        return cls(sentences, [e.columns for e in items], pool=pool, input_ids=padded["input_ids"],
-                   attention_mask=padded["attention_mask"], indices=[e.index for e in items],
-                   offsets=[e.offsets for e in items] if all(e.offsets is not None for e in items) else None,
-                   tokenized_from=tokenized_from, unk_token_id=tokenizer.unk_token_id,
-                   token_type_ids=padded.get("token_type_ids"))
+        fields = dict(pool=pool, input_ids=padded["input_ids"], attention_mask=padded["attention_mask"],
+                      indices=[e.index for e in items],
+                      offsets=[e.offsets for e in items] if all(e.offsets is not None for e in items) else None,
+                      tokenized_from=tokenized_from, unk_token_id=tokenizer.unk_token_id,
+                      token_type_ids=padded.get("token_type_ids"))
+        columns = [e.columns for e in items]
+        twin = None if shuffle_seed is None else shuffled_twin(cls(sentences, columns, **fields), shuffle_seed)
+        return cls(sentences, columns, twin=twin, **fields)
 
     @property
     def end_column(self) -> int:
@@ -145,38 +155,8 @@ class Batch:
         c = torch.arange(self.width)
         return (c[None, :] >= 1) & (c[None, :] <= self.n_words[:, None])
 
-    @cached_property
-    def target_columns(self) -> torch.Tensor:
-        """[B,C] columns a head's prediction may point to: the root column 0 and the words."""
-        mask = self.word_columns.clone()
-        mask[:, 0] = True
-        return mask
-
-    @cached_property
-    def _pooling(self) -> tuple[torch.Tensor, torch.Tensor]:
-        device = self.attentions[0].device if self.attentions else torch.device("cpu")
-        return pooling_matrices(self.columns.to(device), self.width, self.pool)
-
-    @cached_property
-    def word_attention(self) -> torch.Tensor:
-        """[B,L,H,C,C] word-level attention (rows: from, columns: to)."""
-        query, key = self._pooling
-        return pool_attention(self.attentions, query, key)
-
-    @cached_property
-    def word_vectors(self) -> torch.Tensor:
-        """[B,L,H,C,d] word-level per-head context vectors (mean of the word's subwords by default)."""
-        if self.context is None:
-            raise RuntimeError("context vectors were not captured for this batch")
-        query, _ = self._pooling
-        return pool_vectors(self.context, query)
-
-    @cached_property
-    def predictions(self) -> torch.Tensor:
-        """[B,L,H,C] each head's most-attended column from each row, over the root column and the words.
-
-        The end column (last) is left out; padding columns hold zero weight and come after a sentence's
-        real columns, and attention weights are non-negative, so they can never win the argmax
-        (a row with no weight anywhere points at column 0, the first maximum).
-        """
-        return self.word_attention[..., :-1].argmax(dim=-1)
+    def pooling(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """Query and key pooling matrices [B,C,T] on `device` (see probes.pooling), made once per device."""
+        if device not in self._pooling:
+            self._pooling[device] = pooling_matrices(self.columns.to(device), self.width, self.pool)
+        return self._pooling[device]

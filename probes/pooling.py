@@ -50,22 +50,20 @@ def _combine(onehot: torch.Tensor, rule: str) -> torch.Tensor:
     return torch.zeros_like(onehot).scatter_(-1, pick, 1.0) * (onehot.sum(-1, keepdim=True) > 0)
 
 
-def pool_attention(attentions, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-    """L × [B,H,T,T] subword attention → [B,L,H,C,C] word attention: query · A · keyᵀ.
+def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """One layer's subword attention [B,H,T,T] → word attention [B,H,C,C]: query · A · keyᵀ.
 
     Two batched GEMMs over the whole batch (batch dimension B only, so BLAS sees large matrices):
-    A·keyᵀ as [B, L·H·T, T] @ [B, T, C], then query · (that) as [B, C, T] @ [B, T, L·H·C].
+    A·keyᵀ as [B, H·T, T] @ [B, T, C], then query · (that) as [B, C, T] @ [B, T, H·C].
     """
-    a = torch.stack(tuple(attentions), dim=1)  # [B,L,H,T,T]
-    b, layers, heads, t, _ = a.shape
+    b, heads, t, _ = attention.shape
     c = query.shape[1]
-    to_words = torch.bmm(a.view(b, layers * heads * t, t), key.to(a.dtype).transpose(1, 2))  # [B,LHT,C]
-    to_words = to_words.view(b, layers * heads, t, c).transpose(1, 2).reshape(b, t, layers * heads * c)  # [B,T,LHC]
-    pooled = torch.bmm(query.to(a.dtype), to_words)  # [B,C,LHC]
-    return pooled.view(b, c, layers, heads, c).permute(0, 2, 3, 1, 4)  # [B,L,H,C,C]
+    to_words = torch.bmm(attention.reshape(b, heads * t, t), key.to(attention.dtype).transpose(1, 2))  # [B,HT,C]
+    to_words = to_words.view(b, heads, t, c).transpose(1, 2).reshape(b, t, heads * c)  # [B,T,HC]
+    pooled = torch.bmm(query.to(attention.dtype), to_words)  # [B,C,HC]
+    return pooled.view(b, c, heads, c).transpose(1, 2)  # [B,H,C,C]
 
 
-def pool_vectors(context, query: torch.Tensor) -> torch.Tensor:
-    """L × [B,H,T,d] subword context vectors → [B,L,H,C,d] word vectors: query · V."""
-    v = torch.stack(tuple(context), dim=1)  # [B,L,H,T,d]
-    return query.to(v.dtype)[:, None, None] @ v
+def pool_vectors(context: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+    """One layer's subword context vectors [B,H,T,d] → word vectors [B,H,C,d]: query · V."""
+    return query.to(context.dtype)[:, None] @ context

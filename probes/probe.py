@@ -1,25 +1,37 @@
-"""The probe interface: additive accumulators fed by batches, scores computed at the end.
+"""The probe interface: additive state fed one layer at a time, scores computed at the end.
 
-Like torchmetrics' ``Metric``: ``update(batch)`` adds counts and sums to fixed-shape state,
-``compute(info)`` turns them into a ProbeResult, and ``merge(other)`` adds another shard's state,
-so a corpus split across processes or machines gives the same scores as one run.
+Like torchmetrics' ``Metric``: a probe declares its state once (``add_state``), ``update(batch, maps)``
+adds counts and sums for one layer of one batch, ``compute(info)`` turns the state into a
+ProbeResult. Because every piece of state is a sum, ``merge`` (add another shard's state), ``reset``
+and ``state_dict`` / ``load_state_dict`` (save and reload a shard) come free, and a corpus split
+across processes or machines gives the same scores as one run.
+
+The runner calls ``update`` once per (batch, layer), layers in order 0..L-1, with that layer's maps
+only (``probes.maps.LayerMaps``); a probe writes into the layer's slice of its [.., L, H] state.
 """
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
+import numpy as np
 import torch
 
 from probes.batching import Batch
 from probes.corpus.sentence import Sentence
+from probes.errors import InputError
+from probes.maps import LayerMaps
 from probes.results import ProbeResult, RunInfo
 
 
 @dataclass(frozen=True)
 class Option:
-    """A probe option: ``--name`` on the command line, ``name=`` in ``probes.run``."""
+    """A probe option: ``--name`` on the command line, ``name=`` in ``probes.run``.
+
+    ``type`` converts a value given as text (the command line, a study file) and checks one given
+    from Python; ``choices`` lists the allowed values (None: any value of the type)."""
 
     name: str
     default: Any
@@ -27,9 +39,43 @@ class Option:
     type: type = str
     choices: tuple | None = None
 
+    def convert(self, value: Any, probe: str) -> Any:
+        """The value as this option's type, or InputError naming the probe and option."""
+        where = f"probe {probe!r} option {self.name!r}"
+        if self.type is bool:
+            if isinstance(value, (bool, np.bool_)):
+                converted = bool(value)
+            elif isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+                converted = value.lower() in ("true", "1", "yes")
+            else:
+                raise InputError(f"{where} takes true or false, not {value!r}")
+        else:
+            if self.type in (int, float) and isinstance(value, bool):
+                raise InputError(f"{where} takes a number ({self.type.__name__}), not {value!r}")
+            if self.type is int and isinstance(value, float) and not value.is_integer():
+                raise InputError(f"{where} takes a whole number, not {value!r}")
+            try:
+                converted = self.type(value)
+            except (TypeError, ValueError):
+                raise InputError(f"{where} takes a value of type {self.type.__name__}, not {value!r}") from None
+        if self.choices is not None and converted not in self.choices:
+            raise InputError(f"{where} must be one of {', '.join(map(str, self.choices))}, not {value!r}")
+        return converted
+
+
+class Additive(Protocol):
+    """Non-tensor probe state (``LabelSums``, ``probes.centroids.Centroids``): added by ``merge``."""
+
+    def merge(self, other: Any) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
 
 class Probe(ABC):
-    """Base class of every probe. Subclasses set the class variables and implement the three methods."""
+    """Base class of every probe. Subclasses set the class variables, declare their state in
+    ``__init__`` with ``add_state`` and implement ``update`` and ``compute``."""
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""  # one line, shown by `probes list`
@@ -44,8 +90,23 @@ class Probe(ABC):
         known = {o.name: o for o in self.options}
         unknown = set(options) - set(known)
         if unknown:
-            raise ValueError(f"probe {self.name!r} has no option {sorted(unknown)[0]!r}")
-        self.config = {name: options.get(name, o.default) for name, o in known.items()}
+            raise InputError(f"probe {self.name!r} has no option {sorted(unknown)[0]!r}")
+        self.config = {name: o.convert(options[name], self.name) if name in options else o.default
+                       for name, o in known.items()}
+        self._defaults: dict[str, Any] = {}  # state name -> its initial value (reset copies it)
+        self._fit_state: set[str] = set()  # state of the fit phase (merged apart, see merge_fit)
+
+    def add_state(self, name: str, default: torch.Tensor | "Additive", *, fit: bool = False) -> None:
+        """Declare additive state: a tensor of sums (float64) or counts (int64), or an object with
+        ``merge``/``state_dict``/``load_state_dict`` (``LabelSums``, ``probes.centroids.Centroids``).
+        It becomes ``self.<name>``; merge adds it, reset restores `default`, state_dict saves it.
+        fit=True: state of the fit phase (``fit_update``), merged by ``merge_fit``."""
+        if isinstance(default, torch.Tensor) and default.dtype not in (torch.float64, torch.int64):
+            raise TypeError(f"state {name!r} must be float64 sums or int64 counts, not {default.dtype}")
+        self._defaults[name] = default
+        if fit:
+            self._fit_state.add(name)
+        setattr(self, name, copy.deepcopy(default))
 
     def reader_options(self) -> dict[str, Any]:
         """Options this probe needs from the corpus reader (e.g. keep relation subtypes)."""
@@ -56,7 +117,7 @@ class Probe(ABC):
         frequencies over the corpus: a pass over the text, no model)."""
 
     def shuffle_seed(self) -> int | None:
-        """A seed to have each batch's word-shuffled twin run too (``batch.twin``, see probes.shuffle), or None."""
+        """A seed to have each batch's word-shuffled twin run too (``maps.twin``, see probes.shuffle), or None."""
         return None
 
     def skip_reason(self, sentence: Sentence) -> str | None:
@@ -64,21 +125,67 @@ class Probe(ABC):
         missing = [k for k in self.needs if k not in sentence.ann]
         return f"no_{missing[0]}" if missing else None
 
-    def fit_update(self, batch: Batch) -> None:
-        """Fit phase, for probes with ``needs_fit``: add a batch of the fit corpus. The runner feeds every
-        fit batch before the first ``update``; probes without ``needs_fit`` never get fit batches."""
+    def fit_update(self, batch: Batch, maps: LayerMaps) -> None:
+        """Fit phase, for probes with ``needs_fit``: add one layer of a batch of the fit corpus. The runner
+        feeds every fit batch before the first ``update``; probes without ``needs_fit`` never get fit batches."""
 
     @abstractmethod
-    def update(self, batch: Batch) -> None:
-        """See the class docstring."""
-
-    @abstractmethod
-    def merge(self, other: "Probe") -> None:
-        """See the class docstring."""
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        """Add layer ``maps.layer`` of `batch` to the state (see the module docstring)."""
 
     @abstractmethod
     def compute(self, info: RunInfo) -> ProbeResult:
-        """See the class docstring."""
+        """The result of everything added so far."""
+
+    def merge(self, other: "Probe") -> None:
+        """Add another shard's scoring state (same probe, options and model shape)."""
+        self._check_same(other)
+        for name in self._defaults.keys() - self._fit_state:
+            _add_into(self, name, getattr(other, name))
+
+    def merge_fit(self, other: "Probe") -> None:
+        """Add another shard's fit-phase state; merge every shard's fit before scoring."""
+        self._check_same(other)
+        for name in self._fit_state:
+            _add_into(self, name, getattr(other, name))
+
+    def reset(self) -> None:
+        """Back to the declared initial state."""
+        for name, default in self._defaults.items():
+            setattr(self, name, copy.deepcopy(default))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every declared state by name: tensors as they are, other state as its own ``state_dict()``."""
+        return {name: (value.clone() if isinstance(value := getattr(self, name), torch.Tensor) else value.state_dict())
+                for name in self._defaults}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Replace the state by a ``state_dict()`` of the same probe."""
+        if set(state) != set(self._defaults):
+            raise ValueError(f"{self.name}: state has {sorted(state)}, expected {sorted(self._defaults)}")
+        for name, value in state.items():
+            mine = getattr(self, name)
+            if isinstance(mine, torch.Tensor):
+                if value.shape != mine.shape or value.dtype != mine.dtype:
+                    raise ValueError(f"{self.name}: state {name!r} has shape {tuple(value.shape)} {value.dtype}, "
+                                     f"expected {tuple(mine.shape)} {mine.dtype}")
+                setattr(self, name, value.clone())
+            else:
+                mine.load_state_dict(value)
+
+    def _check_same(self, other: "Probe") -> None:
+        if type(other) is not type(self) or (other.layers, other.heads) != (self.layers, self.heads) \
+                or other.config != self.config:
+            raise ValueError(f"cannot merge {other.name} ({other.layers}×{other.heads}, {other.config}) into "
+                             f"{self.name} ({self.layers}×{self.heads}, {self.config})")
+
+
+def _add_into(probe: Probe, name: str, theirs: Any) -> None:
+    mine = getattr(probe, name)
+    if isinstance(mine, torch.Tensor):
+        mine += theirs
+    else:
+        mine.merge(theirs)
 
 
 class LabelSums:
@@ -89,9 +196,10 @@ class LabelSums:
     """
 
     def __init__(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float64):
+        self.shape = tuple(shape)
         self.names: list[str] = []
         self._index: dict[str, int] = {}
-        self.sums = torch.zeros((0, *shape), dtype=dtype)
+        self.sums = torch.zeros((0, *shape), dtype=dtype)  # [labels, *shape]
 
     def ids(self, labels: list[str]) -> torch.Tensor:
         """Row index of each label, adding rows for new labels."""
@@ -104,22 +212,44 @@ class LabelSums:
             self.sums = torch.cat([self.sums, pad])
         return torch.tensor([self._index[x] for x in labels], dtype=torch.long)
 
-    def add(self, rows: torch.Tensor, values: torch.Tensor) -> None:
-        """sums[rows[i]] += values[i] for every i (rows may repeat).
+    def add(self, rows: torch.Tensor, values: torch.Tensor, at: tuple = ()) -> None:
+        """sums[rows[i]][at] += values[i] for every i (rows may repeat); `at` indexes the trailing
+        dimensions, e.g. ``(slice(None), layer)`` adds [N, 3, H] values into the layer's slice of a
+        (3, L, H) table.
 
         Done as a one-hot matrix product [labels, N] @ [N, ...]: far faster on CPU than index_add_
         for many rows and few labels. Products run in float64, so counts and sums stay exact.
         """
+        target = self.sums[(slice(None), *at)]  # a view: [labels, *values.shape[1:]]
         values = values.to(self.sums.dtype).cpu().reshape(len(rows), -1)
         onehot = torch.zeros(len(self.names), len(rows), dtype=self.sums.dtype)
         onehot[rows, torch.arange(len(rows))] = 1
-        self.sums += (onehot @ values).reshape(self.sums.shape)
+        target += (onehot @ values).reshape(target.shape)
 
     def merge(self, other: "LabelSums") -> None:
         self.add(self.ids(other.names), other.sums)
 
     def total(self) -> torch.Tensor:
+        """The sum over labels, of `shape` (zeros when no label was added)."""
         return self.sums.sum(0)
 
     def __getitem__(self, label: str) -> torch.Tensor:
         return self.sums[self._index[label]]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"names": list(self.names), "sums": self.sums.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        sums = state["sums"]
+        if tuple(sums.shape[1:]) != self.shape or len(state["names"]) != sums.shape[0]:
+            raise ValueError(f"label sums of shape {tuple(sums.shape)} for {len(state['names'])} labels, "
+                             f"expected [labels, {', '.join(map(str, self.shape))}]")
+        self.names = list(state["names"])
+        self._index = {x: i for i, x in enumerate(self.names)}
+        self.sums = sums.to(self.sums.dtype).clone()
+
+
+def ratio(sums: torch.Tensor, count: torch.Tensor | float) -> np.ndarray:
+    """sums / count as numpy, or NaN everywhere when the count is 0 (nothing was counted)."""
+    n = float(count)
+    return (sums / n).numpy() if n else np.full(tuple(sums.shape), np.nan)

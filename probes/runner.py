@@ -15,12 +15,12 @@ from probes.corpus.spacy_text import annotation_format
 from probes.defaults import bundled_corpus, default_model
 from probes.errors import InputError
 from probes.fitting import plan_fit
+from probes.maps import LayerMaps
 from probes.model import Encoder, load_encoder
 from probes.pooling import parse_rule
 from probes.probe import Probe
 from probes.registry import get_probe, load_code
 from probes.results import ProbeResult, RunInfo
-from probes.shuffle import shuffled_twin
 from probes.text_encoding import TOKENIZE_CHOICES, encode_text
 
 
@@ -130,21 +130,26 @@ def _prepare(sentences: list, probes: list[Probe], encoder: Encoder, tokenize: s
 
 def _feed(encoder: Encoder, usable: list, encoded: list, probes: list[Probe], method: str, batch_size: int,
           pool: str, tokenize: str, progress: bool | None) -> None:
-    """One forward pass per length-sorted batch, handed to `method` ("update" or "fit_update") of every probe."""
+    """One forward pass per length-sorted batch; each layer's maps handed to `method` ("update" or
+    "fit_update") of every probe, layer by layer."""
     vectors = any(p.needs_vectors for p in probes)
     twin_seed = next((seed for p in probes if (seed := p.shuffle_seed()) is not None), None)
     with _progress_bar(len(encoded), progress, "fitting" if method == "fit_update" else "probing") as bar:
         for items in length_sorted_batches(encoded, batch_size):
-            batch = Batch.from_encoded([usable[e.index] for e in items], items, encoder.tokenizer, pool, tokenize)
+            batch = Batch.from_encoded([usable[e.index] for e in items], items, encoder.tokenizer, pool, tokenize,
+                                       shuffle_seed=twin_seed)
             capture = encoder.forward(batch.input_ids, batch.attention_mask, vectors=vectors,
                                       token_type_ids=batch.token_type_ids)
-            batch.attentions, batch.context = capture.attentions, capture.context
-            if twin_seed is not None:  # a second forward pass, on the word-shuffled sentences
-                batch.twin = shuffled_twin(batch, twin_seed)
-                batch.twin.attentions = encoder.forward(batch.twin.input_ids, batch.twin.attention_mask,
-                                                        token_type_ids=batch.twin.token_type_ids).attentions
-            for p in probes:
-                getattr(p, method)(batch)
+            twin = None
+            if batch.twin is not None:  # a second forward pass, on the word-shuffled sentences
+                twin = encoder.forward(batch.twin.input_ids, batch.twin.attention_mask,
+                                       token_type_ids=batch.twin.token_type_ids)
+            for layer in range(encoder.layers):
+                maps = LayerMaps(batch, layer, capture.attentions[layer],
+                                 None if capture.context is None else capture.context[layer],
+                                 twin=None if twin is None else LayerMaps(batch.twin, layer, twin.attentions[layer]))
+                for p in probes:
+                    getattr(p, method)(batch, maps)
             bar.update(len(items))
 
 

@@ -38,7 +38,7 @@ def word_permutation(sentence: Sentence, seed: int) -> np.ndarray:
 
 def shuffled_twin(batch: Batch, seed: int) -> Batch:
     """The twin batch (see the module docstring), with ``position_of`` and ``shuffled`` [B] (whether
-    the sentence's order changed) set; its attentions are left for the runner to fill."""
+    the sentence's order changed) set."""
     lengths = batch.attention_mask.sum(1).tolist()
     source = torch.arange(batch.columns.shape[1]).repeat(len(batch.sentences), 1)  # [B,T] twin position → original
     changed = []
@@ -52,10 +52,9 @@ def shuffled_twin(batch: Batch, seed: int) -> Batch:
         source[b, torch.from_numpy(word_pos)] = torch.from_numpy(moved)
         changed.append(not np.array_equal(moved, word_pos))
     columns = batch.columns.gather(1, source)
-    twin = Batch(batch.sentences, [columns[b, :n].numpy() for b, n in enumerate(lengths)], pool=batch.pool,
+    return Batch(batch.sentences, [columns[b, :n].numpy() for b, n in enumerate(lengths)], pool=batch.pool,
                  input_ids=None if batch.input_ids is None else batch.input_ids.gather(1, source),
                  attention_mask=batch.attention_mask, indices=batch.indices,
-                 token_type_ids=None if batch.token_type_ids is None else batch.token_type_ids.gather(1, source))
-    twin.position_of = torch.empty_like(source).scatter_(1, source, torch.arange(source.shape[1]).expand_as(source))
-    twin.shuffled = torch.tensor(changed)
-    return twin
+                 token_type_ids=None if batch.token_type_ids is None else batch.token_type_ids.gather(1, source),
+                 position_of=torch.empty_like(source).scatter_(1, source, torch.arange(source.shape[1]).expand_as(source)),
+                 shuffled=torch.tensor(changed))

@@ -1,11 +1,14 @@
 """Building hand-made batches: sentences, subword→column maps and attention written out by hand."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 
 from probes.batching import END_COLUMN, Batch
 from probes.corpus.sentence import Sentence
+from probes.maps import LayerMaps
 
 E = END_COLUMN  # the end special token's column, fixed per batch
 
@@ -20,17 +23,32 @@ def attention(length: int, rows: dict[int, dict[int, float]], pad_to: int | None
     return a
 
 
+class HandBatch(NamedTuple):
+    """A hand-built batch and its maps: attentions L × [B,H,T,T], context L × [B,H,T,d] or None."""
+
+    batch: Batch
+    attentions: tuple[torch.Tensor, ...]
+    context: tuple[torch.Tensor, ...] | None = None
+
+
 def batch(sentences: list[Sentence], columns: list[list[int]], heads_per_sentence: list[list[torch.Tensor]],
-          pool: str = "mean-sum") -> Batch:
-    """A one-layer Batch; heads_per_sentence[b][h] is a [T_b,T_b] map, padded here to the batch length."""
+          pool: str = "mean-sum") -> HandBatch:
+    """A one-layer batch; heads_per_sentence[b][h] is a [T_b,T_b] map, padded here to the batch length."""
     b = Batch(sentences, [np.array(c) for c in columns], pool=pool)
     t = b.columns.shape[1]
     maps = torch.zeros(len(sentences), len(heads_per_sentence[0]), t, t)
     for i, head_maps in enumerate(heads_per_sentence):
         for h, m in enumerate(head_maps):
             maps[i, h, : m.shape[0], : m.shape[1]] = m
-    b.attentions = (maps,)
-    return b
+    return HandBatch(b, (maps,))
+
+
+def feed(probe, hand: HandBatch, method: str = "update", twin: HandBatch | None = None) -> None:
+    """Hand every layer of `hand` to probe.<method> as the runner does, layer by layer."""
+    for layer, attention in enumerate(hand.attentions):
+        other = None if twin is None else LayerMaps(twin.batch, layer, twin.attentions[layer])
+        maps = LayerMaps(hand.batch, layer, attention, None if hand.context is None else hand.context[layer], twin=other)
+        getattr(probe, method)(hand.batch, maps)
 
 
 def sentence(words: list[str], head: list[int] | None = None, deprel: list[str] | None = None, **ann) -> Sentence:

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from probes.builtin.dep import OFFSETS, DependencyProbe
+from probes.maps import LayerMaps
 from probes.results import RunInfo
-from helpers import E, attention, batch, sentence
+from helpers import E, attention, batch, feed, sentence
 
 # Sentence 1: "The playing cat", tokens [CLS] The play ##ing cat [SEP] (positions 0..5).
 #   arcs: The -det-> cat (1→3), playing -amod-> cat (2→3), cat -root-> [CLS] (3→0)
@@ -36,7 +37,7 @@ H1_S2 = attention(3, {0: {1: 0.2, 2: 0.8}, 1: {2: 0.9, 1: 0.1}})
 def _run(groups, pool="mean-sum"):
     probe = DependencyProbe(1, 2)
     for sentences, columns, maps in groups:
-        probe.update(batch(sentences, columns, maps, pool=pool))
+        feed(probe, batch(sentences, columns, maps, pool=pool))
     info = RunInfo(model="hand", corpus=["hand"], layers=1, heads=2, sentences=2, skipped={}, settings={}, provenance={})
     return probe.compute(info)
 
@@ -90,8 +91,8 @@ def test_batching_and_padding_do_not_change_scores():
 def test_shards_merge_by_adding():
     full = _both_in_one_batch()
     a, b = DependencyProbe(1, 2), DependencyProbe(1, 2)
-    a.update(batch([S1], [C1], [[H0_S1, H1_S1]]))
-    b.update(batch([S2], [C2], [[H0_S2, H1_S2]]))
+    feed(a, batch([S1], [C1], [[H0_S1, H1_S1]]))
+    feed(b, batch([S2], [C2], [[H0_S2, H1_S2]]))
     a.merge(b)
     merged = a.compute(RunInfo("hand", ["hand"], 1, 2, 2, {}, {}, {}))
     np.testing.assert_array_equal(merged.overall.scores, full.overall.scores)
@@ -108,12 +109,13 @@ def test_first_subword_pooling_changes_the_answer():
 
 
 def test_word_rows_sum_to_one_with_default_pooling():
-    b = batch([S1, S2], [C1, C2], [[H0_S1, H1_S1], [H0_S2, H1_S2]])
-    rows = b.word_attention.sum(-1)  # [B,L,H,C]
+    hand = batch([S1, S2], [C1, C2], [[H0_S1, H1_S1], [H0_S2, H1_S2]])
+    words = LayerMaps(hand.batch, 0, hand.attentions[0]).word_attention  # [B,H,C,C]
+    rows = words.sum(-1)  # [B,H,C]
     real = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 1]], dtype=torch.bool)  # CLS, words, (padding), SEP
-    torch.testing.assert_close(rows[:, 0, 0][real], torch.ones(int(real.sum())))
+    torch.testing.assert_close(rows[:, 0][real], torch.ones(int(real.sum())))
     # padding word columns of the short sentence receive nothing
-    assert b.word_attention[1, :, :, :, 2:4].abs().sum() == 0
+    assert words[1, :, :, 2:4].abs().sum() == 0
 
 
 def test_subtypes_kept_only_when_asked(tmp_path):

@@ -14,6 +14,7 @@ import torch
 
 from probes.batching import Batch
 from probes.builtin.directional import OFFSETS, accuracy, offset_baseline
+from probes.maps import LayerMaps
 from probes.probe import LabelSums, Option, Probe
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
@@ -30,22 +31,24 @@ class DependencyProbe(Probe):
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
-        self.hits = LabelSums((len(WAYS), layers, heads))  # [labels, 3, L, H] arcs right, per way
-        self.baseline_hits = LabelSums((len(WAYS), len(OFFSETS)))  # [labels, 3, offsets]
-        self.arcs = LabelSums(())  # [labels] arc counts
+        self.add_state("hits", LabelSums((len(WAYS), layers, heads)))  # [labels, 3, L, H] arcs right, per way
+        self.add_state("baseline_hits", LabelSums((len(WAYS), len(OFFSETS))))  # [labels, 3, offsets]
+        self.add_state("arcs", LabelSums(()))  # [labels] arc counts
 
     def reader_options(self):
         return {"subtypes": self.config["subtypes"]}
 
-    def update(self, batch: Batch) -> None:
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
         rows, dependents, heads, labels = _arcs(batch)
-        pred = batch.predictions.permute(0, 3, 1, 2)  # [B,C,L,H]
-        dependents_pred = pred[rows, dependents].cpu()  # [N,L,H] where each dependent looks
-        heads_pred = pred[rows, heads].cpu()  # [N,L,H] where each head word looks
-        to_head = dependents_pred == heads[:, None, None]
-        to_dep = heads_pred == dependents[:, None, None]
-        ids = self.hits.ids(labels)
-        self.hits.add(ids, torch.stack([to_head | to_dep, to_head, to_dep], dim=1))
+        pred = maps.predictions.transpose(1, 2)  # [B,C,H]
+        dependents_pred = pred[rows, dependents].cpu()  # [N,H] where each dependent looks
+        heads_pred = pred[rows, heads].cpu()  # [N,H] where each head word looks
+        to_head = dependents_pred == heads[:, None]
+        to_dep = heads_pred == dependents[:, None]
+        self.hits.add(self.hits.ids(labels), torch.stack([to_head | to_dep, to_head, to_dep], dim=1),
+                      at=(slice(None), maps.layer))
+        if maps.layer:  # the arcs and the baselines do not depend on the layer: counted once, at layer 0
+            return
         self.arcs.add(self.arcs.ids(labels), torch.ones(len(labels)))
         offsets = torch.tensor(OFFSETS)
         base_to_head = heads[:, None] == dependents[:, None] + offsets  # [N,offsets]
@@ -53,16 +56,10 @@ class DependencyProbe(Probe):
         self.baseline_hits.add(self.baseline_hits.ids(labels),
                                torch.stack([base_to_head | base_to_dep, base_to_head, base_to_dep], dim=1))
 
-    def merge(self, other: "DependencyProbe") -> None:
-        self.hits.merge(other.hits)
-        self.baseline_hits.merge(other.baseline_hits)
-        self.arcs.merge(other.arcs)
-
     def compute(self, info: RunInfo) -> ProbeResult:
         labels = {name: accuracy(self.arcs[name], self.hits[name], WAYS) for name in self.arcs.names}
-        total = self.arcs.total() if self.arcs.names else torch.tensor(0.0)
-        hits = self.hits.total() if self.arcs.names else torch.zeros(len(WAYS), self.layers, self.heads)
-        overall = accuracy(total, hits, WAYS)
+        total = self.arcs.total()
+        overall = accuracy(total, self.hits.total(), WAYS)
         baselines = {"offsets": list(OFFSETS),
                      "labels": {name: offset_baseline(self.arcs[name], self.baseline_hits[name], WAYS)
                                 for name in self.arcs.names}}

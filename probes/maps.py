@@ -1,0 +1,58 @@
+"""One layer's maps for one batch: what a probe's ``update`` receives, pooled to words on demand.
+
+Shapes: B sentences, H heads, T subword positions (padded), C = W + 2 word columns (see
+probes.batching: column 0 the start special / root, 1..n the words, C-1 the end specials), d head size.
+
+The runner builds a LayerMaps for each layer as the model computes it, hands it to every probe, and
+drops it before the next layer: peak memory holds about one layer's maps, never all L of them.
+Word-level views are computed once per layer, on first use, and shared by the probes of the run.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+
+import torch
+
+from probes.batching import Batch
+from probes.pooling import pool_attention, pool_vectors
+
+
+class LayerMaps:
+    """Layer `layer`'s attention (and per-head context vectors, when a probe asked) for `batch`.
+
+    attention: [B,H,T,T] attention probabilities (rows: from, columns: to)
+    context:   [B,H,T,d] per-head context vectors softmax(QKᵀ/√d)·V before W_O, or None
+    twin:      the same layer of the batch's word-shuffled twin (``batch.twin``), or None
+    """
+
+    def __init__(self, batch: Batch, layer: int, attention: torch.Tensor, context: torch.Tensor | None = None,
+                 twin: "LayerMaps | None" = None):
+        self.batch = batch
+        self.layer = layer
+        self.attention = attention  # [B,H,T,T]
+        self.context = context  # [B,H,T,d] or None
+        self.twin = twin
+
+    @cached_property
+    def word_attention(self) -> torch.Tensor:
+        """[B,H,C,C] word-level attention (rows: from, columns: to)."""
+        query, key = self.batch.pooling(self.attention.device)
+        return pool_attention(self.attention, query, key)
+
+    @cached_property
+    def word_vectors(self) -> torch.Tensor:
+        """[B,H,C,d] word-level per-head context vectors (the mean of the word's subwords' by default)."""
+        if self.context is None:
+            raise RuntimeError("context vectors were not captured for this batch (the probe must set needs_vectors)")
+        query, _ = self.batch.pooling(self.context.device)
+        return pool_vectors(self.context, query)
+
+    @cached_property
+    def predictions(self) -> torch.Tensor:
+        """[B,H,C] each head's most-attended column from each row, over the root column and the words.
+
+        The end column (last) is left out; padding columns hold zero weight and come after a sentence's
+        real columns, and attention weights are non-negative, so they can never win the argmax
+        (a row with no weight anywhere points at column 0, the first maximum).
+        """
+        return self.word_attention[..., :-1].argmax(dim=-1)
