@@ -160,3 +160,13 @@ class Batch:
         if device not in self._pooling:
             self._pooling[device] = pooling_matrices(self.columns.to(device), self.width, self.pool)
         return self._pooling[device]
+
+
+def token_segments(batch: Batch) -> torch.Tensor:
+    """[B,T] segment of each subword: 0 or 1 for the words of a pair's first or second sentence (0 for
+    every word of a single sentence), -1 for special tokens and padding."""
+    split = torch.tensor([s.ann.get("pair", len(s.words)) for s in batch.sentences])  # [B] words in segment 0
+    columns = batch.columns  # [B,T]
+    words = (columns >= 1) & (columns < batch.end_column)
+    segment = (columns > split[:, None]).long()
+    return segment.masked_fill(~words, -1)

@@ -9,7 +9,6 @@ and every later special token (the separator between the segments included) is t
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from probes.batching import Encoded, _columns, unusable
 from probes.corpus.sentence import Sentence
@@ -38,13 +37,3 @@ def encode_pairs(tokenizer, sentences: list[Sentence], max_length: int) -> tuple
                             offsets=np.array(enc["offset_mapping"][i], dtype=np.int64).reshape(-1, 2),
                             token_type_ids=enc["token_type_ids"][i] if types else None))
     return kept, skipped
-
-
-def token_segments(batch) -> torch.Tensor:
-    """[B,T] segment of each subword: 0 or 1 for the words of a pair's first or second sentence (0 for
-    every word of a single sentence), -1 for special tokens and padding."""
-    split = torch.tensor([s.ann.get("pair", len(s.words)) for s in batch.sentences])  # [B] words in segment 0
-    columns = batch.columns  # [B,T]
-    words = (columns >= 1) & (columns < batch.end_column)
-    segment = (columns > split[:, None]).long()
-    return segment.masked_fill(~words, -1)

@@ -17,7 +17,7 @@ import torch
 from probes.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.analyses.token_view import token_view
-from probes.pair_encoding import token_segments
+from probes.batching import token_segments
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
 
