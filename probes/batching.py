@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any, Callable, Hashable
 
 import numpy as np
 import torch
@@ -124,6 +125,7 @@ class Batch:
         self.position_of = position_of  # [B,T] on a twin: each original position's place in the twin
         self.shuffled = shuffled  # [B] bool on a twin: whether the sentence's word order changed
         self._pooling: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # device -> query, key [B,C,T]
+        self._memo: dict[Hashable, Any] = {}  # see memo()
 
     @classmethod
     def from_encoded(cls, sentences: list[Sentence], items: list[Encoded], tokenizer, pool: str,
@@ -154,6 +156,13 @@ class Batch:
         """[B,C] True for the columns of real words (1..n)."""
         c = torch.arange(self.width)
         return (c[None, :] >= 1) & (c[None, :] <= self.n_words[:, None])
+
+    def memo(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """`make()` computed once per batch under `key` and shared: what a probe derives from the batch
+        alone (gold arcs, token masks) is computed at the first layer, not again at every layer."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
 
     def pooling(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """Query and key pooling matrices [B,C,T] on `device` (see probes.pooling), made once per device."""

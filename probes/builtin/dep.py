@@ -39,7 +39,7 @@ class DependencyProbe(Probe):
         return {"subtypes": self.config["subtypes"]}
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
-        rows, dependents, heads, labels = _arcs(batch)
+        rows, dependents, heads, labels = batch.memo("dep.arcs", lambda: _arcs(batch))
         pred = maps.predictions.transpose(1, 2)  # [B,C,H]
         dependents_pred = pred[rows, dependents].cpu()  # [N,H] where each dependent looks
         heads_pred = pred[rows, heads].cpu()  # [N,H] where each head word looks
