@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import psutil
 
-from probes.batching import Batch, encode, length_sorted_batches
+from probes.batching import Batch, length_sorted_batches
 from probes.corpus import read_corpus
+from probes.encoding import encode
 
 
 @dataclass
@@ -35,11 +36,9 @@ def bare_forward_seconds(encoder, corpus_paths, *, batch_size: int = 32, limit: 
                          tokenize: str = "words") -> float:
     """Best-of-`repeats` time of the plain eager forward over the run's own length-sorted batches
     (tokenize: as in probes.run, "words" or "text")."""
-    from probes.text_encoding import encode_text
-
     sentences = read_corpus(list(corpus_paths), format=format).sentences
     sentences = sentences[:limit] if limit else sentences
-    items, _ = (encode_text if tokenize == "text" else encode)(encoder.tokenizer, sentences, encoder.max_length)
+    items, _ = encode(encoder.tokenizer, sentences, encoder.max_length, tokenize)
     batches = [Batch.from_encoded([sentences[e.index] for e in chunk], chunk, encoder.tokenizer, "mean-sum")
                for chunk in length_sorted_batches(items, batch_size)]
     best = float("inf")

@@ -21,8 +21,9 @@ from conftest import report
 from harness import measure
 
 import probes
-from probes.batching import Batch, encode, length_sorted_batches
+from probes.batching import Batch, length_sorted_batches
 from probes.corpus import read_corpus
+from probes.encoding import encode
 from probes.registry import get_probe
 
 

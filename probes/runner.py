@@ -3,16 +3,18 @@ from __future__ import annotations
 
 import hashlib
 import platform
+import shlex
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from probes.batching import Batch, encode, length_sorted_batches
+from probes.batching import Batch, length_sorted_batches
 from probes.corpus import guess_format, read_corpus
 from probes.corpus.spacy_text import annotation_format
 from probes.defaults import bundled_corpus, default_model
+from probes.encoding import UnknownWords, check_tokenize, encode, unknown_words
 from probes.errors import InputError
 from probes.fitting import plan_fit
 from probes.maps import LayerMaps
@@ -21,7 +23,6 @@ from probes.pooling import parse_rule
 from probes.probe import Probe
 from probes.registry import get_probe, load_code
 from probes.results import ProbeResult, RunInfo
-from probes.text_encoding import TOKENIZE_CHOICES, encode_text
 
 
 def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Path | Iterable[str | Path] | None = None,
@@ -41,7 +42,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     code: Python file(s) to import first, registering more probes.
     encoder: an already loaded ``probes.model.Encoder`` (saves reloading across runs).
     tokenize: what the tokenizer reads: "words" (the pre-split words, default) or "text" (each
-    sentence's raw text, tokens mapped to words by character offsets; see probes.text_encoding).
+    sentence's raw text, tokens mapped to words by character offsets; see probes.encoding).
     fit: corpus file(s) that probes with a fit phase (pos, ner, con: centroids) are fitted on before
     `corpus` is scored, e.g. the dev split (read like `corpus`; `limit` applies to it too).
     fit_on: "same" fits them on `corpus` itself (He & Choi 2021's same-split setting; two passes over
@@ -59,8 +60,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         load_code(path)
     classes = [get_probe(n) for n in dict.fromkeys(names)]
     _check_settings(batch_size, max_length, limit, pool)
-    if tokenize not in TOKENIZE_CHOICES:
-        raise InputError(f"tokenize must be one of {', '.join(TOKENIZE_CHOICES)}, not {tokenize!r}")
+    check_tokenize(tokenize)
     _check_options(classes, options)
     plan = plan_fit(classes, [str(p) for p in _as_list(fit)], fit_on)
 
@@ -87,6 +87,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     if not encoded:
         raise InputError(f"no sentence can be scored (of {len(sentences)}: {_skip_summary(skipped)}; "
                          f"model limit {encoder.max_length} subwords)", paths[0])
+    unknown = unknown_words(encoder.tokenizer.unk_token_id, usable, encoded)
+    unknown.warn(paths[0])
 
     fit_settings = None
     fitting = [p for p in active if p.needs_fit]
@@ -99,16 +101,17 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
             if not fit_encoded:
                 raise InputError(f"no sentence of the fit corpus can be used ({_skip_summary(fit_skipped)})",
                                  plan.paths[0])
-        _feed(encoder, fit_usable, fit_encoded, fitting, "fit_update", batch_size, pool, tokenize, progress)
+        _feed(encoder, fit_usable, fit_encoded, fitting, "fit_update", batch_size, pool, progress)
         fit_settings = plan.settings(fit_data.files if fit_data else data.files, len(fit_encoded), fit_skipped)
-    _feed(encoder, usable, encoded, active, "update", batch_size, pool, tokenize, progress)
+    _feed(encoder, usable, encoded, active, "update", batch_size, pool, progress)
 
     info = RunInfo(model=encoder.name, corpus=data.files, layers=encoder.layers, heads=encoder.heads,
                    sentences=len(encoded), skipped=skipped,
                    settings={"batch_size": batch_size, "pool": pool, "max_length": encoder.max_length,
                              "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize,
                              **({"fit": fit_settings} if fit_settings else {})},
-                   provenance=_provenance(encoder, data.files, time.perf_counter() - started), notes=dict(data.notes))
+                   provenance=_provenance(encoder, data.files, unknown, time.perf_counter() - started),
+                   notes=dict(data.notes))
     return {p.name: p.compute(info) for p in active}
 
 
@@ -122,21 +125,21 @@ def _prepare(sentences: list, probes: list[Probe], encoder: Encoder, tokenize: s
             skipped[reason] = skipped.get(reason, 0) + 1
         else:
             usable.append(s)
-    encoded, too_long = (encode_text if tokenize == "text" else encode)(encoder.tokenizer, usable, encoder.max_length)
-    for reason, n in too_long.items():
+    encoded, unfit = encode(encoder.tokenizer, usable, encoder.max_length, tokenize)
+    for reason, n in unfit.items():
         skipped[reason] = skipped.get(reason, 0) + n
     return usable, encoded
 
 
 def _feed(encoder: Encoder, usable: list, encoded: list, probes: list[Probe], method: str, batch_size: int,
-          pool: str, tokenize: str, progress: bool | None) -> None:
+          pool: str, progress: bool | None) -> None:
     """One forward pass per length-sorted batch; each layer's maps handed to `method` ("update" or
     "fit_update") of every probe, layer by layer."""
     vectors = any(p.needs_vectors for p in probes)
     twin_seed = next((seed for p in probes if (seed := p.shuffle_seed()) is not None), None)
     with _progress_bar(len(encoded), progress, "fitting" if method == "fit_update" else "probing") as bar:
         for items in length_sorted_batches(encoded, batch_size):
-            batch = Batch.from_encoded([usable[e.index] for e in items], items, encoder.tokenizer, pool, tokenize,
+            batch = Batch.from_encoded([usable[e.index] for e in items], items, encoder.tokenizer, pool,
                                        shuffle_seed=twin_seed)
             capture = encoder.forward(batch.input_ids, batch.attention_mask, vectors=vectors,
                                       token_type_ids=batch.token_type_ids)
@@ -213,7 +216,7 @@ class _progress_bar:
             self.bar.close()
 
 
-def _provenance(encoder: Encoder, files: list[str], elapsed: float) -> dict[str, Any]:
+def _provenance(encoder: Encoder, files: list[str], unknown: UnknownWords, elapsed: float) -> dict[str, Any]:
     import tokenizers
     import torch
     import transformers
@@ -225,7 +228,8 @@ def _provenance(encoder: Encoder, files: list[str], elapsed: float) -> dict[str,
         "tokenizers": tokenizers.__version__, "python": platform.python_version(), "platform": platform.platform(),
         "model_class": type(encoder.model).__name__, "model_type": encoder.model.config.model_type,
         "model_commit": getattr(encoder.model.config, "_commit_hash", None),
-        "corpus_sha256": {f: _sha256(f) for f in files},
+        "corpus_sha256": {f: _sha256(f) for f in files}, "unknown_words": unknown.provenance(),
+        "command": shlex.join(sys.argv),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seconds": round(elapsed, 3),
     }
 

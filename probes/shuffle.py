@@ -1,10 +1,10 @@
 """Word-shuffled twins of a batch: the same sentences with their words in a fixed, seeded order.
 
-A probe that returns a seed from ``Probe.shuffle_seed()`` makes the runner build
-``batch.twin = shuffled_twin(batch, seed)`` and run the model on it too (a second forward pass).
-Words move as whole blocks of subwords (so every word keeps its own subwords and the twin has
-the same length); special tokens stay where they are; the words of a sentence pair are shuffled
-within their own segment. Each sentence's permutation depends only on the seed and the
+A probe that returns a seed from ``Probe.shuffle_seed()`` makes the runner build each batch with
+its twin (``Batch(..., shuffle_seed=seed)``, laid out here) and run the model on the twin too (a
+second forward pass). Words move as whole blocks of subwords (so every word keeps its own subwords
+and the twin has the same length); special tokens stay where they are; the words of a sentence pair
+are shuffled within their own segment. Each sentence's permutation depends only on the seed and the
 sentence's words (not on batching, corpus order or sharding), and is never the identity when a
 segment has two words or more.
 
@@ -16,12 +16,20 @@ word-level maps come out in the original word order already.
 from __future__ import annotations
 
 import zlib
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from probes.batching import Batch
 from probes.corpus.sentence import Sentence
+
+
+class TwinLayout(NamedTuple):
+    """Where each subword of a batch goes in its twin."""
+
+    source: torch.Tensor  # [B,T] twin position → original position (gather the original's inputs with it)
+    position_of: torch.Tensor  # [B,T] original position → twin position
+    shuffled: torch.Tensor  # [B] bool: whether the sentence's word order changed
 
 
 def word_permutation(sentence: Sentence, seed: int) -> np.ndarray:
@@ -36,14 +44,12 @@ def word_permutation(sentence: Sentence, seed: int) -> np.ndarray:
             return order
 
 
-def shuffled_twin(batch: Batch, seed: int) -> Batch:
-    """The twin batch (see the module docstring), with ``position_of`` and ``shuffled`` [B] (whether
-    the sentence's order changed) set."""
-    lengths = batch.attention_mask.sum(1).tolist()
-    source = torch.arange(batch.columns.shape[1]).repeat(len(batch.sentences), 1)  # [B,T] twin position → original
+def twin_layout(sentences: list[Sentence], columns: torch.Tensor, lengths: list[int], seed: int) -> TwinLayout:
+    """The twin's layout from a batch's word columns [B,T] (see probes.batching) and real lengths [B]."""
+    source = torch.arange(columns.shape[1]).repeat(len(sentences), 1)  # [B,T]
     changed = []
-    for b, sentence in enumerate(batch.sentences):
-        cols = batch.columns[b, :lengths[b]].numpy()
+    for b, sentence in enumerate(sentences):
+        cols = columns[b, :lengths[b]].numpy()
         order = word_permutation(sentence, seed)
         rank = np.empty(len(sentence.words) + 1, dtype=np.int64)
         rank[order] = np.arange(len(order))
@@ -51,10 +57,5 @@ def shuffled_twin(batch: Batch, seed: int) -> Batch:
         moved = word_pos[np.argsort(rank[cols[word_pos]], kind="stable")]
         source[b, torch.from_numpy(word_pos)] = torch.from_numpy(moved)
         changed.append(not np.array_equal(moved, word_pos))
-    columns = batch.columns.gather(1, source)
-    return Batch(batch.sentences, [columns[b, :n].numpy() for b, n in enumerate(lengths)], pool=batch.pool,
-                 input_ids=None if batch.input_ids is None else batch.input_ids.gather(1, source),
-                 attention_mask=batch.attention_mask, indices=batch.indices,
-                 token_type_ids=None if batch.token_type_ids is None else batch.token_type_ids.gather(1, source),
-                 position_of=torch.empty_like(source).scatter_(1, source, torch.arange(source.shape[1]).expand_as(source)),
-                 shuffled=torch.tensor(changed))
+    position_of = torch.empty_like(source).scatter_(1, source, torch.arange(source.shape[1]).expand_as(source))
+    return TwinLayout(source, position_of, torch.tensor(changed))

@@ -6,8 +6,9 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from probes.batching import END_COLUMN, Batch
+from probes.batching import Batch
 from probes.corpus.sentence import Sentence
+from probes.encoding import END_COLUMN
 from probes.maps import LayerMaps
 
 E = END_COLUMN  # the end special token's column, fixed per batch
@@ -32,9 +33,10 @@ class HandBatch(NamedTuple):
 
 
 def batch(sentences: list[Sentence], columns: list[list[int]], heads_per_sentence: list[list[torch.Tensor]],
-          pool: str = "mean-sum") -> HandBatch:
-    """A one-layer batch; heads_per_sentence[b][h] is a [T_b,T_b] map, padded here to the batch length."""
-    b = Batch(sentences, [np.array(c) for c in columns], pool=pool)
+          pool: str = "mean-sum", **fields) -> HandBatch:
+    """A one-layer batch; heads_per_sentence[b][h] is a [T_b,T_b] map, padded here to the batch length.
+    fields: more of Batch's arguments (input_ids, offsets, word_spans, unk_token_id, shuffle_seed, ...)."""
+    b = Batch(sentences, [np.array(c) for c in columns], pool=pool, **fields)
     t = b.columns.shape[1]
     maps = torch.zeros(len(sentences), len(heads_per_sentence[0]), t, t)
     for i, head_maps in enumerate(heads_per_sentence):

@@ -15,7 +15,7 @@ import pytest
 
 import probes
 from probes.cli import main
-from probes.pair_encoding import encode_pairs
+from probes.encoding import encode
 
 pytestmark = pytest.mark.integration
 ANALYSES = ["mass", "entropy", "positional", "rare", "patterns", "head_distance", "word_order"]
@@ -150,7 +150,7 @@ def test_term_matching_on_sentence_pairs(minilm, tmp_path):
 
 def test_pairs_encode_as_tokenizer_pairs(minilm):
     pair = probes.corpus.Sentence(words=["the", "cat", "a", "dog"], ann={"pair": 2})
-    (item,), skipped = encode_pairs(minilm.tokenizer, [pair], 512)
+    (item,), skipped = encode(minilm.tokenizer, [pair], 512)
     # [CLS] the cat [SEP] a dog [SEP]: columns 0, 1, 2, end, 3, 4, end; token types 0 for sentence 1, 1 for 2
     assert not skipped and item.columns.tolist() == [0, 1, 2, -2, 3, 4, -2]
     assert item.token_type_ids == [0, 0, 0, 0, 1, 1, 1]

@@ -8,10 +8,12 @@ import pytest
 import torch
 
 import probes
-from probes.batching import Batch, encode, length_sorted_batches
+from probes.batching import Batch, length_sorted_batches
 from probes.cli import main
 from probes.corpus import read_corpus
 from probes.defaults import bundled_corpus
+from probes.encoding import encode
+from probes.maps import LayerMaps
 
 FAMILIES = [pytest.param("bert", marks=pytest.mark.bert), pytest.param("roberta", marks=pytest.mark.roberta),
             pytest.param("electra", marks=pytest.mark.electra),
@@ -75,10 +77,11 @@ def test_roberta_start_token_id_zero_is_attended(tiny_model):
     assert (batch.input_ids[:, 0] == 0).all() and enc.tokenizer.convert_ids_to_tokens(0) == "<s>"
     assert (batch.attention_mask[:, 0] == 1).all()
     assert (batch.columns[:, 0] == 0).all()
-    batch.attentions = enc.forward(batch.input_ids, batch.attention_mask).attentions
-    assert (batch.attentions[0][:, :, :, 0] > 0).any(-1).all()  # every head's rows give <s> some weight
-    to_root = batch.word_attention[..., 0]  # [B,L,H,C]: each row's weight on the root column
-    assert (to_root.permute(0, 3, 1, 2)[batch.word_columns] > 0).all()  # ... which reaches it from every word
+    attentions = enc.forward(batch.input_ids, batch.attention_mask).attentions
+    assert (attentions[0][:, :, :, 0] > 0).any(-1).all()  # every head's rows give <s> some weight
+    for layer, attention in enumerate(attentions):
+        to_root = LayerMaps(batch, layer, attention).word_attention[..., 0]  # [B,H,C]: each row's weight on the root
+        assert (to_root.transpose(1, 2)[batch.word_columns] > 0).all()  # ... which reaches it from every word
 
 
 @pytest.mark.parametrize("family", ["roberta", "deberta"])

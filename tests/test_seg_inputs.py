@@ -9,7 +9,7 @@ import pytest
 
 from probes.cli import main
 from probes.corpus.sentence import Sentence
-from probes.text_encoding import encode_text
+from probes.encoding import encode
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "我", "用", "i", "##p", "##h", "##o", "##n", "##e", "6", "照",
          "ab", "##c"]
@@ -30,11 +30,12 @@ def test_raw_text_tokens_map_to_words_by_offsets(tokenizer):
     # 我用iPhone 6拍照 → [CLS] 我 用 i ##p ##h ##o ##n ##e 6 [UNK] 照 [SEP]; 拍 is not in the vocabulary, so
     # [UNK] stands for it: its offsets (10, 11) still put it in 拍照 (word 5).
     s = _s(["我", "用", "iPhone", "6", "拍照"], "我用iPhone 6拍照")
-    (e,), skipped = encode_text(tokenizer, [s], 64)
+    (e,), skipped = encode(tokenizer, [s], 64, "text")
     assert skipped == {}
     assert e.columns.tolist() == [0, 1, 2, 3, 3, 3, 3, 3, 3, 4, 5, 5, 13 - 15]  # END_COLUMN (-2) for [SEP]
     assert e.offsets[10].tolist() == [10, 11] and e.input_ids[10] == VOCAB.index("[UNK]")
-    assert s.ann["word_spans"] == [(0, 1), (1, 2), (2, 8), (9, 10), (10, 12)]
+    assert e.word_spans == [(0, 1), (1, 2), (2, 8), (9, 10), (10, 12)]
+    assert s.ann == {"text": "我用iPhone 6拍照"}  # encoding writes nothing into the sentence
 
 
 def test_raw_text_skips_are_counted(tokenizer):
@@ -45,7 +46,7 @@ def test_raw_text_skips_are_counted(tokenizer):
         _s(["我", "们"], "我用"),  # text does not spell the words
         _s(["我"] * 70, "我" * 70),  # 72 tokens > 64
     ]
-    kept, skipped = encode_text(tokenizer, sentences, 64)
+    kept, skipped = encode(tokenizer, sentences, 64, "text")
     assert [e.index for e in kept] == [0] and kept[0].columns.tolist() == [0, 1, 2, -2]
     assert skipped == {"word_without_subwords": 1, "no_text": 1, "words_not_in_text": 1, "too_long": 1}
 

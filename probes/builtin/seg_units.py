@@ -85,7 +85,7 @@ def batch_units(batch: Batch) -> BatchUnits:
         n = len(sentence.words)
         pos = np.nonzero((columns[b] >= 1) & (columns[b] <= n))[0]  # [n_b] token positions of the units
         if from_text:
-            first, last = _words_by_offsets(batch.offsets[b][pos], sentence.ann["word_spans"])
+            first, last = _words_by_offsets(batch.offsets[b][pos], batch.word_spans[b])
         else:
             first = last = columns[b, pos] - 1
         gold = np.append(last[:-1] != first[1:], True)  # [n_b] boundary after each unit

@@ -20,9 +20,10 @@ from typing import Iterable
 import numpy as np
 import torch
 
-from probes.batching import Batch, encode, length_sorted_batches
+from probes.batching import Batch, length_sorted_batches
 from probes.corpus import guess_format, read_corpus
 from probes.defaults import bundled_corpus
+from probes.encoding import encode
 from probes.errors import InputError
 from probes.model import Encoder, load_encoder
 from probes.results import LabelScores, ProbeResult, RunInfo, write_atomic

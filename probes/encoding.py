@@ -1,0 +1,227 @@
+"""Tokenising sentences and aligning subwords to words: what the tokenizer reads, and which sentences are kept.
+
+One entry point, ``encode(tokenizer, sentences, max_length, tokenize)``, picks the encoder:
+
+    words  (default) the pre-split words, ``tokenizer(words, is_split_into_words=True)``: every word
+           boundary is a token boundary, so the model is shown the gold segmentation.
+    pairs  sentence pairs (``Sentence.ann["pair"]`` = words in the first segment; see probes.corpus.pairs),
+           picked with "words" whenever a sentence carries ann["pair"]: ``tokenizer(words1, words2)``,
+           [CLS] s1 [SEP] s2 [SEP] for BERT, <s> s1 </s></s> s2 </s> for RoBERTa, with the token type ids
+           the model expects. The tokenizer numbers each segment's words from 0; the second is shifted by n1.
+    text   each sentence's raw text ``ann["text"]`` (CoNLL-U's ``# text``, a SIGHAN line), for a language
+           written without spaces or a study that must not leak the gold boundaries into the input: each
+           token belongs to the gold word holding its first character, through the fast tokenizer's
+           character offsets (never token strings, so an [UNK] standing for one or five characters aligns
+           exactly). A token may cover the end of one word and the start of the next (a SentencePiece
+           piece across a Chinese word boundary, ``don`` across UD's ``do|n't``): it belongs to the word it
+           starts in, and probes that need exact boundaries (seg) see it through ``Batch.offsets`` and
+           ``Batch.word_spans``.
+
+Word columns of the subwords (see probes.batching): 0 the start special, 1..n the words, and every later
+special token (a pair's separator included) the end column. The three encoders share one skip loop
+(``unusable``): a sentence longer than the model allows is skipped and counted, never cut, and so is one
+with a word that no subword starts in (it would have no row or column in word-level maps).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from probes.corpus.segmented import segmentation_from_conllu_words
+from probes.corpus.sentence import Sentence
+from probes.errors import InputError
+
+TOKENIZE_CHOICES = ("words", "text")
+END_COLUMN = -2  # placeholder for end specials until the batch width is known
+UNKNOWN_SHARE_WARNED = 0.05  # a corpus where more words than this tokenize to the unknown token gets a warning
+
+
+class UnknownWordsWarning(UserWarning):
+    """Many words of the corpus tokenize to the unknown token: the model cannot read them."""
+
+
+@dataclass
+class Encoded:
+    """One tokenised sentence."""
+
+    index: int  # position in the list of sentences given to encode
+    input_ids: list[int]
+    columns: np.ndarray  # [T] word column of each subword (0 start special, 1..n words, END_COLUMN end specials)
+    offsets: np.ndarray  # [T,2] character span of each subword: in its word (pre-split words, pairs) or in the
+    #                      sentence's ann["text"] (raw text); (0, 0) for special tokens
+    token_type_ids: list[int] | None = None  # segment id of each subword, for sentence pairs
+    word_spans: list[tuple[int, int]] | None = None  # raw text: character span of each word in ann["text"]
+
+
+def check_tokenize(tokenize: str) -> None:
+    """InputError unless `tokenize` names an encoder (TOKENIZE_CHOICES)."""
+    if tokenize not in TOKENIZE_CHOICES:
+        raise InputError(f"tokenize must be one of {', '.join(TOKENIZE_CHOICES)}, not {tokenize!r}")
+
+
+def encode(tokenizer, sentences: list[Sentence], max_length: int,
+           tokenize: str = "words") -> tuple[list[Encoded], dict[str, int]]:
+    """Tokenise every sentence (see the module docstring for `tokenize`); return those that fit, in order,
+    and the counts of those skipped, by reason: too_long, word_without_subwords, and for raw text no_text
+    (the sentence has none) and words_not_in_text (the text does not spell out the words)."""
+    check_tokenize(tokenize)
+    skipped: dict[str, int] = {}
+    if not sentences:
+        return [], skipped
+    if tokenize == "text":
+        tokenised = _tokenise_text(tokenizer, sentences, skipped)
+    elif any("pair" in s.ann for s in sentences):
+        tokenised = _tokenise_pairs(tokenizer, sentences)
+    else:
+        tokenised = _tokenise_words(tokenizer, sentences)
+    kept = []
+    for index, ids, word_ids, fields in tokenised:
+        reason = unusable(ids, word_ids, len(sentences[index].words), max_length)
+        if reason:
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        kept.append(Encoded(index=index, input_ids=ids, columns=subword_columns(word_ids), **fields))
+    return kept, skipped
+
+
+def unusable(ids: list[int], word_ids: np.ndarray, n_words: int, max_length: int) -> str | None:
+    """Why a tokenised sentence cannot be scored (too long for the model, or a word with no subword), or None.
+    word_ids: [T] 0-based word of each subword, -1 for special tokens."""
+    if len(ids) > max_length:
+        return "too_long"
+    if np.bincount(word_ids[word_ids >= 0], minlength=n_words).min(initial=1) == 0:
+        return "word_without_subwords"
+    return None
+
+
+def subword_columns(word_ids: np.ndarray) -> np.ndarray:
+    """[T] word column per subword from its 0-based word ([T], -1 for specials): words → 1..n, specials
+    before the first word → 0, after it → END_COLUMN."""
+    cols = word_ids + 1
+    special = word_ids < 0
+    first_word = np.argmax(~special) if (~special).any() else len(word_ids)
+    before = special & (np.arange(len(word_ids)) < first_word)
+    cols[special] = END_COLUMN
+    cols[before] = 0
+    return cols
+
+
+# Each encoder yields (index, input_ids, word_ids [T], the other Encoded fields) per tokenised sentence.
+_Tokenised = Iterator[tuple[int, list[int], np.ndarray, dict]]
+
+
+def _offsets(enc, row: int) -> np.ndarray:
+    return np.array(enc["offset_mapping"][row], dtype=np.int64).reshape(-1, 2)  # [T,2]
+
+
+def _word_ids(enc, row: int) -> np.ndarray:
+    return np.array([-1 if w is None else w for w in enc.word_ids(row)])  # [T]
+
+
+def _tokenise_words(tokenizer, sentences: list[Sentence]) -> _Tokenised:
+    enc = tokenizer([s.words for s in sentences], is_split_into_words=True, add_special_tokens=True,
+                    truncation=False, return_attention_mask=False, return_token_type_ids=False,
+                    return_offsets_mapping=True)
+    for i in range(len(sentences)):
+        yield i, enc["input_ids"][i], _word_ids(enc, i), {"offsets": _offsets(enc, i)}
+
+
+def _tokenise_pairs(tokenizer, sentences: list[Sentence]) -> _Tokenised:
+    """A sentence without ann["pair"] in a corpus of pairs is encoded with an empty second segment."""
+    firsts = [s.words[:s.ann.get("pair", len(s.words))] for s in sentences]
+    seconds = [s.words[len(f):] for s, f in zip(sentences, firsts)]
+    types = "token_type_ids" in getattr(tokenizer, "model_input_names", ())
+    enc = tokenizer(firsts, seconds, is_split_into_words=True, add_special_tokens=True, truncation=False,
+                    return_attention_mask=False, return_token_type_ids=types, return_offsets_mapping=True)
+    for i in range(len(sentences)):
+        word_ids = _word_ids(enc, i)
+        second = np.array([s == 1 for s in enc.sequence_ids(i)])
+        word_ids[second & (word_ids >= 0)] += len(firsts[i])
+        yield i, enc["input_ids"][i], word_ids, {"offsets": _offsets(enc, i),
+                                                 "token_type_ids": enc["token_type_ids"][i] if types else None}
+
+
+def _tokenise_text(tokenizer, sentences: list[Sentence], skipped: dict[str, int]) -> _Tokenised:
+    """Sentences without raw text, or whose text does not spell out the words, are counted in `skipped` (before
+    the first sentence is yielded): they never reach the tokenizer."""
+    ready: list[tuple[int, list[tuple[int, int]]]] = []  # (index, word spans) of the sentences to tokenise
+    for i, sentence in enumerate(sentences):
+        text = sentence.ann.get("text")
+        spans = word_spans(sentence) if text else None
+        if spans is None:
+            reason = "words_not_in_text" if text else "no_text"
+            skipped[reason] = skipped.get(reason, 0) + 1
+        else:
+            ready.append((i, spans))
+    if not ready:
+        return
+    enc = tokenizer([sentences[i].ann["text"] for i, _ in ready], add_special_tokens=True, truncation=False,
+                    return_attention_mask=False, return_token_type_ids=False, return_offsets_mapping=True)
+    for row, (i, spans) in enumerate(ready):
+        offsets = _offsets(enc, row)
+        ends = np.array([end for _, end in spans], dtype=np.int64)  # [n]
+        special = np.array([s is None for s in enc.sequence_ids(row)])  # [T]
+        word = np.minimum(np.searchsorted(ends, offsets[:, 0], side="right"), len(ends) - 1)  # word of 1st char
+        yield i, enc["input_ids"][row], np.where(special, -1, word), {"offsets": offsets, "word_spans": spans}
+
+
+def word_spans(sentence: Sentence) -> list[tuple[int, int]] | None:
+    """Character spans of the sentence's words in ann["text"] (end exclusive), or None when the
+    text does not spell out the words (whitespace aside), e.g. a multiword token written "del"
+    for the words "de el". Readers that know the spans (SIGHAN) give them in ann["word_spans"]."""
+    spans = sentence.ann.get("word_spans")
+    if spans is not None:
+        return spans
+    try:
+        return segmentation_from_conllu_words(sentence.words, sentence.ann["text"])[1]
+    except InputError:
+        return None
+
+
+@dataclass
+class UnknownWords:
+    """The words of the encoded sentences that tokenize to the unknown token (any of their subwords)."""
+
+    count: int  # such words (occurrences)
+    words: int  # words in the encoded sentences
+    examples: list[str]  # up to three distinct such words, in corpus order
+
+    @property
+    def share(self) -> float:
+        return self.count / self.words if self.words else 0.0
+
+    def provenance(self) -> dict:
+        """What the results record: {"count", "words", "share"}."""
+        return {"count": self.count, "words": self.words, "share": self.share}
+
+    def warn(self, where: str) -> None:
+        """An UnknownWordsWarning (one line, naming `where`) when the share is above UNKNOWN_SHARE_WARNED."""
+        if self.share > UNKNOWN_SHARE_WARNED:
+            message = (f"{self.share:.1%} of the words ({self.count} of {self.words}) tokenize to the unknown token, "
+                       f"e.g. {', '.join(self.examples)}: the model's vocabulary does not cover this corpus")
+            # lineno 0: no source line is printed under the message, which stays on one line
+            warnings.warn_explicit(message, UnknownWordsWarning, where, 0)
+
+
+def unknown_words(unk_token_id: int | None, sentences: list[Sentence], encoded: list[Encoded]) -> UnknownWords:
+    """Count the words with a subword `unk_token_id` (None: the tokenizer has none), over all encoded ids at once."""
+    total = sum(len(sentences[e.index].words) for e in encoded)
+    if unk_token_id is None or not encoded:
+        return UnknownWords(0, total, [])
+    ids = np.concatenate([e.input_ids for e in encoded])  # [ΣT]
+    columns = np.concatenate([e.columns for e in encoded])  # [ΣT]
+    row = np.repeat(np.arange(len(encoded)), [len(e.input_ids) for e in encoded])  # [ΣT] encoded item of each id
+    hit = (ids == unk_token_id) & (columns >= 1)  # [ΣT] an unknown subword of a word
+    width = int(columns.max()) + 1
+    keys = np.unique(row[hit] * width + columns[hit])  # [U] one per (sentence, word), in corpus order
+    examples: list[str] = []
+    for key in keys:
+        word = sentences[encoded[key // width].index].words[key % width - 1]
+        if word not in examples:
+            examples.append(word)
+            if len(examples) == 3:
+                break
+    return UnknownWords(len(keys), total, examples)
