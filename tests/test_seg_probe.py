@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from probes.batching import Batch
-from probes.builtin.seg import SegmentationProbe
-from probes.builtin.seg_scoring import STATS, greedy, metrics, tally
-from probes.builtin.seg_show import parse_head, segmentations
-from probes.builtin.seg_units import Units, batch_units
+from probes.builtin.seg.probe import SegmentationProbe
+from probes.builtin.seg.scoring import STATS, greedy, metrics, tally
+from probes.builtin.seg.show import parse_head, segmentations
+from probes.builtin.seg.units import Units, batch_units
 from probes.errors import InputError
 from probes.results import ProbeResult, RunInfo
 from helpers import E, attention, sentence

@@ -1,15 +1,15 @@
 """seg: word segmentation from attention (heads that mark word ends).
 
 Units are the model's tokens (characters for Chinese under a BERT tokenizer, subwords for any
-language; see seg_units for what is and is not a unit). For a head, pred[i] = argmax_j A[i, j]
+language; see probes.builtin.seg.units for what is and is not a unit). For a head, pred[i] = argmax_j A[i, j]
 over all positions of the sentence (specials included). Unit i is "inside a word" when
 pred[i] == i + 1 (it looks at the next token) and "word end" otherwise (end_rule "next", the
 default); with end_rule "sep" it is a word end only when pred[i] is the end special ([SEP],
-</s>). Scores per head (seg_scoring): boundary accuracy, boundary P/R/F1, word P/R/F1 (the main
+</s>). Scores per head (probes.builtin.seg.scoring): boundary accuracy, boundary P/R/F1, word P/R/F1 (the main
 score), boundary accuracy and F1 over gaps between two known (non-[UNK]) tokens, and word recall
 per gold word length (labels len1..len4+). Baselines: every unit a word (all_ends) and every
 sentence one word (no_ends). The union of all heads and greedy best-k ensembles are given under
-two combination rules (oracle, any_end; see seg_scoring).
+two combination rules (oracle, any_end; see probes.builtin.seg.scoring).
 
 State: additive counts [STATS, L*H+4] (heads, then all_ends, no_ends, union oracle, union
 any_end). The greedy ensembles need every head's prediction at every unit, which counts cannot
@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
-from probes.builtin.seg_scoring import COMBINE_RULES, STATS, greedy, metrics, tally, union_ends
-from probes.builtin.seg_units import LENGTH_LABELS, BatchUnits, Units, batch_units, unit_surfaces
+from probes.builtin.seg.scoring import COMBINE_RULES, STATS, greedy, metrics, tally, union_ends
+from probes.builtin.seg.units import LENGTH_LABELS, BatchUnits, Units, batch_units, unit_surfaces
 from probes.errors import InputError
 from probes.probe import Option, Probe
 from probes.registry import register
