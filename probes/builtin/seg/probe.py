@@ -1,21 +1,24 @@
 """seg: word segmentation from attention (heads that mark word ends).
 
 Units are the model's tokens (characters for Chinese under a BERT tokenizer, subwords for any
-language; see probes.builtin.seg.units for what is and is not a unit). For a head, pred[i] = argmax_j A[i, j]
-over all positions of the sentence (specials included). Unit i is "inside a word" when
-pred[i] == i + 1 (it looks at the next token) and "word end" otherwise (end_rule "next", the
-default); with end_rule "sep" it is a word end only when pred[i] is the end special ([SEP],
-</s>). Scores per head (probes.builtin.seg.scoring): boundary accuracy, boundary P/R/F1, word P/R/F1 (the main
-score), boundary accuracy and F1 over gaps between two known (non-[UNK]) tokens, and word recall
-per gold word length (labels len1..len4+). Baselines: every unit a word (all_ends) and every
-sentence one word (no_ends). The union of all heads and greedy best-k ensembles are given under
-two combination rules (oracle, any_end; see probes.builtin.seg.scoring).
+language; see probes.builtin.seg.units for what is and is not a unit). For a head,
+pred[i] = argmax_j A[i, j] over all positions of the sentence (specials included). Unit i is
+"inside a word" when pred[i] == i + 1 (it looks at the next token) and "word end" otherwise
+(end_rule "next", the default); with end_rule "sep" it is a word end only when pred[i] is the end
+special ([SEP], </s>). Scores per head (probes.builtin.seg.scoring): boundary accuracy, boundary
+P/R/F1, word P/R/F1 (the main score), boundary accuracy and F1 over gaps between two known
+(non-[UNK]) tokens, and word recall per gold word length (labels len1..len4+). Baselines: every
+unit a word (all_ends) and every sentence one word (no_ends). The union of all heads and greedy
+best-k ensembles are given under two combination rules (oracle, any_end; see
+probes.builtin.seg.scoring).
 
 State: additive counts [STATS, L*H+4] (heads, then all_ends, no_ends, union oracle, union
-any_end). The greedy ensembles need every head's prediction at every unit, which counts cannot
-give exactly; they are kept packed, one bit per unit per head (ensemble_size 0 keeps none), and
-shards merge by concatenation. The segmentations of every head for the first `examples`
-sentences are kept for `probes show`.
+any_end); each layer's heads are counted as the layer comes, the last four columns once the batch's
+last layer is in (a union is over the heads of every layer). The greedy ensembles need every
+head's prediction at every unit, which counts cannot give exactly; they are kept packed, one bit
+per unit per head (ensemble_size 0 keeps none), and shards merge by concatenation
+(probes.builtin.seg.kept). The segmentations of every head for the first `examples` sentences
+are kept for `probes show`.
 
 Gold segmentation: CoNLL-U FORMs or a SIGHAN file (--format segmented). For Chinese use
 ``--tokenize text`` so the model reads the raw characters and never sees the gold boundaries.
@@ -28,10 +31,12 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
+from probes.builtin.seg.kept import Examples, KeptEnds
 from probes.builtin.seg.scoring import COMBINE_RULES, STATS, greedy, metrics, tally, union_ends
-from probes.builtin.seg.units import LENGTH_LABELS, BatchUnits, Units, batch_units, unit_surfaces
+from probes.builtin.seg.units import COUNTS, LENGTH_LABELS, BatchUnits, batch_units, unit_surfaces
 from probes.errors import InputError
-from probes.probe import Option, Probe
+from probes.maps import LayerMaps
+from probes.probe import Option, Probe, ratio
 from probes.registry import register
 from probes.results import LabelScores, ProbeResult, RunInfo
 
@@ -57,37 +62,50 @@ class SegmentationProbe(Probe):
         for name in ("ensemble_size", "examples"):
             if self.config[name] < 0:
                 raise InputError(f"seg: {name.replace('_', '-')} must be 0 or more, not {self.config[name]}")
-        self.stats = torch.zeros(len(STATS), layers * heads + len(EXTRA_COLUMNS), dtype=torch.int64)
-        self.totals: dict[str, int] = {}
-        self.bucket_words = np.zeros(len(LENGTH_LABELS), dtype=np.int64)
-        self.kept: list[tuple[np.ndarray, Units]] = []  # per batch: packed ends [N, ceil(L*H/8)] uint8, units
-        self.examples: list[dict] = []
+        grid = layers * heads
+        self.add_state("stats", torch.zeros(len(STATS), grid + len(EXTRA_COLUMNS), dtype=torch.int64))  # [STATS,L*H+4]
+        self.add_state("totals", torch.zeros(len(COUNTS), dtype=torch.int64))  # [COUNTS] units, decisions, ...
+        self.add_state("bucket_words", torch.zeros(len(LENGTH_LABELS), dtype=torch.int64))  # reachable gold words
+        self.add_state("kept", KeptEnds(grid))  # every head's ends at every unit, for the ensembles
+        self.add_state("examples", Examples())  # every head's segmentation of the first sentences
+        self._ends: torch.Tensor | None = None  # [N,L,H] the current batch's ends, filled layer by layer
 
-    def update(self, batch: Batch) -> None:
-        found = batch_units(batch)
-        ends = self._predicted_ends(batch, found)  # [N, L*H]
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        found = batch.memo("seg.units", lambda: batch_units(batch))
+        layer, heads = maps.layer, self.heads
+        if layer == 0:  # what does not depend on the layer is counted once
+            self._ends = torch.zeros(len(found.units), self.layers, heads, dtype=torch.bool)
+            self.totals += torch.tensor([found.counts[key] for key in COUNTS])
+            self.bucket_words += torch.from_numpy(found.bucket_words)
+        ends = self._predicted_ends(batch, maps, found)  # [N,H]
+        self._ends[:, layer] = ends
+        self.stats[:, layer * heads:(layer + 1) * heads] += tally(ends, found.units)
+        if layer == self.layers - 1:
+            self._add_batch(batch, found, self._ends.reshape(len(found.units), -1))
+            self._ends = None
+
+    def _predicted_ends(self, batch: Batch, maps: LayerMaps, found: BatchUnits) -> torch.Tensor:
+        """[N,H] bool: does each head of the layer end a word after each unit?"""
+        device = maps.attention.device
+        rows, positions = found.rows.to(device), found.positions.to(device)
+        looks = maps.attention[rows, :, positions].argmax(-1)  # [N,H] argmax position of each unit's row
+        if self.config["end_rule"] == "sep":
+            end_special = (batch.columns == batch.end_column).long().argmax(1).to(device)  # [B] first end special
+            ends = looks == end_special[rows][:, None]
+        else:
+            ends = looks != (positions + 1)[:, None]
+        return ends.cpu()
+
+    def _add_batch(self, batch: Batch, found: BatchUnits, ends: torch.Tensor) -> None:
+        """Once every layer is in, with ends [N, L*H]: the baselines and unions, the ends kept for the
+        ensembles, and the examples."""
         gold = found.units.gold_end
         extra = torch.stack([torch.ones_like(gold), torch.zeros_like(gold), union_ends(ends, gold, "oracle"),
                              union_ends(ends, gold, "any_end")], dim=1)  # [N,4] in EXTRA_COLUMNS order
-        self.stats += tally(torch.cat([ends, extra], dim=1), found.units)
-        for key, value in found.counts.items():
-            self.totals[key] = self.totals.get(key, 0) + value
-        self.bucket_words += found.bucket_words
+        self.stats[:, -len(EXTRA_COLUMNS):] += tally(extra, found.units)
         if self.config["ensemble_size"]:
-            self.kept.append((np.packbits(ends.numpy(), axis=1), found.units))
+            self.kept.add(ends, found.units)
         self._keep_examples(batch, found, ends)
-
-    def _predicted_ends(self, batch: Batch, found: BatchUnits) -> torch.Tensor:
-        """[N, L*H] bool: does each head end a word after each unit?"""
-        device = batch.attentions[0].device
-        rows, positions = found.rows.to(device), found.positions.to(device)
-        looks = torch.stack(batch.attentions, dim=1).argmax(-1)[rows, :, :, positions]  # [N,L,H] argmax position
-        if self.config["end_rule"] == "sep":
-            end_special = (batch.columns == batch.end_column).long().argmax(1).to(device)  # [B] first end special
-            ends = looks == end_special[rows][:, None, None]
-        else:
-            ends = looks != (positions + 1)[:, None, None]
-        return ends.reshape(len(rows), -1).cpu()
 
     def _keep_examples(self, batch: Batch, found: BatchUnits, ends: torch.Tensor) -> None:
         for b, index in enumerate(batch.indices):
@@ -98,44 +116,33 @@ class SegmentationProbe(Probe):
             if surfaces is None:
                 continue
             sentence = batch.sentences[b]
-            self.examples.append({"index": index, "sent_id": sentence.sent_id, "line": sentence.line,
-                                  "gold": list(sentence.words), "units": surfaces,
-                                  "gold_ends": _bits(found.units.gold_end[start:stop][:, None])[0],
-                                  "ends": _bits(ends[start:stop])})
-
-    def merge(self, other: "SegmentationProbe") -> None:
-        self.stats += other.stats
-        for key, value in other.totals.items():
-            self.totals[key] = self.totals.get(key, 0) + value
-        self.bucket_words += other.bucket_words
-        self.kept.extend(other.kept)
-        self.examples.extend(other.examples)
+            self.examples.items.append({"index": index, "sent_id": sentence.sent_id, "line": sentence.line,
+                                        "gold": list(sentence.words), "units": surfaces,
+                                        "gold_ends": _bits(found.units.gold_end[start:stop][:, None])[0],
+                                        "ends": _bits(ends[start:stop])})
 
     def compute(self, info: RunInfo) -> ProbeResult:
         grid = self.layers * self.heads
-        totals = {**dict.fromkeys(("decisions", "known_decisions", "gold_words"), 0), **self.totals}
+        totals = {key: int(n) for key, n in zip(COUNTS, self.totals)}
         scores = metrics(self.stats, totals)  # name -> [L*H + 4]
         heads = {name: v[:grid].reshape(self.layers, self.heads).numpy() for name, v in scores.items()}
         overall = LabelScores(count=totals["gold_words"], scores=heads.pop("word_f1"), extra=heads)
         labels = {}
         for i, label in enumerate(LENGTH_LABELS):
             right = self.stats[STATS.index(f"right_{label}"), :grid].double().reshape(self.layers, self.heads)
-            n = int(self.bucket_words[i])
-            labels[label] = LabelScores(count=n, scores=(right / n).numpy() if n else np.full(right.shape, np.nan))
+            labels[label] = LabelScores(count=int(self.bucket_words[i]), scores=ratio(right, self.bucket_words[i]))
         column = {name: grid + i for i, name in enumerate(EXTRA_COLUMNS)}
         baselines = {name: _scalars(scores, column[name]) for name in ("all_ends", "no_ends")}
         union = {rule: _scalars(scores, column[f"union_{rule}"]) for rule in COMBINE_RULES}
         extra = {"units": totals, "union": union, "ensembles": self._ensembles(totals),
-                 "examples": sorted(self.examples, key=lambda e: e["index"])}
+                 "examples": sorted(self.examples.items, key=lambda e: e["index"])}
         return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
                            baselines=baselines, extra=extra)
 
     def _ensembles(self, totals: dict[str, int]) -> dict[str, list[dict]]:
-        if not self.config["ensemble_size"] or not self.kept:
+        if not self.config["ensemble_size"] or not self.kept.parts:
             return {}
-        grid = self.layers * self.heads
-        ends = torch.from_numpy(np.concatenate([np.unpackbits(p, axis=1, count=grid) for p, _ in self.kept])).bool()
-        units = Units.cat([u for _, u in self.kept])
+        ends, units = self.kept.all()
         out = {}
         for rule in COMBINE_RULES:
             curve = greedy(ends, units, totals, rule, self.config["ensemble_size"])
