@@ -178,7 +178,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from probes.builtin.seg_show import parse_head
+    from probes.builtin.seg.show import parse_head
     from probes.results import load_result
     from probes.show import format_details, format_table
 

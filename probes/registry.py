@@ -15,7 +15,7 @@ from pathlib import Path
 from probes.errors import InputError
 
 ENTRY_POINT_GROUP = "probes.probes"
-BUILTIN_MODULES = ("probes.builtin.dep", "probes.builtin.seg", "probes.builtin.srl", "probes.builtin.frames",
+BUILTIN_MODULES = ("probes.builtin.dep", "probes.builtin.seg.probe", "probes.builtin.srl", "probes.builtin.frames",
                    "probes.builtin.pos", "probes.builtin.ner", "probes.builtin.con",
                    "probes.builtin.analyses.mass", "probes.builtin.analyses.entropy",
                    "probes.builtin.analyses.positional", "probes.builtin.analyses.rare",

@@ -31,7 +31,7 @@ def format_details(result: ProbeResult, head: tuple[int, int] | None = None, sen
     """Probe-specific detail printed below the table ("" for probes that have none): for seg, the
     baselines, union and ensembles, and example sentences segmented by `head` (default: the best)."""
     if result.probe == "seg":
-        from probes.builtin.seg_show import format_seg
+        from probes.builtin.seg.show import format_seg
 
         return format_seg(result, head=head, sentences=sentences)
     if isinstance(result.extra.get("fit"), dict):

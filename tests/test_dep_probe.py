@@ -9,6 +9,7 @@ from probes.builtin.dep import OFFSETS, DependencyProbe
 from probes.maps import LayerMaps
 from probes.results import RunInfo
 from helpers import E, attention, batch, feed, sentence
+from state_checks import check_state, info, two_layers
 
 # Sentence 1: "The playing cat", tokens [CLS] The play ##ing cat [SEP] (positions 0..5).
 #   arcs: The -det-> cat (1→3), playing -amod-> cat (2→3), cat -root-> [CLS] (3→0)
@@ -97,6 +98,14 @@ def test_shards_merge_by_adding():
     merged = a.compute(RunInfo("hand", ["hand"], 1, 2, 2, {}, {}, {}))
     np.testing.assert_array_equal(merged.overall.scores, full.overall.scores)
     assert merged.baselines == full.baselines
+
+
+def test_state_merges_saves_and_resets():
+    batches = [two_layers(batch([S1], [C1], [[H0_S1, H1_S1]])), two_layers(batch([S2], [C2], [[H0_S2, H1_S2]]))]
+    r = check_state(lambda: DependencyProbe(2, 2), batches, info(2, 2))
+    np.testing.assert_array_equal(r.overall.scores, [[1.0, 0.5], [0.5, 1.0]])  # layer 1: the heads reversed
+    assert r.overall.count == 4 and r.labels["root"].count == 2  # arcs counted once, not once per layer
+    assert r.baselines["labels"]["root"]["either"] == [0.5, 0, 0.5, 0.5, 0, 0.5]
 
 
 def test_first_subword_pooling_changes_the_answer():

@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from probes.builtin.frames import FrameElementProbe
+from probes.builtin.frames import FILTERS, FrameElementProbe
 from probes.errors import InputError
 from probes.results import RunInfo
-from helpers import E, attention, batch, sentence
+from helpers import E, attention, batch, feed, sentence
+from state_checks import check_state, info, two_layers
 
 
 def fe(name, words, core=True):
@@ -65,7 +66,7 @@ def _probe(batches, pool="mean-sum", **options) -> FrameElementProbe:
     for group in batches:
         group = [s for s in group if id(s) in kept]
         if group:
-            probe.update(batch(group, [MAPS[id(s)][0] for s in group], [MAPS[id(s)][1] for s in group], pool=pool))
+            feed(probe, batch(group, [MAPS[id(s)][0] for s in group], [MAPS[id(s)][1] for s in group], pool=pool))
     return probe
 
 
@@ -124,7 +125,9 @@ def test_length_filters_and_skip_reasons():
     probe = FrameElementProbe(1, 2, max_sentence_words=5)
     # F1 has 6 words: Manner goes as non-core (first), Donor, Recipient, Theme and Plant as too long
     assert probe.skip_reason(F1) == "longer_than_5_words"
-    assert probe.removed["not_core"] == 1 and probe.removed["sentence_too_long"] == 4
+    assert dict(zip(FILTERS, probe.removed.tolist())) == {"no_words": 0, "not_core": 1, "sentence_too_long": 4,
+                                                          "fe_too_long": 0, "overlaps_target": 0,
+                                                          "adjacent_to_target": 0}
     lee = sentence(["Lee", "arrived"], frames=[{"frame": "Arriving", "lu": "arrive.v", "target": [1],
                                                 "fes": [fe("Theme", [0])]}])
     assert probe.skip_reason(lee) == "no_frame_instance_left"  # Theme is adjacent
@@ -159,6 +162,14 @@ def test_padding_batching_and_merging_do_not_change_scores():
             np.testing.assert_allclose(o.scores, entry.scores, rtol=0, atol=1e-12)
             for key, grid in entry.extra.items():
                 np.testing.assert_allclose(o.extra[key], grid, rtol=0, atol=1e-12)
+
+
+def test_state_merges_saves_and_resets():
+    batches = [two_layers(batch([F1], [C1], [[H0_F1, H1_F1]])), two_layers(batch([F2], [C2], [[H0_F2, H1_F2]]))]
+    r = check_state(lambda: FrameElementProbe(2, 2, min_count=1), batches, info(2, 2))
+    np.testing.assert_allclose(r.overall.scores, [[1.6 / 3, 0.0], [0.0, 1.6 / 3]], rtol=0, atol=1e-7)
+    # instances counted once, not once per layer; the filter counts come from skip_reason
+    assert r.overall.count == 3 and r.extra["instances"]["annotated"] == 6 and r.extra["instances"]["scored"] == 3
 
 
 def test_documents_option(tmp_path):

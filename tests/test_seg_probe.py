@@ -8,13 +8,14 @@ import pytest
 import torch
 
 from probes.batching import Batch
-from probes.builtin.seg import SegmentationProbe
-from probes.builtin.seg_scoring import STATS, greedy, metrics, tally
-from probes.builtin.seg_show import parse_head, segmentations
-from probes.builtin.seg_units import Units, batch_units
+from probes.builtin.seg.probe import SegmentationProbe
+from probes.builtin.seg.scoring import STATS, greedy, metrics, tally
+from probes.builtin.seg.show import parse_head, segmentations
+from probes.builtin.seg.units import Units, batch_units
 from probes.errors import InputError
 from probes.results import ProbeResult, RunInfo
-from helpers import E, attention, sentence
+from helpers import E, HandBatch, attention, feed, sentence
+from state_checks import check_state, info, two_layers
 
 # Sentence 1, pre-split words "The playing cats": [CLS] The play ##ing cat ##s [SEP] (positions 0..6).
 #   units (positions 1..5): The play ##ing cat ##s; gaps after The, play, ##ing, cat are the 4 decisions,
@@ -39,8 +40,8 @@ MIXED_1 = attention(7, {1: {2: 0.9, 6: 0.1}, 2: {0: 0.6, 3: 0.4}, 3: {6: 0.7, 4:
 HI = attention(3, {0: {1: 1.0}, 1: {2: 1.0}})  # Hi → [SEP]
 
 
-def _batch(sentences, columns, offsets, maps, tokenized_from="words", input_ids=None, unk=None):
-    """A one-layer Batch with hand-made maps[b][h] [T_b,T_b], padded to the batch length."""
+def _batch(sentences, columns, offsets, maps, tokenized_from="words", input_ids=None, unk=None) -> HandBatch:
+    """A one-layer batch with hand-made maps[b][h] [T_b,T_b], padded to the batch length."""
     b = Batch(sentences, [np.array(c) for c in columns], offsets=[np.array(o) for o in offsets],
               tokenized_from=tokenized_from, unk_token_id=unk, input_ids=input_ids)
     t = b.columns.shape[1]
@@ -48,8 +49,7 @@ def _batch(sentences, columns, offsets, maps, tokenized_from="words", input_ids=
     for i, head_maps in enumerate(maps):
         for h, m in enumerate(head_maps):
             heads[i, h, :m.shape[0], :m.shape[1]] = m
-    b.attentions = (heads,)
-    return b
+    return HandBatch(b, (heads,))
 
 
 def _info(heads, layers=1):
@@ -60,7 +60,7 @@ def _info(heads, layers=1):
 def _score(batches, heads, **options) -> ProbeResult:
     probe = SegmentationProbe(1, heads, **options)
     for b in batches:
-        probe.update(b)
+        feed(probe, b)
     return probe.compute(_info(heads))
 
 
@@ -137,8 +137,8 @@ def test_batching_padding_and_merge_do_not_change_scores(rule):
     split = _score([_batch([S2], [C2], [O2], [[HI, HI, HI]]), _batch([S1], [C1], [O1], [[PERFECT_1, NEXT_1, MIXED_1]])],
                    3, end_rule=rule)
     a, b = SegmentationProbe(1, 3, end_rule=rule), SegmentationProbe(1, 3, end_rule=rule)
-    a.update(_batch([S1], [C1], [O1], [[PERFECT_1, NEXT_1, MIXED_1]]))
-    b.update(_batch([S2], [C2], [O2], [[HI, HI, HI]]))
+    feed(a, _batch([S1], [C1], [O1], [[PERFECT_1, NEXT_1, MIXED_1]]))
+    feed(b, _batch([S2], [C2], [O2], [[HI, HI, HI]]))
     a.merge(b)
     merged = a.compute(_info(3))
     for r in (split, merged):
@@ -146,6 +146,18 @@ def test_batching_padding_and_merge_do_not_change_scores(rule):
         assert r.to_json()["labels"] == one.to_json()["labels"]
         assert r.extra["ensembles"] == one.extra["ensembles"] and r.extra["union"] == one.extra["union"]
         assert r.extra["units"] == one.extra["units"]
+
+
+def test_state_merges_saves_and_resets():
+    batches = [two_layers(_batch([S1], [C1], [O1], [[PERFECT_1, NEXT_1, MIXED_1]])),
+               two_layers(_batch([S2], [C2], [O2], [[HI, HI, HI]]))]
+    r = check_state(lambda: SegmentationProbe(2, 3), batches, info(2, 3, tokenize="words"))
+    np.testing.assert_allclose(r.overall.scores, [[1.0, 1 / 3, 0.5], [0.5, 1 / 3, 1.0]])  # layer 1: heads reversed
+    # units and gold words counted once, not once per layer; the union of both layers is that of one
+    assert r.extra["units"]["units"] == 6 and r.overall.count == 4 and r.labels["len2"].count == 2
+    assert r.extra["union"]["oracle"]["word_f1"] == 1.0 and r.baselines["all_ends"]["word_f1"] == 0.4
+    assert [s["heads"] for s in r.extra["ensembles"]["any_end"]] == [[[0, 0]]]
+    assert [e["ends"] for e in r.extra["examples"]][0] == ["10100", "00000", "01100", "01100", "00000", "10100"]
 
 
 def test_examples_and_segmentations():
@@ -174,7 +186,7 @@ def test_text_input_token_across_a_gold_boundary():
     ends_gold = attention(6, {1: {2: 1.0}, 2: {3: 1.0}, 3: {5: 1.0}, 4: {5: 1.0}})  # ends [0,0,1]
     always_next = attention(6, {i: {i + 1: 1.0} for i in range(5)})
     b = _batch([s], [cols], [offs], [[ends_gold, always_next]], tokenized_from="text")
-    found = batch_units(b)
+    found = batch_units(b.batch)
     assert found.units.gold_end.tolist() == [False, False, True, True]
     assert found.counts["unreachable_words"] == 2 and found.counts["boundaries_inside_tokens"] == 1
     assert found.units.word_first.tolist() == [3] and found.units.word_last.tolist() == [3]  # only "e"

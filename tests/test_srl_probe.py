@@ -11,7 +11,8 @@ import torch
 
 from probes.builtin.srl import OFFSETS, SemanticRoleProbe
 from probes.results import RunInfo
-from helpers import E, attention, batch, sentence
+from helpers import E, attention, batch, feed, sentence
+from state_checks import check_state, info, two_layers
 
 # S1 "Kim ate red apples": tokens [CLS]0 Kim1 ate2 red3 app4 ##les5 [SEP]6; columns CLS0 Kim1 ate2 red3 apples4.
 #   predicate ate (word 1, column 2); ARG0 = {Kim}; ARG1 = subtree {red, apples}, head token apples.
@@ -54,7 +55,7 @@ INFO = RunInfo(model="hand", corpus=["hand"], layers=1, heads=2, sentences=2, sk
 def _probe(groups, **options) -> SemanticRoleProbe:
     probe = SemanticRoleProbe(1, 2, **options)
     for sentences, columns, maps in groups:
-        probe.update(batch(sentences, columns, maps))
+        feed(probe, batch(sentences, columns, maps))
     return probe
 
 
@@ -160,3 +161,14 @@ def test_batch_without_arguments():
     r = probe.compute(INFO)
     assert r.overall.count == 0 and r.labels == {} and np.isnan(r.overall.scores).all()
     assert torch.equal(probe.hits.sums, torch.zeros(0, 3, 1, 2, dtype=torch.float64))
+
+
+def test_state_merges_saves_and_resets():
+    batches = [two_layers(batch([S1, S3], [C1, C3], [[H0_S1, H1_S1], [H0_S3, H1_S3]])),
+               two_layers(batch([S2], [C2], [[H0_S2, H1_S2]]))]
+    r = check_state(lambda: SemanticRoleProbe(2, 2), batches, info(2, 2))
+    # ARG0 ×2, ARG1 ×2 (S1, S3), ARG2, ARGM-TMP; head 0: ARG0 (S1), ARG1 (S1), ARG2, ARGM-TMP = 4 of 6;
+    # head 1: ARG0 (S2), ARG1 (S1) = 2 of 6; layer 1 holds the heads reversed
+    assert r.overall.count == 6 and r.labels["ARG1"].count == 2
+    np.testing.assert_array_equal(r.overall.scores, [[4 / 6, 2 / 6], [2 / 6, 4 / 6]])
+    assert r.extra == {"predicates": 3, "not_arguments": {"V": 3, "C-V": 1}}  # counted once, not once per layer

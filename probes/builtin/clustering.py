@@ -1,7 +1,7 @@
 """Pseudo-clustering of head outputs (He & Choi 2021, "The stem cell hypothesis"): the base of pos, ner, con.
 
 A unit (a word, an entity span, a constituent) is represented, for every head, by the mean of its
-words' per-head context vectors (a word's vector is the mean of its subwords', see Batch.word_vectors).
+words' per-head context vectors (a word's vector is the mean of its subwords', see LayerMaps.word_vectors).
 Fit phase (`fit_update`, on the fit corpus): per label and head, the sum and count of the units'
 vectors (probes.centroids.Centroids). Scoring (`update`): each unit is predicted, per head, as the
 label of the nearest centroid by cosine similarity; a head's accuracy for a label is the share of
@@ -20,7 +20,8 @@ from probes.batching import Batch
 from probes.centroids import Centroids
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
-from probes.probe import LabelSums, Probe
+from probes.maps import LayerMaps
+from probes.probe import LabelSums, Probe, ratio
 from probes.results import LabelScores, ProbeResult, RunInfo
 
 
@@ -33,69 +34,53 @@ class ClusteringProbe(Probe):
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
-        self.centroids = Centroids(layers, heads)
-        self.hits = LabelSums((layers, heads))  # [labels, L, H] units predicted right
-        self.units = LabelSums(())  # [labels] units scored
+        self.add_state("centroids", Centroids(layers, heads), fit=True)  # per-label sums [K,L,H,d] and counts [K]
+        self.add_state("hits", LabelSums((layers, heads)))  # [labels, L, H] units predicted right
+        self.add_state("units", LabelSums(()))  # [labels] units scored
 
     @abstractmethod
     def spans(self, sentence: Sentence) -> list[tuple[str, int, int]]:
         """The sentence's units as (label, start, end): 0-based word indices, end exclusive."""
 
-    def unit_vectors(self, batch: Batch) -> tuple[list[str], torch.Tensor]:
-        """Labels and vectors [N,L,H,d] of the batch's units: the mean of each span's word vectors."""
-        spans = [self.spans(s) for s in batch.sentences]
-        labels = [label for sentence in spans for label, _, _ in sentence]
-        words = batch.word_vectors  # [B,L,H,C,d]
+    def unit_vectors(self, batch: Batch, maps: LayerMaps) -> tuple[list[str], torch.Tensor]:
+        """Labels and vectors [N,H,d] of the batch's units at layer ``maps.layer``: the mean of each span's
+        word vectors."""
+        key = ("clustering.units", self.name, tuple(sorted(self.config.items())))
+        labels, member, rows, slots, lengths = batch.memo(key, lambda: _members(
+            [self.spans(s) for s in batch.sentences], batch.width))
+        words = maps.word_vectors  # [B,H,C,d]
         if not labels:
-            return labels, words.new_zeros((0, *words.shape[1:3], words.shape[-1]))
-        per_sentence = np.array([len(s) for s in spans])
-        rows = np.repeat(np.arange(len(spans)), per_sentence)  # [N] sentence of each unit
-        slots = np.concatenate([np.arange(n) for n in per_sentence])  # [N] its index within the sentence
-        starts = np.array([start for s in spans for _, start, _ in s]) + 1  # first word column
-        ends = np.array([end for s in spans for _, _, end in s]) + 1  # column after the last word
-        lengths = ends - starts
-        # one (unit, column) pair per word of each unit: columns start..end-1
-        pair_unit = np.repeat(np.arange(len(labels)), lengths)
-        pair_column = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths) + starts[pair_unit]
-        member = torch.zeros(len(spans), int(per_sentence.max()), words.shape[3], dtype=words.dtype)  # [B,U,C]
-        member[rows[pair_unit], slots[pair_unit], pair_column] = 1.0
-        sums = member.to(words.device)[:, None, None] @ words  # [B,L,H,U,d] sum of each unit's word vectors
-        vectors = sums.permute(0, 3, 1, 2, 4)[torch.from_numpy(rows), torch.from_numpy(slots)]  # [N,L,H,d]
-        return labels, vectors / torch.from_numpy(lengths).to(vectors)[:, None, None, None]
+            return labels, words.new_zeros((0, words.shape[1], words.shape[-1]))
+        sums = member.to(words)[:, None] @ words  # [B,H,U,d] sum of each unit's word vectors
+        vectors = sums.transpose(1, 2)[rows, slots]  # [N,H,d]
+        return labels, vectors / lengths.to(vectors)[:, None, None]
 
-    def fit_update(self, batch: Batch) -> None:
-        labels, vectors = self.unit_vectors(batch)
-        self.centroids.add(labels, vectors)
+    def fit_update(self, batch: Batch, maps: LayerMaps) -> None:
+        labels, vectors = self.unit_vectors(batch, maps)
+        self.centroids.add(labels, vectors, maps.layer)
 
-    def update(self, batch: Batch) -> None:
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
         if not len(self.centroids):
             raise InputError(f"{self.name}: no centroids: the fit corpus has no labelled {self.unit}")
-        labels, vectors = self.unit_vectors(batch)
+        labels, vectors = self.unit_vectors(batch, maps)
         if not labels:
             return
-        predicted = self.centroids.classify(vectors).cpu()  # [N,L,H]
-        right = predicted == self.centroids.index(labels)[:, None, None]  # [N,L,H]
-        self.hits.add(self.hits.ids(labels), right)
-        self.units.add(self.units.ids(labels), torch.ones(len(labels)))
-
-    def merge_fit(self, other: "ClusteringProbe") -> None:
-        """Add another shard's fit (centroid sums and counts); do this for every shard before scoring."""
-        self.centroids.merge(other.centroids)
+        predicted = self.centroids.classify(vectors, maps.layer).cpu()  # [N,H]
+        right = predicted == self.centroids.index(labels)[:, None]  # [N,H]
+        self.hits.add(self.hits.ids(labels), right, at=(maps.layer,))
+        if maps.layer == 0:  # units are counted once
+            self.units.add(self.units.ids(labels), torch.ones(len(labels)))
 
     def merge(self, other: "ClusteringProbe") -> None:
         """Add another shard's scores; both must have scored with the same (merged) centroids."""
-        if not self.centroids.same_as(other.centroids):
+        if type(other) is type(self) and not self.centroids.same_as(other.centroids):
             raise ValueError(f"{self.name}: cannot merge scores computed with different centroids; "
                              "merge the fits (merge_fit) before scoring the shards")
-        self.hits.merge(other.hits)
-        self.units.merge(other.units)
+        super().merge(other)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         labels = {name: _scores(self.units[name], self.hits[name]) for name in self.units.names}
-        if self.units.names:
-            overall = _scores(self.units.total(), self.hits.total())
-        else:
-            overall = _scores(torch.tensor(0.0), torch.zeros(self.layers, self.heads))
+        overall = _scores(self.units.total(), self.hits.total())
         fitted = dict(zip(self.centroids.names, (int(n) for n in self.centroids.counts.sums)))
         fit = {**info.settings.get("fit", {}), "units": fitted}
         missing = [name for name in self.units.names if name not in fitted]
@@ -108,9 +93,30 @@ class ClusteringProbe(Probe):
                            baselines=baselines, extra={"fit": fit, "labels_without_centroid": missing})
 
 
+def _members(spans: list[list[tuple[str, int, int]]],
+             width: int) -> tuple[list[str], torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A batch's units from each sentence's spans (see ``ClusteringProbe.spans``): their labels [N], member
+    [B,U,C] (1 where column c is a word of the sentence's u-th unit, U the most units of a sentence), the
+    sentence row and slot u of each unit [N], and its length in words [N]."""
+    labels = [label for sentence in spans for label, _, _ in sentence]
+    if not labels:
+        return labels, *(torch.zeros(0, dtype=torch.long) for _ in range(4))
+    per_sentence = np.array([len(s) for s in spans])
+    rows = np.repeat(np.arange(len(spans)), per_sentence)  # [N] sentence of each unit
+    slots = np.concatenate([np.arange(n) for n in per_sentence])  # [N] its index within the sentence
+    starts = np.array([start for s in spans for _, start, _ in s]) + 1  # first word column
+    ends = np.array([end for s in spans for _, _, end in s]) + 1  # column after the last word
+    lengths = ends - starts
+    # one (unit, column) pair per word of each unit: columns start..end-1
+    pair_unit = np.repeat(np.arange(len(labels)), lengths)
+    pair_column = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths) + starts[pair_unit]
+    member = torch.zeros(len(spans), int(per_sentence.max()), width)  # [B,U,C]
+    member[rows[pair_unit], slots[pair_unit], pair_column] = 1.0
+    return labels, member, torch.from_numpy(rows), torch.from_numpy(slots), torch.from_numpy(lengths)
+
+
 def _scores(count: torch.Tensor, hits: torch.Tensor) -> LabelScores:
-    n = int(count)
-    return LabelScores(count=n, scores=(hits / n).numpy() if n else np.full(hits.shape, np.nan))
+    return LabelScores(count=int(count), scores=ratio(hits, count))
 
 
 def format_fit(result: ProbeResult) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from probes.probe import ratio
 from probes.results import LabelScores
 
 OFFSETS = (-3, -2, -1, 1, 2, 3)
@@ -15,9 +16,8 @@ OFFSETS = (-3, -2, -1, 1, 2, 3)
 
 def accuracy(count: torch.Tensor, hits: torch.Tensor, ways: tuple[str, str, str]) -> LabelScores:
     """hits [3,L,H] (either, one direction, the other) over `count` instances → LabelScores (NaN if none)."""
-    n = int(count)
-    acc = (hits / n).numpy() if n else np.full(hits.shape, np.nan)
-    return LabelScores(count=n, scores=acc[0], extra={ways[1]: acc[1], ways[2]: acc[2]})
+    acc = ratio(hits, count)
+    return LabelScores(count=int(count), scores=acc[0], extra={ways[1]: acc[1], ways[2]: acc[2]})
 
 
 def offset_baseline(count: torch.Tensor, hits: torch.Tensor, ways: tuple[str, str, str]) -> dict:

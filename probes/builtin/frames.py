@@ -41,14 +41,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from probes.batching import Batch
 from probes.corpus.framenet import STANDARD_DEV_DOCUMENTS, STANDARD_TEST_DOCUMENTS, read_document_list
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
-from probes.probe import LabelSums, Option, Probe
+from probes.maps import LayerMaps
+from probes.probe import LabelSums, Option, Probe, ratio
 from probes.registry import register
 from probes.results import LabelScores, ProbeResult, RunInfo
 
@@ -79,10 +79,10 @@ class FrameElementProbe(Probe):
         for name in ("min_count", "max_sentence_words", "max_fe_words"):
             if self.config[name] < 0:
                 raise InputError(f"--{name.replace('_', '-')} must be 0 or more, not {self.config[name]}")
-        self.sums = LabelSums((len(GRIDS), layers, heads))  # [FE names, 6, L, H] per-instance values summed
-        self.counts = LabelSums(())  # [FE names] instances scored
-        self.annotated = 0  # instances seen by skip_reason, before the filters
-        self.removed = dict.fromkeys(FILTERS, 0)
+        self.add_state("sums", LabelSums((len(GRIDS), layers, heads)))  # [FE names, 6, L, H] per-instance values
+        self.add_state("counts", LabelSums(()))  # [FE names] instances scored
+        self.add_state("annotated", torch.zeros((), dtype=torch.int64))  # instances seen by skip_reason (all filters)
+        self.add_state("removed", torch.zeros(len(FILTERS), dtype=torch.int64))  # [FILTERS] instances each removed
 
     def reader_options(self):
         documents = self.config["documents"]
@@ -99,8 +99,7 @@ class FrameElementProbe(Probe):
             return reason
         kept, removed = _instances(sentence, self.config)
         self.annotated += len(kept) + sum(removed.values())
-        for name, n in removed.items():
-            self.removed[name] += n
+        self.removed += torch.tensor([removed.get(name, 0) for name in FILTERS])
         if kept:
             return None
         limit = self.config["max_sentence_words"]
@@ -108,49 +107,37 @@ class FrameElementProbe(Probe):
             return f"longer_than_{limit}_words"
         return "no_frame_instance_left" if removed else "no_frame_elements"
 
-    def update(self, batch: Batch) -> None:
-        labels, pairs = [], []  # pairs: (instance, sentence row, target column, FE column)
-        for row, sentence in enumerate(batch.sentences):
-            for label, target, fe in _instances(sentence, self.config)[0]:
-                pairs.extend((len(labels), row, t + 1, f + 1) for t in target for f in fe)
-                labels.append(label)
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        key = ("frames.pairs", tuple(sorted(self.config.items())))  # the instances depend on the filter options
+        labels, pairs = batch.memo(key, lambda: _pairs(batch, self.config))
         if not labels:
             return
-        attention = batch.word_attention  # [B,L,H,C,C]
-        instance, rows, t, f = torch.tensor(pairs, dtype=torch.long, device=attention.device).unbind(1)  # [P] each
-        t_to_f = attention[rows, :, :, t, f]  # [P,L,H] A[t, f]
-        f_to_t = attention[rows, :, :, f, t]  # [P,L,H] A[f, t]
-        pred = batch.predictions.permute(0, 3, 1, 2)  # [B,C,L,H]
-        t_hits = (pred[rows, t] == f[:, None, None]).float()  # [P,L,H] pred[t] == f
-        f_hits = (pred[rows, f] == t[:, None, None]).float()  # [P,L,H] pred[f] == t
+        attention = maps.word_attention  # [B,H,C,C]
+        instance, rows, t, f = pairs.to(attention.device).unbind(1)  # [P] each
+        t_to_f = attention[rows, :, t, f]  # [P,H] A[t, f]
+        f_to_t = attention[rows, :, f, t]  # [P,H] A[f, t]
+        pred = maps.predictions.transpose(1, 2)  # [B,C,H]
+        t_hits = (pred[rows, t] == f[:, None]).float()  # [P,H] pred[t] == f
+        f_hits = (pred[rows, f] == t[:, None]).float()  # [P,H] pred[f] == t
         per_pair = torch.stack([torch.maximum(t_to_f, f_to_t), t_to_f, f_to_t, torch.maximum(t_hits, f_hits), t_hits,
-                                f_hits], dim=1)  # [P,6,L,H]
-        shape = (len(labels), len(GRIDS), self.layers, self.heads)
-        index = instance[:, None, None, None].expand_as(per_pair)
+                                f_hits], dim=1)  # [P,6,H]
+        shape = (len(labels), len(GRIDS), self.heads)
+        index = instance[:, None, None].expand_as(per_pair)
         per_instance = torch.zeros(shape, dtype=per_pair.dtype, device=per_pair.device).scatter_reduce_(
-            0, index, per_pair, "amax")  # [N,6,L,H] max over each instance's (t, f) pairs (all values ≥ 0)
-        self.sums.add(self.sums.ids(labels), per_instance)
-        self.counts.add(self.counts.ids(labels), torch.ones(len(labels)))
-
-    def merge(self, other: "FrameElementProbe") -> None:
-        self.sums.merge(other.sums)
-        self.counts.merge(other.counts)
-        self.annotated += other.annotated
-        for name, n in other.removed.items():
-            self.removed[name] += n
+            0, index, per_pair, "amax")  # [N,6,H] max over each instance's (t, f) pairs (all values ≥ 0)
+        self.sums.add(self.sums.ids(labels), per_instance, at=(slice(None), maps.layer))
+        if maps.layer == 0:  # instances are counted once
+            self.counts.add(self.counts.ids(labels), torch.ones(len(labels)))
 
     def compute(self, info: RunInfo) -> ProbeResult:
         frequent = [n for n in self.counts.names if int(self.counts[n]) >= self.config["min_count"]]
         labels = {name: _scores(self.counts[name], self.sums[name]) for name in frequent}
-        if self.counts.names:
-            overall = _scores(self.counts.total(), self.sums.total())
-        else:
-            overall = _scores(torch.tensor(0.0), torch.zeros(len(GRIDS), self.layers, self.heads))
-        scored = overall.count
-        removed = {name: n for name, n in self.removed.items() if n or _applies(name, self.config)}
+        overall = _scores(self.counts.total(), self.sums.total())
+        scored, annotated = overall.count, int(self.annotated)
+        removed = {name: int(n) for name, n in zip(FILTERS, self.removed) if n or _applies(name, self.config)}
         rare = [n for n in self.counts.names if n not in labels]
-        instances = {"annotated": self.annotated, "removed": removed, "scored": scored,
-                     "in_sentences_skipped_otherwise": self.annotated - sum(removed.values()) - scored,
+        instances = {"annotated": annotated, "removed": removed, "scored": scored,
+                     "in_sentences_skipped_otherwise": annotated - sum(removed.values()) - scored,
                      "labels_below_min_count": len(rare),
                      "instances_below_min_count": int(sum(int(self.counts[n]) for n in rare))}
         return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
@@ -192,7 +179,17 @@ def _instances(sentence: Sentence, config: dict) -> tuple[list[tuple[str, list[i
     return kept, removed
 
 
+def _pairs(batch: Batch, config: dict) -> tuple[list[str], torch.Tensor]:
+    """The FE name of each instance of a batch, and pairs [P,4]: (instance, sentence row, target column,
+    FE column), one per (target word, FE word) of each instance."""
+    labels, pairs = [], []
+    for row, sentence in enumerate(batch.sentences):
+        for label, target, fe in _instances(sentence, config)[0]:
+            pairs.extend((len(labels), row, t + 1, f + 1) for t in target for f in fe)
+            labels.append(label)
+    return labels, torch.tensor(pairs, dtype=torch.long).reshape(-1, 4)
+
+
 def _scores(count: torch.Tensor, sums: torch.Tensor) -> LabelScores:
-    n = int(count)
-    mean = (sums / n).numpy() if n else np.full(sums.shape, np.nan)
-    return LabelScores(count=n, scores=mean[0], extra={name: mean[i] for i, name in enumerate(GRIDS) if i})
+    mean = ratio(sums, count)
+    return LabelScores(count=int(count), scores=mean[0], extra={name: mean[i] for i, name in enumerate(GRIDS) if i})

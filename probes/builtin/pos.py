@@ -14,6 +14,7 @@ import torch
 from probes.batching import Batch
 from probes.builtin.clustering import ClusteringProbe
 from probes.corpus.sentence import Sentence
+from probes.maps import LayerMaps
 from probes.probe import Option
 from probes.registry import register
 
@@ -32,12 +33,19 @@ class PosProbe(ClusteringProbe):
     def spans(self, sentence: Sentence) -> list[tuple[str, int, int]]:
         return [(tag, i, i + 1) for i, tag in enumerate(sentence.ann[self.config["tagset"]]) if tag != "_"]
 
-    def unit_vectors(self, batch: Batch) -> tuple[list[str], torch.Tensor]:
-        """Words are one-word spans: gather their word vectors directly, [N,L,H,d]."""
-        tags = [s.ann[self.config["tagset"]] for s in batch.sentences]
-        labels = [t for sentence in tags for t in sentence if t != "_"]
-        keep = [np.array([t != "_" for t in sentence], dtype=bool) for sentence in tags]
-        rows = np.concatenate([np.full(k.sum(), b) for b, k in enumerate(keep)])
-        columns = np.concatenate([np.flatnonzero(k) + 1 for k in keep])
-        words = batch.word_vectors.permute(0, 3, 1, 2, 4)  # [B,C,L,H,d]
-        return labels, words[torch.from_numpy(rows).long(), torch.from_numpy(columns).long()]
+    def unit_vectors(self, batch: Batch, maps: LayerMaps) -> tuple[list[str], torch.Tensor]:
+        """Words are one-word spans: gather their word vectors directly, [N,H,d]."""
+        tagset = self.config["tagset"]
+        labels, rows, columns = batch.memo(("pos.words", tagset), lambda: _tagged_words(batch, tagset))
+        words = maps.word_vectors.transpose(1, 2)  # [B,C,H,d]
+        return labels, words[rows, columns]
+
+
+def _tagged_words(batch: Batch, tagset: str) -> tuple[list[str], torch.Tensor, torch.Tensor]:
+    """The tag of every tagged word of a batch (``_`` is no tag), its sentence row and its column, [N] each."""
+    tags = [s.ann[tagset] for s in batch.sentences]
+    labels = [t for sentence in tags for t in sentence if t != "_"]
+    keep = [np.array([t != "_" for t in sentence], dtype=bool) for sentence in tags]
+    rows = np.concatenate([np.full(k.sum(), b) for b, k in enumerate(keep)])
+    columns = np.concatenate([np.flatnonzero(k) + 1 for k in keep])
+    return labels, torch.from_numpy(rows).long(), torch.from_numpy(columns).long()

@@ -26,6 +26,7 @@ import torch
 from probes.batching import Batch
 from probes.builtin.directional import OFFSETS, accuracy, offset_baseline
 from probes.corpus.sentence import Sentence
+from probes.maps import LayerMaps
 from probes.probe import LabelSums, Option, Probe
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
@@ -45,11 +46,11 @@ class SemanticRoleProbe(Probe):
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
-        self.hits = LabelSums((len(WAYS), layers, heads))  # [roles, 3, L, H] arguments right, per way
-        self.baseline_hits = LabelSums((len(WAYS), len(OFFSETS)))  # [roles, 3, offsets]
-        self.arguments = LabelSums(())  # [roles] argument counts
-        self.not_arguments = LabelSums(())  # [V / C-V] predicate words left out
-        self.predicates = 0
+        self.add_state("hits", LabelSums((len(WAYS), layers, heads)))  # [roles, 3, L, H] arguments right, per way
+        self.add_state("baseline_hits", LabelSums((len(WAYS), len(OFFSETS))))  # [roles, 3, offsets]
+        self.add_state("arguments", LabelSums(()))  # [roles] argument counts
+        self.add_state("not_arguments", LabelSums(()))  # [V / C-V] predicate words left out
+        self.add_state("predicates", torch.zeros((), dtype=torch.int64))  # predicates seen
 
     def skip_reason(self, sentence: Sentence) -> str | None:
         if "srl" not in sentence.ann:
@@ -58,24 +59,29 @@ class SemanticRoleProbe(Probe):
             return "no_argument_heads"
         return None
 
-    def update(self, batch: Batch) -> None:
-        args, pairs, labels, others = _arguments(batch.sentences, self.config["arg_span"] == "head")
-        self.predicates += sum(len(s.ann["srl"]) for s in batch.sentences)
-        if others:
-            self.not_arguments.add(self.not_arguments.ids(others), torch.ones(len(others)))
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        heads_only = self.config["arg_span"] == "head"
+        args, pairs, labels, others = batch.memo(("srl.arguments", heads_only),
+                                                 lambda: _arguments(batch.sentences, heads_only))
+        if maps.layer == 0:  # what does not depend on the layer is counted once
+            self.predicates += sum(len(s.ann["srl"]) for s in batch.sentences)
+            if others:
+                self.not_arguments.add(self.not_arguments.ids(others), torch.ones(len(others)))
         if not labels:
             return
-        device = batch.predictions.device
+        device = maps.predictions.device
         rows, predicates = args.to(device).unbind(1)  # [N] sentence row and predicate column of each argument
         member, column = pairs.to(device).unbind(1)  # [M] argument index and word column of each (argument, word)
-        pred = batch.predictions.permute(0, 3, 1, 2)  # [B,C,L,H]
-        from_predicate = pred[rows, predicates]  # [N,L,H] where each argument's predicate looks
-        into_argument = from_predicate[member] == column[:, None, None]  # [M,L,H]
-        to_predicate = pred[rows[member], column] == predicates[member, None, None]  # [M,L,H]
+        pred = maps.predictions.transpose(1, 2)  # [B,C,H]
+        from_predicate = pred[rows, predicates]  # [N,H] where each argument's predicate looks
+        into_argument = from_predicate[member] == column[:, None]  # [M,H]
+        to_predicate = pred[rows[member], column] == predicates[member, None]  # [M,H]
         n = len(labels)
-        pred_to_arg, arg_to_pred = _any(member, into_argument, n), _any(member, to_predicate, n)  # [N,L,H]
-        ids = self.hits.ids(labels)
-        self.hits.add(ids, torch.stack([pred_to_arg | arg_to_pred, pred_to_arg, arg_to_pred], dim=1))
+        pred_to_arg, arg_to_pred = _any(member, into_argument, n), _any(member, to_predicate, n)  # [N,H]
+        self.hits.add(self.hits.ids(labels), torch.stack([pred_to_arg | arg_to_pred, pred_to_arg, arg_to_pred], dim=1),
+                      at=(slice(None), maps.layer))
+        if maps.layer:
+            return
         offsets = torch.tensor(OFFSETS, device=device)
         base_into = _any(member, column[:, None] == predicates[member, None] + offsets, n)  # [N,K] p + k ∈ S
         base_to = _any(member, column[:, None] + offsets == predicates[member, None], n)  # [N,K] t + k == p, t ∈ S
@@ -83,25 +89,15 @@ class SemanticRoleProbe(Probe):
         self.baseline_hits.add(self.baseline_hits.ids(labels), base_hits)
         self.arguments.add(self.arguments.ids(labels), torch.ones(n))
 
-    def merge(self, other: "SemanticRoleProbe") -> None:
-        self.hits.merge(other.hits)
-        self.baseline_hits.merge(other.baseline_hits)
-        self.arguments.merge(other.arguments)
-        self.not_arguments.merge(other.not_arguments)
-        self.predicates += other.predicates
-
     def compute(self, info: RunInfo) -> ProbeResult:
         labels = {name: accuracy(self.arguments[name], self.hits[name], WAYS) for name in self.arguments.names}
-        if self.arguments.names:
-            overall = accuracy(self.arguments.total(), self.hits.total(), WAYS)
-        else:
-            overall = accuracy(torch.tensor(0.0), torch.zeros(len(WAYS), self.layers, self.heads), WAYS)
+        overall = accuracy(self.arguments.total(), self.hits.total(), WAYS)
         baselines = {"offsets": list(OFFSETS),
                      "labels": {name: offset_baseline(self.arguments[name], self.baseline_hits[name], WAYS)
                                 for name in self.arguments.names}}
         if self.arguments.names:
             baselines["overall"] = offset_baseline(self.arguments.total(), self.baseline_hits.total(), WAYS)
-        extra = {"predicates": self.predicates,
+        extra = {"predicates": int(self.predicates),
                  "not_arguments": {name: int(self.not_arguments[name]) for name in self.not_arguments.names}}
         return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
                            baselines=baselines, extra=extra)

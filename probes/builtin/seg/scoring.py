@@ -24,7 +24,7 @@ import math
 
 import torch
 
-from probes.builtin.seg_units import LENGTH_LABELS, Units
+from probes.builtin.seg.units import LENGTH_LABELS, Units
 
 STATS = ("tp", "fp", "fn", "tp_known", "fp_known", "fn_known", "predicted_words", "right_words",
          *(f"right_{label}" for label in LENGTH_LABELS))

@@ -24,6 +24,8 @@ import torch
 from probes.batching import Batch
 
 LENGTH_LABELS = ("len1", "len2", "len3", "len4+")  # gold words of 1, 2, 3, 4 or more units
+COUNTS = ("units", "unk_units", "decisions", "known_decisions", "gold_boundaries", "gold_words", "unreachable_words",
+          "boundaries_inside_tokens")  # the keys of BatchUnits.counts
 
 
 @dataclass
@@ -79,8 +81,7 @@ def batch_units(batch: Batch) -> BatchUnits:
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("rows", "pos", "gold", "final", "known", "first", "last",
                                                           "bucket")}
     starts = [0]
-    counts = dict.fromkeys(("units", "unk_units", "decisions", "known_decisions", "gold_boundaries", "gold_words",
-                            "unreachable_words", "boundaries_inside_tokens"), 0)
+    counts = dict.fromkeys(COUNTS, 0)
     for b, sentence in enumerate(batch.sentences):
         n = len(sentence.words)
         pos = np.nonzero((columns[b] >= 1) & (columns[b] <= n))[0]  # [n_b] token positions of the units

@@ -1,0 +1,167 @@
+"""seg: word segmentation from attention (heads that mark word ends).
+
+Units are the model's tokens (characters for Chinese under a BERT tokenizer, subwords for any
+language; see probes.builtin.seg.units for what is and is not a unit). For a head,
+pred[i] = argmax_j A[i, j] over all positions of the sentence (specials included). Unit i is
+"inside a word" when pred[i] == i + 1 (it looks at the next token) and "word end" otherwise
+(end_rule "next", the default); with end_rule "sep" it is a word end only when pred[i] is the end
+special ([SEP], </s>). Scores per head (probes.builtin.seg.scoring): boundary accuracy, boundary
+P/R/F1, word P/R/F1 (the main score), boundary accuracy and F1 over gaps between two known
+(non-[UNK]) tokens, and word recall per gold word length (labels len1..len4+). Baselines: every
+unit a word (all_ends) and every sentence one word (no_ends). The union of all heads and greedy
+best-k ensembles are given under two combination rules (oracle, any_end; see
+probes.builtin.seg.scoring).
+
+State: additive counts [STATS, L*H+4] (heads, then all_ends, no_ends, union oracle, union
+any_end); each layer's heads are counted as the layer comes, the last four columns once the batch's
+last layer is in (a union is over the heads of every layer). The greedy ensembles need every
+head's prediction at every unit, which counts cannot give exactly; they are kept packed, one bit
+per unit per head (ensemble_size 0 keeps none), and shards merge by concatenation
+(probes.builtin.seg.kept). The segmentations of every head for the first `examples` sentences
+are kept for `probes show`.
+
+Gold segmentation: CoNLL-U FORMs or a SIGHAN file (--format segmented). For Chinese use
+``--tokenize text`` so the model reads the raw characters and never sees the gold boundaries.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from probes.batching import Batch
+from probes.builtin.seg.kept import Examples, KeptEnds
+from probes.builtin.seg.scoring import COMBINE_RULES, STATS, greedy, metrics, tally, union_ends
+from probes.builtin.seg.units import COUNTS, LENGTH_LABELS, BatchUnits, batch_units, unit_surfaces
+from probes.errors import InputError
+from probes.maps import LayerMaps
+from probes.probe import Option, Probe, ratio
+from probes.registry import register
+from probes.results import LabelScores, ProbeResult, RunInfo
+
+END_RULES = ("next", "sep")
+EXTRA_COLUMNS = ("all_ends", "no_ends", "union_oracle", "union_any_end")
+
+
+@register
+class SegmentationProbe(Probe):
+    name = "seg"
+    description = "word segmentation: heads that look at the next token inside a word and away (at [SEP]) at its end"
+    corpus_format = "segmented"
+    options = (
+        Option("end_rule", "next", "a unit ends a word when the head's argmax is not the next token (next), or only "
+               "when it is the end special token [SEP] (sep)", str, END_RULES),
+        Option("ensemble_size", 10, "largest greedy best-k head ensemble; 0 for none (otherwise every head's "
+               "prediction is kept in memory, 1 bit per token per head)", int),
+        Option("examples", 10, "keep every head's segmentation of the first N sentences for `probes show`", int),
+    )
+
+    def __init__(self, layers: int, heads: int, **options):
+        super().__init__(layers, heads, **options)
+        for name in ("ensemble_size", "examples"):
+            if self.config[name] < 0:
+                raise InputError(f"seg: {name.replace('_', '-')} must be 0 or more, not {self.config[name]}")
+        grid = layers * heads
+        self.add_state("stats", torch.zeros(len(STATS), grid + len(EXTRA_COLUMNS), dtype=torch.int64))  # [STATS,L*H+4]
+        self.add_state("totals", torch.zeros(len(COUNTS), dtype=torch.int64))  # [COUNTS] units, decisions, ...
+        self.add_state("bucket_words", torch.zeros(len(LENGTH_LABELS), dtype=torch.int64))  # reachable gold words
+        self.add_state("kept", KeptEnds(grid))  # every head's ends at every unit, for the ensembles
+        self.add_state("examples", Examples())  # every head's segmentation of the first sentences
+        self._ends: torch.Tensor | None = None  # [N,L,H] the current batch's ends, filled layer by layer
+
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        found = batch.memo("seg.units", lambda: batch_units(batch))
+        layer, heads = maps.layer, self.heads
+        if layer == 0:  # what does not depend on the layer is counted once
+            self._ends = torch.zeros(len(found.units), self.layers, heads, dtype=torch.bool)
+            self.totals += torch.tensor([found.counts[key] for key in COUNTS])
+            self.bucket_words += torch.from_numpy(found.bucket_words)
+        ends = self._predicted_ends(batch, maps, found)  # [N,H]
+        self._ends[:, layer] = ends
+        self.stats[:, layer * heads:(layer + 1) * heads] += tally(ends, found.units)
+        if layer == self.layers - 1:
+            self._add_batch(batch, found, self._ends.reshape(len(found.units), -1))
+            self._ends = None
+
+    def _predicted_ends(self, batch: Batch, maps: LayerMaps, found: BatchUnits) -> torch.Tensor:
+        """[N,H] bool: does each head of the layer end a word after each unit?"""
+        device = maps.attention.device
+        rows, positions = found.rows.to(device), found.positions.to(device)
+        looks = maps.attention[rows, :, positions].argmax(-1)  # [N,H] argmax position of each unit's row
+        if self.config["end_rule"] == "sep":
+            end_special = (batch.columns == batch.end_column).long().argmax(1).to(device)  # [B] first end special
+            ends = looks == end_special[rows][:, None]
+        else:
+            ends = looks != (positions + 1)[:, None]
+        return ends.cpu()
+
+    def _add_batch(self, batch: Batch, found: BatchUnits, ends: torch.Tensor) -> None:
+        """Once every layer is in, with ends [N, L*H]: the baselines and unions, the ends kept for the
+        ensembles, and the examples."""
+        gold = found.units.gold_end
+        extra = torch.stack([torch.ones_like(gold), torch.zeros_like(gold), union_ends(ends, gold, "oracle"),
+                             union_ends(ends, gold, "any_end")], dim=1)  # [N,4] in EXTRA_COLUMNS order
+        self.stats[:, -len(EXTRA_COLUMNS):] += tally(extra, found.units)
+        if self.config["ensemble_size"]:
+            self.kept.add(ends, found.units)
+        self._keep_examples(batch, found, ends)
+
+    def _keep_examples(self, batch: Batch, found: BatchUnits, ends: torch.Tensor) -> None:
+        for b, index in enumerate(batch.indices):
+            if index >= self.config["examples"]:
+                continue
+            start, stop = found.starts[b], found.starts[b + 1]
+            surfaces = unit_surfaces(batch, b, found.positions[start:stop].numpy())
+            if surfaces is None:
+                continue
+            sentence = batch.sentences[b]
+            self.examples.items.append({"index": index, "sent_id": sentence.sent_id, "line": sentence.line,
+                                        "gold": list(sentence.words), "units": surfaces,
+                                        "gold_ends": _bits(found.units.gold_end[start:stop][:, None])[0],
+                                        "ends": _bits(ends[start:stop])})
+
+    def compute(self, info: RunInfo) -> ProbeResult:
+        grid = self.layers * self.heads
+        totals = {key: int(n) for key, n in zip(COUNTS, self.totals)}
+        scores = metrics(self.stats, totals)  # name -> [L*H + 4]
+        heads = {name: v[:grid].reshape(self.layers, self.heads).numpy() for name, v in scores.items()}
+        overall = LabelScores(count=totals["gold_words"], scores=heads.pop("word_f1"), extra=heads)
+        labels = {}
+        for i, label in enumerate(LENGTH_LABELS):
+            right = self.stats[STATS.index(f"right_{label}"), :grid].double().reshape(self.layers, self.heads)
+            labels[label] = LabelScores(count=int(self.bucket_words[i]), scores=ratio(right, self.bucket_words[i]))
+        column = {name: grid + i for i, name in enumerate(EXTRA_COLUMNS)}
+        baselines = {name: _scalars(scores, column[name]) for name in ("all_ends", "no_ends")}
+        union = {rule: _scalars(scores, column[f"union_{rule}"]) for rule in COMBINE_RULES}
+        extra = {"units": totals, "union": union, "ensembles": self._ensembles(totals),
+                 "examples": sorted(self.examples.items, key=lambda e: e["index"])}
+        return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
+                           baselines=baselines, extra=extra)
+
+    def _ensembles(self, totals: dict[str, int]) -> dict[str, list[dict]]:
+        if not self.config["ensemble_size"] or not self.kept.parts:
+            return {}
+        ends, units = self.kept.all()
+        out = {}
+        for rule in COMBINE_RULES:
+            curve = greedy(ends, units, totals, rule, self.config["ensemble_size"])
+            for step in curve:
+                step["heads"] = [[h // self.heads, h % self.heads] for h in step["heads"]]
+                step.update({k: _number(v) for k, v in step.items() if k != "heads"})
+            out[rule] = curve
+        return out
+
+
+def _bits(ends: torch.Tensor) -> list[str]:
+    """One "0"/"1" string per column of a [n,K] bool tensor."""
+    rows = (ends.T.numpy().astype(np.uint8) + ord("0"))
+    return [r.tobytes().decode("ascii") for r in rows]
+
+
+def _scalars(scores: dict[str, torch.Tensor], column: int) -> dict[str, float | None]:
+    return {name: _number(float(v[column])) for name, v in scores.items()}
+
+
+def _number(x: float) -> float | None:
+    return None if math.isnan(x) else round(x, 6)
