@@ -40,10 +40,10 @@ MIXED_1 = attention(7, {1: {2: 0.9, 6: 0.1}, 2: {0: 0.6, 3: 0.4}, 3: {6: 0.7, 4:
 HI = attention(3, {0: {1: 1.0}, 1: {2: 1.0}})  # Hi → [SEP]
 
 
-def _batch(sentences, columns, offsets, maps, tokenized_from="words", input_ids=None, unk=None) -> HandBatch:
+def _batch(sentences, columns, offsets, maps, word_spans=None, input_ids=None, unk=None) -> HandBatch:
     """A one-layer batch with hand-made maps[b][h] [T_b,T_b], padded to the batch length."""
     b = Batch(sentences, [np.array(c) for c in columns], offsets=[np.array(o) for o in offsets],
-              tokenized_from=tokenized_from, unk_token_id=unk, input_ids=input_ids)
+              word_spans=word_spans, unk_token_id=unk, input_ids=input_ids)
     t = b.columns.shape[1]
     heads = torch.zeros(len(sentences), len(maps[0]), t, t)
     for i, head_maps in enumerate(maps):
@@ -180,12 +180,12 @@ def test_text_input_token_across_a_gold_boundary():
     # words "ab" "cd" "e", text "abcd e" (spans (0,2) (2,4) (5,6)); tokens a(0,1) bc(1,3) d(3,4) e(5,6).
     # "bc" crosses ab|cd: ab and cd are unreachable (no segmentation into tokens yields them), the
     # boundary inside "bc" is not a gap. Gaps: a|bc inside, bc|d inside (both in the words bc touches), d|e end.
-    s = sentence(["ab", "cd", "e"], text="abcd e", word_spans=[(0, 2), (2, 4), (5, 6)])
+    s = sentence(["ab", "cd", "e"], text="abcd e")
     cols = [0, 1, 1, 2, 3, E]
     offs = [(0, 0), (0, 1), (1, 3), (3, 4), (5, 6), (0, 0)]
     ends_gold = attention(6, {1: {2: 1.0}, 2: {3: 1.0}, 3: {5: 1.0}, 4: {5: 1.0}})  # ends [0,0,1]
     always_next = attention(6, {i: {i + 1: 1.0} for i in range(5)})
-    b = _batch([s], [cols], [offs], [[ends_gold, always_next]], tokenized_from="text")
+    b = _batch([s], [cols], [offs], [[ends_gold, always_next]], word_spans=[[(0, 2), (2, 4), (5, 6)]])
     found = batch_units(b.batch)
     assert found.units.gold_end.tolist() == [False, False, True, True]
     assert found.counts["unreachable_words"] == 2 and found.counts["boundaries_inside_tokens"] == 1
