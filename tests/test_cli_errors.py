@@ -25,7 +25,8 @@ def _fails(capsys, out, *args):
     ("", None, "file is empty"),
     (GOOD + "1\tHi\thi\tINTJ\tUH\t_\t0\n\n", 4, "expected 10 tab-separated columns, found 7"),
     (GOOD.replace("\t2\tnsubj", "\tX\tnsubj"), 1, "HEAD 'X' is not an integer"),
-    (GOOD.replace("\t2\tnsubj", "\t9\tnsubj"), 1, "HEAD 9 is out of range (sentence has 2 words)"),
+    (GOOD.replace("\t2\tnsubj", "\t9\tnsubj"), 1, "not a tree (invalid_tree_head): word 1 has HEAD 9, outside the "
+                                                   "sentence (2 words); --invalid-trees skip sets such sentences aside"),
     (GOOD + GOOD.replace("2\tbark", "3\tbark"), 5, "word IDs out of sequence: expected 2, found 3"),
 ])
 def test_bad_conllu(tmp_path, capsys, content, line, problem):

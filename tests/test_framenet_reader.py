@@ -11,7 +11,6 @@ from probes.corpus.framenet import (
     STANDARD_TEST_DOCUMENTS,
     read_document_list,
     read_framenet,
-    tokenize,
 )
 from probes.errors import InputError
 
@@ -103,33 +102,6 @@ def make_framenet(tmp_path: Path, docs: dict[str, str], frames: dict[str, str] |
 def line_of(xml: str, needle: str) -> int:
     """1-based line of the first line containing needle (to check reported line numbers)."""
     return next(i for i, line in enumerate(xml.split("\n"), 1) if needle in line)
-
-
-# --------------------------------------------------------------------------- tokenizer
-
-
-def words(text: str) -> list[str]:
-    return [text[s:e] for s, e in tokenize(text)]
-
-
-def test_tokenize_ptb_style_with_offsets():
-    assert tokenize(TEXT) == [
-        (0, 3), (4, 7), (7, 10), (11, 15), (16, 21), (21, 23), (24, 27), (28, 31), (32, 36), (36, 37)
-    ]
-    assert words(TEXT) == ["Kim", "did", "n't", "give", "Sandy", "'s", "dog", "the", "book", "."]
-    assert words('"We\'re here," he said (twice)...') == [
-        '"', "We", "'re", "here", ",", '"', "he", "said", "(", "twice", ")", "..."
-    ]
-    assert words("Mr. Smith paid $300 in the U.S. on 1,000.5 days.") == [
-        "Mr.", "Smith", "paid", "$", "300", "in", "the", "U.S.", "on", "1,000.5", "days", "."
-    ]
-    assert words("well-known O'Neil can't stop--really") == [
-        "well-known", "O'Neil", "ca", "n't", "stop", "--", "really"
-    ]
-    # already-tokenized FrameNet text comes back as split on whitespace
-    pre = "`` I 'd never finished high school . '' -- Maureen"
-    assert words(pre) == pre.split()
-    assert tokenize("") == [] and tokenize("   ") == []
 
 
 # --------------------------------------------------------------------------- handmade XML

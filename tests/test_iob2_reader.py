@@ -3,7 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from probes.corpus.iob2 import join_on_sent_id, read_iob2
+from probes.corpus import read_corpus
+from probes.corpus.iob2 import read_iob2
+from probes.corpus.join import join_on_sent_id
 from probes.corpus.sentence import Corpus, Sentence
 from probes.errors import InputError
 
@@ -146,6 +148,7 @@ def test_join_on_sent_id():
     assert [s.sent_id for s in j.sentences] == ["s3"]
     assert j.sentences[0].ann == {"upos": ["X", "X"], "ner": [("PER", 0, 2)]}
     assert j.skipped == {"sent_id_missing": 1, "tokens_differ": 1, "no_sent_id": 1}
+    assert j.skipped_ids == {"sent_id_missing": ["s1"], "tokens_differ": ["s2"]}  # the one without an id: counted
     assert "ner" not in base.sentences[2].ann  # inputs untouched
     with pytest.raises(InputError, match="has no 'missing' annotation"):
         join_on_sent_id(base, other, ["missing"])
@@ -167,3 +170,17 @@ def test_real_uner_files():
     assert s.sent_id == "answers-20070404104007AAY1Chs_ans-0001" and s.line == 1
     assert len(s.words) == 24 and s.words[6:8] == ["tampa", "bay"]
     assert s.ann["ner"] == [("LOC", 6, 8)]
+
+
+@pytest.mark.shared
+def test_real_ewt_join_lists_the_sentences_whose_tokens_differ(shared_corpora):
+    ud, uner = shared_corpora / "ud-english-ewt", shared_corpora / "uner-english-ewt"
+    c = read_corpus([ud / "en_ewt-ud-dev.conllu", uner / "en_ewt-ud-dev.iob2"])
+    assert len(c.sentences) == 1998 and c.skipped == {"tokens_differ": 3}
+    assert c.skipped_ids == {"tokens_differ": [
+        "newsgroup-groups.google.com_alt.animals.badgers_1b8e106a9a468d99_ENG_20040220_231100-0003",
+        "newsgroup-groups.google.com_alt.animals.bear_1b8e106a9a468d99_ENG_20040220_231100-0003",
+        "answers-20090205181308AAZghOH_ans-0009"]}
+    ud_words = {s.sent_id: s.words for s in read_corpus([ud / "en_ewt-ud-dev.conllu"]).sentences}
+    uner_words = {s.sent_id: s.words for s in read_corpus([uner / "en_ewt-ud-dev.iob2"]).sentences}
+    assert all(ud_words[i] != uner_words[i] for i in c.skipped_ids["tokens_differ"])

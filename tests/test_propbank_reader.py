@@ -105,11 +105,21 @@ def test_plain_conllu_is_not_up(tmp_path):
         read_propbank(path)
 
 
-def test_head_cycle(tmp_path):
-    path = _write(tmp_path, [_row(1, "a", 2, "dep", "_", "_"), _row(2, "b", 1, "dep", "_", "_"),
-                             _row(3, "c", 0, "root", "c.01", "V")])
-    with pytest.raises(InputError, match="bad.conllu:1: the HEAD column has a cycle"):
+def test_head_cycle_refused_or_skipped(tmp_path):
+    cycle = [_row(1, "a", 2, "dep", "_", "_"), _row(2, "b", 1, "dep", "_", "_"), _row(3, "c", 0, "root", "c.01", "V")]
+    path = _write(tmp_path, cycle)
+    with pytest.raises(InputError, match=r"bad.conllu:1: not a tree \(invalid_tree_cycle\): HEAD cycle 1 → 2 → 1"):
         read_propbank(path)
+    # skipped: the next sentence keeps its own predicate columns (the SRL is matched by the block's first line)
+    good = "\n".join("\t".join(r) for r in [_row(1, "Kim", 2, "nsubj", "_", "ARG0"),
+                                            _row(2, "ate", 0, "root", "eat.01", "V")])
+    path.write_text(path.read_text(encoding="utf-8") + "# sent_id = y\n" + good + "\n\n", encoding="utf-8")
+    c = read_propbank(path, invalid_trees="skip")
+    assert c.skipped == {"invalid_tree_cycle": 1} and c.skipped_ids == {"invalid_tree_cycle": ["x"]}
+    (s,) = c.sentences
+    assert (s.sent_id, s.line) == ("y", 6)
+    assert s.ann["srl"] == [{"predicate": 1, "lemma": "eat", "frameset": "01", "args": [("ARG0", 0, 1), ("V", 1, 2)],
+                             "arg_words": [(0,), (1,)], "arg_heads": [0, 1]}]
 
 
 def test_format_guessing(tmp_path, corpus):

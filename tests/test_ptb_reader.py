@@ -56,7 +56,7 @@ def test_several_trees_unescape_wrappers_and_blank_lines(tmp_path):
     # no wrapper: the top S is a constituent
     assert d.ann["constituents"] == [("S", 0, 2, 3), ("NP", 0, 1, 2), ("VP", 1, 2, 2)]
     assert e.line == 6 and e.words == ["multi", "line"] and e.ann["constituents"] == [("NP", 0, 2, 2)]
-    assert c.skipped == {"no_words": 1}
+    assert c.skipped == {"no_words": 1} and c.skipped_ids == {"no_words": ["x:4"]}  # the 4th tree of x.tree
     kept = read_ptb(write(tmp_path, text, "y.tree"), unescape=False).sentences[0]
     assert kept.words == ["cell", "-LRB-", "x", "-RRB-"]
 

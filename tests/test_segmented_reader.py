@@ -2,8 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.corpus.segmented import (read_segmented, read_segmented_with_raw,
-                                     segmentation_from_conllu_words)
+from probes.corpus.segmented import read_segmented, segmentation_from_conllu_words
 from probes.errors import InputError
 
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
@@ -35,35 +34,23 @@ def test_empty_line_inside_is_an_error(tmp_path):
     assert str(e.value) == f"{p}:3: empty line: one sentence per line expected"
 
 
-def test_with_raw(tmp_path):
-    seg = write(tmp_path, "我 用 iPhone 6 拍照\n他 来 了\n", "seg.txt")
-    raw = write(tmp_path, "我用iPhone 6拍照\n他来了\n", "raw.txt")
-    c = read_segmented_with_raw(seg, raw)
-    s = c.sentences[0]
-    assert s.ann["text"] == "我用iPhone 6拍照"
-    assert s.ann["word_spans"] == [(0, 1), (1, 2), (2, 8), (9, 10), (10, 12)]
-    assert [s.ann["text"][a:b] for a, b in s.ann["word_spans"]] == s.words
-    assert c.files == [str(seg), str(raw)]
+def test_words_in_raw_text():
+    # the raw line keeps its space ("iPhone 6"): spans index into it as written
+    text, spans = segmentation_from_conllu_words(["我", "用", "iPhone", "6", "拍照"], "我用iPhone 6拍照")
+    assert text == "我用iPhone 6拍照"
+    assert spans == [(0, 1), (1, 2), (2, 8), (9, 10), (10, 12)]
+    assert [text[a:b] for a, b in spans] == ["我", "用", "iPhone", "6", "拍照"]
 
 
-def test_with_raw_mismatch_names_both_files_and_line(tmp_path):
-    seg = write(tmp_path, "我 用 手机\n他 来 了\n", "seg.txt")
-    raw = write(tmp_path, "我用手机\n他去了\n", "raw.txt")
+def test_raw_text_mismatch_names_file_line_and_character():
     with pytest.raises(InputError) as e:
-        read_segmented_with_raw(seg, raw)
-    msg = str(e.value)
-    assert msg.startswith(f"{seg}:2: characters differ from {raw}:2 at character 2")
-    assert "'来' here, '去' there" in msg
-
-
-def test_with_raw_different_lengths(tmp_path):
-    seg = write(tmp_path, "我 用 手机\n他 来 了\n", "seg.txt")
-    raw = write(tmp_path, "我用手机\n他来了\n好\n", "raw.txt")
-    with pytest.raises(InputError, match=r"raw\.txt:3: 3 sentences here but only 2 in .*seg\.txt"):
-        read_segmented_with_raw(seg, raw)
-    raw2 = write(tmp_path, "我用手机\n他来了好\n", "raw2.txt")
-    with pytest.raises(InputError, match=r"seg\.txt:2: .*at character 4 .*: end of line here, '好' there"):
-        read_segmented_with_raw(seg, raw2)
+        segmentation_from_conllu_words(["他", "来", "了"], "他去了", path="seg.txt", line=2)
+    assert str(e.value) == "seg.txt:2: word 2 '来' does not match the text at character 1 ('去')"
+    with pytest.raises(InputError) as e:
+        segmentation_from_conllu_words(["他", "来", "了"], "他来了 好", path="seg.txt", line=2)
+    assert str(e.value) == "seg.txt:2: text goes on after the last word: '好'"
+    with pytest.raises(InputError, match=r"word 'a b' is empty or contains whitespace"):
+        segmentation_from_conllu_words(["a b"], "a b")
 
 
 def test_segmentation_from_words():
@@ -89,15 +76,15 @@ def test_real_chinese_segmentation(tmp_path):
             seg_lines.append(" ".join(words))
             words = []
     seg = write(tmp_path, "\n".join(seg_lines) + "\n", "dev.seg")
-    raw = write(tmp_path, "\n".join(raw_lines) + "\n", "dev.raw")
     c = read_segmented(seg)
-    with_raw = read_segmented_with_raw(seg, raw)
-    assert len(c.sentences) == len(with_raw.sentences) == 500
+    assert len(c.sentences) == len(raw_lines) == 500
     n_words = sum(len(s.words) for s in c.sentences)
     n_chars = sum(len(s.ann["text"]) for s in c.sentences)
     assert 10_000 < n_words < 15_000 and 1.3 < n_chars / n_words < 2.2
-    for s in with_raw.sentences:
-        assert [s.ann["text"][a:b] for a, b in s.ann["word_spans"]] == s.words
+    for s, raw in zip(c.sentences, raw_lines):  # the gold words spell out each raw sentence
+        text, spans = segmentation_from_conllu_words(s.words, raw)
+        assert [text[a:b] for a, b in spans] == s.words
+        assert "".join(raw.split()) == s.ann["text"]
     s = c.sentences[0]
     assert s.words[:6] == ["同样", "，", "施力", "的", "大小", "不同"]
     assert s.ann["text"] == "同样，施力的大小不同，引起的加速度不同，最终的结果也不一样，亦可以从向量的加成性来看。"

@@ -9,11 +9,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import conllu
-
 from probes.corpus.entities import spans_from_iob2
 from probes.corpus.sentence import Corpus, Sentence
-from probes.corpus.textio import read_text_lines
+from probes.corpus.textio import comment_pair, read_text_lines
+from probes.corpus.trees import TreeProblem, check_invalid_trees, head_problem, id_problem
 from probes.errors import InputError
 
 _WORD_ID = re.compile(r"^[1-9][0-9]*$")
@@ -22,8 +21,8 @@ _EMPTY_ID = re.compile(r"^[0-9]+\.[1-9][0-9]*$")
 _INT = re.compile(r"^[0-9]+$")
 
 
-def _blocks(lines: list[str]):
-    """Yield (first_line_number, [(line_number, text), ...]) per sentence block."""
+def sentence_blocks(lines: list[str]):
+    """Yield (first_line_number, [(line_number, text), ...]) per sentence block (lines between blank lines)."""
     block: list[tuple[int, str]] = []
     for number, text in enumerate(lines, 1):
         if text.strip():
@@ -36,7 +35,7 @@ def _blocks(lines: list[str]):
 
 
 def read_conllu(path: str | Path, *, subtypes: bool = False, extra_columns: bool = False,
-                repair_i_after_o: bool = False) -> Corpus:
+                repair_i_after_o: bool = False, invalid_trees: str = "refuse") -> Corpus:
     """Read a CoNLL-U file into a Corpus.
 
     Each Sentence has words (syntactic word FORMs) and ann with
@@ -46,77 +45,101 @@ def read_conllu(path: str | Path, *, subtypes: bool = False, extra_columns: bool
     (entity spans [(TYPE, start, end)], 0-based, end exclusive) where MISC holds IOB2 tags as
     ``NER=B-ORG`` (the silver output of `probes annotate`); an I- tag after O is an error unless
     ``repair_i_after_o`` (then read as B-).
+
+    A sentence whose HEADs are not a tree, or whose multiword-token ranges or empty nodes are
+    out of place (the rules of probes.corpus.trees), refuses the file at the sentence's first
+    line; with ``invalid_trees="skip"`` it is set aside and counted (``invalid_tree_cycle``,
+    ``invalid_tree_roots``, ``invalid_tree_head``, ``invalid_tree_range``), its sent_id in
+    ``corpus.skipped_ids``.
     """
+    check_invalid_trees(invalid_trees)
     path = Path(path)
-    lines = read_text_lines(path)
-    sentences = [_sentence(path, start, block, subtypes, extra_columns, repair_i_after_o)
-                 for start, block in _blocks(lines)]
-    if not sentences:
+    corpus = Corpus(sentences=[], files=[str(path)])
+    for start, block in sentence_blocks(read_text_lines(path)):
+        sentence = _sentence(path, start, block, subtypes, extra_columns, repair_i_after_o)
+        if isinstance(sentence, Sentence):
+            corpus.sentences.append(sentence)
+        elif invalid_trees == "refuse":
+            raise sentence.error(path, start)
+        else:
+            corpus.skip(sentence.reason, sent_id=_metadata(block).get("sent_id"))
+    if not corpus.sentences and not corpus.skipped:
         raise InputError("no sentences found (only comments or blank lines)", path)
-    return Corpus(sentences=sentences, files=[str(path)])
+    return corpus
 
 
-def _sentence(path: Path, start: int, block, subtypes: bool, extra_columns: bool, repair_i_after_o: bool) -> Sentence:
+def _sentence(path: Path, start: int, block, subtypes: bool, extra_columns: bool,
+              repair_i_after_o: bool) -> Sentence | TreeProblem:
+    """The block's Sentence, or the tree rule it breaks; InputError for a malformed block."""
     word_lines = []
+    ranges: list[tuple[str, int]] = []  # (ID, words before the row), as id_problem takes them
+    empty_nodes: list[tuple[str, int]] = []
     for number, text in block:
         if text.startswith("#"):
             continue
         cols = text.split("\t")
+        if len(cols) == 1:
+            raise InputError("no tab-separated columns, so not CoNLL-U: raw text needs --annotate spacy "
+                             "(or --format NAME for another corpus format)", path, number)
         if len(cols) < 10 or (len(cols) > 10 and not extra_columns):
             raise InputError(f"expected 10 tab-separated columns, found {len(cols)}", path, number)
         if _WORD_ID.match(cols[0]):
             word_lines.append((number, cols))
-        elif not (_RANGE_ID.match(cols[0]) or _EMPTY_ID.match(cols[0])):
+        elif _RANGE_ID.match(cols[0]):
+            ranges.append((cols[0], len(word_lines)))
+        elif _EMPTY_ID.match(cols[0]):
+            empty_nodes.append((cols[0], len(word_lines)))
+        else:
             raise InputError(f"bad ID {cols[0]!r} (expected an integer, a range like 3-4, or an empty node like 8.1)", path, number)
     if not word_lines:
         raise InputError("sentence has no words", path, start)
-    n = len(word_lines)
     for i, (number, cols) in enumerate(word_lines, 1):
         if int(cols[0]) != i:
             raise InputError(f"word IDs out of sequence: expected {i}, found {cols[0]}", path, number)
         head = cols[6]
         if head != "_" and not _INT.match(head):
             raise InputError(f"HEAD {head!r} is not an integer", path, number)
-        if head != "_" and int(head) > n:
-            raise InputError(f"HEAD {head} is out of range (sentence has {n} words)", path, number)
-        if head != "_" and int(head) == i:
-            raise InputError(f"HEAD {head} points to the word itself", path, number)
-    try:
-        tokens = conllu.parse_token_and_metadata("\n".join(text for _, text in block), fields=_fields(block),
-                                                 field_parsers=_FIELD_PARSERS)
-    except conllu.exceptions.ParseException as e:
-        raise InputError(f"CoNLL-U parse error: {e}", path, start) from None
-    words = [t for t in tokens if isinstance(t["id"], int)]
-    heads = [t["head"] for t in words]
+    problem = id_problem(ranges, empty_nodes, len(word_lines))
+    if problem is not None:
+        return problem
+    rows = [cols for _, cols in word_lines]
+    heads = [None if cols[6] == "_" else int(cols[6]) for cols in rows]
+    metadata = _metadata(block)
     ann = {
-        "deprel": [_relation(t["deprel"], subtypes) for t in words],
-        "upos": [t["upos"] or "_" for t in words],
-        "xpos": [t["xpos"] or "_" for t in words],
-        "text": tokens.metadata.get("text"),
+        "deprel": [_relation(cols[7], subtypes) for cols in rows],
+        "upos": [cols[3] or "_" for cols in rows],
+        "xpos": [cols[4] or "_" for cols in rows],
+        "text": metadata.get("text"),
     }
-    if all(h is not None for h in heads):
+    if None not in heads:
+        problem = head_problem(heads)
+        if problem is not None:
+            return problem
         ann["head"] = heads
     if extra_columns:
-        ann["extra"] = [cols[10:] for _, cols in word_lines]
-    tags = [(t["misc"] or {}).get("NER") for t in words]
+        ann["extra"] = [cols[10:] for cols in rows]
+    tags = [_misc_value(cols[9], "NER") for cols in rows]
     if any(tags):  # silver entities (probes annotate): IOB2 tags as NER=... in MISC, a missing one is O
         ann["ner"] = spans_from_iob2([t or "O" for t in tags], path=path, lines=[n for n, _ in word_lines],
                                      repair_i_after_o=repair_i_after_o)
-    return Sentence(words=[t["form"] for t in words], ann=ann, sent_id=tokens.metadata.get("sent_id"),
+    return Sentence(words=[cols[1] for cols in rows], ann=ann, sent_id=metadata.get("sent_id"),
                     source=str(path), line=start)
 
 
-def _raw(line: list[str], i: int) -> str:
-    return line[i]
+def _metadata(block) -> dict[str, str]:
+    """The block's ``# key = value`` comments (a later one wins)."""
+    pairs = (comment_pair(text) for _, text in block if text.startswith("#"))
+    return dict(pair for pair in pairs if pair is not None)
 
 
-# FEATS and DEPS are not used by any probe: kept as raw strings, which halves the reading time.
-_FIELD_PARSERS = {"feats": _raw, "deps": _raw}
-
-
-def _fields(block) -> tuple[str, ...]:
-    width = max(len(text.split("\t")) for _, text in block if not text.startswith("#"))
-    return tuple(conllu.parser.DEFAULT_FIELDS) + tuple(f"extra{i}" for i in range(width - 10))
+def _misc_value(misc: str, key: str) -> str | None:
+    """The value of `key` in a MISC cell (``SpaceAfter=No|NER=B-ORG``); None when absent, empty or ``_``."""
+    value = None
+    for part in misc.split("|"):
+        name, _, found = part.partition("=")
+        if name == key:
+            value = found if found not in ("", "_") else None
+    return value
 
 
 def _relation(deprel: str | None, subtypes: bool) -> str:

@@ -16,7 +16,7 @@ from probes.errors import InputError
 def read_craft_list(path: str | Path, *, unescape: bool = True) -> Corpus:
     """The Penn trees of the CRAFT articles listed in `path` (see the module docstring)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise InputError("file not found (expected a CRAFT ids file such as craft-ids-test.txt)", path)
     penn = path.parent / "penn"
     return read_craft(penn if penn.is_dir() else path.parent, path, unescape=unescape)

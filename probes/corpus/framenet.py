@@ -5,8 +5,9 @@
 
 One Sentence per fulltext ``<sentence>``:
 
-- ``words``: the sentence text split into PTB-style words by :func:`tokenize` (whitespace,
-  then punctuation and clitics such as ``n't 's 're`` split off). Spans are mapped to words
+- ``words``: the sentence text split into PTB-style words by
+  :func:`probes.corpus.ptb_words.ptb_word_spans` (whitespace, then punctuation and clitics such
+  as ``n't 's 're`` split off). Spans are mapped to words
   through character offsets only, never by searching for strings.
 - ``ann["text"]``: the sentence text exactly as in the XML; ``ann["offsets"]``: one
   ``(start, end_exclusive)`` character span per word.
@@ -40,13 +41,13 @@ line in the fulltext file, and the missing path), unknown document names.
 """
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from pathlib import Path
 from xml.parsers import expat
 
+from probes.corpus.ptb_words import ptb_word_spans
 from probes.corpus.sentence import Corpus, Sentence
-from probes.corpus.textio import read_text_lines
+from probes.corpus.textio import read_file_bytes, read_text_lines
 from probes.errors import InputError
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
     "STANDARD_DEV_DOCUMENTS",
     "read_framenet",
     "read_document_list",
-    "tokenize",
 ]
 
 # The standard FrameNet 1.5/1.7 full-text test and dev documents (Das et al. 2014 split, as
@@ -102,90 +102,6 @@ CORE_TYPES = frozenset({"Core", "Core-Unexpressed"})
 _NULL_ITYPES = frozenset({"CNI", "DNI", "INI"})
 
 
-# --------------------------------------------------------------------------- tokenizer
-
-_CHUNK = re.compile(r"\S+")
-# A whole chunk that is a clitic by itself (pre-tokenized text: "I 'd", "are n't", "don 't").
-_CLITIC_WORD = re.compile(r"(?i)(?:n['’]t|['’](?:s|re|ve|ll|d|m|t))")
-# A clitic at the end of a word: "don't" -> "do n't", "John's" -> "John 's".
-_CLITIC_END = re.compile(r"(?i)(?<=[^\W\d_])(?:n['’]t|['’](?:s|re|ve|ll|d|m))$")
-_LEAD = re.compile(r"``|''|--+|\.\.\.+|[…—–]|[\"“‘«(\[{<¿¡$#?!]|['’](?!\d)")
-_TRAIL = re.compile(r"(?:''|--+|\.\.\.+|[…—–]|[\"”’»)\]}>,;:!?%]|')$")
-_INTERNAL = re.compile(r"--+|\.\.\.+|[…—]")
-# Words whose final period belongs to them (PTB keeps "Mr." and "U.S." whole).
-_ABBREV_SHAPE = re.compile(r"(?:[^\W\d_]\.){2,}|[A-HJ-Z]\.")
-_ABBREVIATIONS = frozenset(
-    w.lower() + "."
-    for w in (
-        "Mr Mrs Ms Dr Prof Sr Jr St Mt Ft Gen Col Lt Sgt Capt Sen Rep Gov Pres Rev Hon "
-        "Inc Corp Co Ltd Bros vs etc al approx dept est fig no nos vol Jan Feb Mar Apr Jun "
-        "Jul Aug Sep Sept Oct Nov Dec Ave Blvd"
-    ).split()
-)
-
-
-def _is_abbreviation(word: str) -> bool:
-    return word.lower() in _ABBREVIATIONS or _ABBREV_SHAPE.fullmatch(word) is not None
-
-
-def _split_chunk(text: str, a: int, b: int, out: list[tuple[int, int]]) -> None:
-    """Append the (start, end) spans of the words of text[a:b] (no whitespace inside)."""
-    if _CLITIC_WORD.fullmatch(text, a, b):
-        out.append((a, b))
-        return
-    while a < b:  # leading punctuation
-        m = _LEAD.match(text, a, b)
-        if m is None or m.end() == b and _CLITIC_WORD.fullmatch(text, a, b):
-            break
-        out.append((a, m.end()))
-        a = m.end()
-    tail: list[tuple[int, int]] = []
-    while a < b:  # trailing punctuation, then one clitic
-        m = _TRAIL.search(text, a, b)
-        if m is not None and m.start() > a:
-            tail.append((m.start(), b))
-            b = m.start()
-            continue
-        if text[b - 1] == "." and b - 1 > a and not _is_abbreviation(text[a:b]):
-            tail.append((b - 1, b))
-            b -= 1
-            continue
-        m = _CLITIC_END.search(text, a, b)
-        if m is not None and m.start() > a:
-            tail.append((m.start(), b))
-            b = m.start()
-        break
-    if a < b:
-        inner = list(_INTERNAL.finditer(text, a, b))
-        if not inner:
-            out.append((a, b))
-        else:  # "word--word": split at the dashes/ellipses, then split each side again
-            pos = a
-            for m in inner:
-                if m.start() > pos:
-                    _split_chunk(text, pos, m.start(), out)
-                out.append((m.start(), m.end()))
-                pos = m.end()
-            if pos < b:
-                _split_chunk(text, pos, b, out)
-    out.extend(reversed(tail))
-
-
-def tokenize(text: str) -> list[tuple[int, int]]:
-    """PTB-style word spans ``(start, end_exclusive)`` of ``text``, in order, non-overlapping.
-
-    Splits on whitespace, then splits off leading/trailing punctuation (quotes, brackets,
-    ``, ; : ! ? % $ #``, ``--``, ``...``), a final period unless the word is an abbreviation
-    ("Mr.", "U.S.", "J."), and the clitics ``n't 's 're 've 'll 'd 'm`` (straight or curly
-    apostrophe). Hyphenated words, numbers ("1,000", "3.5") and inner apostrophes
-    ("O'Neil") stay whole. Text that is already tokenized comes back unchanged.
-    """
-    spans: list[tuple[int, int]] = []
-    for m in _CHUNK.finditer(text):
-        _split_chunk(text, m.start(), m.end(), spans)
-    return spans
-
-
 # --------------------------------------------------------------------------- XML reading
 
 
@@ -204,12 +120,7 @@ def _parse_xml(path: Path, handler) -> None:
     """Run expat over ``path``, calling ``handler.start(tag, attrs)`` / ``handler.end(tag)``
     with namespace-free tag names (``handler.parser`` is set for line numbers and for
     installing a character-data handler). Unreadable or malformed files -> InputError."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError("file not found", path) from None
-    except OSError as e:
-        raise InputError(f"cannot read file ({e.strerror})", path) from None
+    data = read_file_bytes(path)
     parser = expat.ParserCreate(namespace_separator="}")
     parser.buffer_text = True
     handler.parser = parser
@@ -335,7 +246,7 @@ class _DocumentReader:
             if sentence.words:
                 self.corpus.sentences.append(sentence)
             else:
-                self.corpus.skip("empty_sentence")
+                self.corpus.skip("empty_sentence", sent_id=sentence.sent_id)
             self.sentence = None
 
     # building
@@ -343,7 +254,7 @@ class _DocumentReader:
         path, text = self.path, sent["text"]
         if text is None:
             raise InputError("<sentence> has no <text> element", path, sent["line"])
-        spans = tokenize(text)
+        spans = ptb_word_spans(text)
         starts = [s for s, _ in spans]
         ends = [e for _, e in spans]
 
@@ -445,10 +356,14 @@ def read_framenet(
     root = Path(root)
     fulltext = root / "fulltext"
     if not root.is_dir():
-        raise InputError("FrameNet directory not found", root)
+        raise InputError("not a directory (expected a FrameNet directory with fulltext/ and frame/)" if root.exists()
+                         else "FrameNet directory not found", root)
     if not fulltext.is_dir():
         raise InputError("not a FrameNet directory: it has no fulltext/ folder", root)
-    available = {p.stem: p for p in fulltext.glob("*.xml")}
+    try:
+        available = {p.stem: p for p in fulltext.iterdir() if p.suffix == ".xml"}
+    except OSError as e:
+        raise InputError(f"cannot read directory ({e.strerror or type(e).__name__})", fulltext) from None
     missing = 0
     if documents is None:
         paths = [(name, available[name]) for name in sorted(available)]

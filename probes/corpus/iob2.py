@@ -1,4 +1,4 @@
-"""Named entities in IOB2 (Universal NER), and joining annotation layers on `# sent_id`.
+"""Named entities in IOB2 (Universal NER).
 
 UNER files look like CoNLL-U without the syntax: optional comment lines (`# sent_id = ...`,
 `# text = ...`, `# newdoc id = ...`), then one line per word with 5 tab-separated columns
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from probes.corpus.sentence import Corpus, Sentence
-from probes.corpus.textio import read_text_lines
+from probes.corpus.textio import comment_pair, read_text_lines
 from probes.errors import InputError
 
 N_COLUMNS = 5
@@ -98,11 +98,9 @@ def read_iob2(path: str | Path, *, repair_i_after_o: bool = False) -> Corpus:
                                  "sentence", path, n)
             if not start:
                 start = n
-            body = text[1:].strip()
-            if body.startswith("sent_id"):
-                key, eq, value = body.partition("=")
-                if eq and key.strip() == "sent_id":
-                    sent_id, sent_id_line = value.strip(), n
+            pair = comment_pair(text)
+            if pair is not None and pair[0] == "sent_id":
+                sent_id, sent_id_line = pair[1], n
             continue
         if not start:
             start = n
@@ -137,53 +135,3 @@ def read_iob2(path: str | Path, *, repair_i_after_o: bool = False) -> Corpus:
         tags.append(tag)
     finish()
     return corpus
-
-
-def join_on_sent_id(base: Corpus, other: Corpus, keys: list[str]) -> Corpus:
-    """Copy the annotations `keys` of `other` into the sentences of `base` with the same sent_id.
-
-    Returns a new Corpus (base and other are not modified) holding, in base's order, a copy of
-    each base sentence whose sent_id occurs in `other` with exactly the same words, its `ann`
-    updated with other's `ann[k]` for k in keys (other's value wins if base already has k).
-    Sentences that cannot be joined are dropped and counted in the result's `skipped`
-    (added to base's own counts):
-      "sent_id_missing"  base sentence's sent_id does not occur in other;
-      "tokens_differ"    it occurs, but the word lists differ (tokenization changed between
-                         releases);
-      "no_sent_id"       base sentence has no sent_id at all.
-    files = base.files + other.files.
-
-    InputError if a sent_id occurs twice in `other`, or a joined sentence of `other` lacks one
-    of `keys` (naming that sentence's file and line).
-    """
-    by_id: dict[str, Sentence] = {}
-    for s in other.sentences:
-        if s.sent_id is None:
-            continue
-        if s.sent_id in by_id:
-            first = by_id[s.sent_id]
-            raise InputError(f"sent_id {s.sent_id!r} occurs twice (also at {first.source}:"
-                             f"{first.line}); cannot join on it", s.source or None, s.line or None)
-        by_id[s.sent_id] = s
-    out = Corpus(sentences=[], files=list(base.files) + list(other.files),
-                 skipped=dict(base.skipped))
-    for s in base.sentences:
-        if s.sent_id is None:
-            out.skip("no_sent_id")
-            continue
-        o = by_id.get(s.sent_id)
-        if o is None:
-            out.skip("sent_id_missing")
-            continue
-        if o.words != s.words:
-            out.skip("tokens_differ")
-            continue
-        ann = dict(s.ann)
-        for k in keys:
-            if k not in o.ann:
-                raise InputError(f"sentence {o.sent_id!r} has no {k!r} annotation to join",
-                                 o.source or None, o.line or None)
-            ann[k] = o.ann[k]
-        out.sentences.append(Sentence(words=list(s.words), ann=ann, sent_id=s.sent_id,
-                                      source=s.source, line=s.line))
-    return out

@@ -5,15 +5,17 @@
 reads the UD sentences (the base: the first file's format) and adds the UNER entities of the
 sentence with the same sent_id, so pos, dep and ner share one forward pass. A base sentence whose
 sent_id is missing from a layer, or whose words differ from the layer's (tokenisation changed
-between releases), is skipped and counted (sent_id_missing, tokens_differ, no_sent_id); a sent_id
-used twice in a layer is an InputError.
+between releases), is skipped and counted (sent_id_missing, tokens_differ, no_sent_id; see
+probes.corpus.join), its sent_id in the corpus's skipped_ids; one whose layer sentence that layer's
+reader set aside keeps the layer's reason (e.g. invalid_tree_cycle). A sent_id used twice in a
+layer is an InputError.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Callable
 
-from probes.corpus.iob2 import join_on_sent_id
+from probes.corpus.join import join_on_sent_id
 from probes.corpus.sentence import Corpus
 
 

@@ -36,10 +36,11 @@ does not cover) keep their dependency annotation but get no ``srl``, and carry
 ``ann["propbank"] = "no-up"``, so the srl probe skips them with the reason
 ``propbank_no_up`` while ``dep`` still uses them.
 
-Errors (:class:`InputError`, file and line): everything :func:`read_conllu` rejects; a word row
-with fewer than 11 columns (not a UP file); word rows of one sentence with different column
-counts; a number of predicate columns different from the number of rolesets; a dependency
-cycle or a missing HEAD. A predicate column count that disagrees with the predicates is an
+Errors (:class:`InputError`, file and line): everything :func:`read_conllu` rejects (HEADs
+that are not a tree among them, unless ``invalid_trees="skip"`` sets such sentences aside); a
+word row with fewer than 11 columns (not a UP file); word rows of one sentence with different
+column counts; a number of predicate columns different from the number of rolesets; a missing
+HEAD. A predicate column count that disagrees with the predicates is an
 error rather than a skipped sentence because the columns can then not be matched to the
 predicates without guessing; the UP 1.0 EWT files have no such sentence. UP writes a
 sentence without predicates with one empty 12th column: that is read as no predicate column.
@@ -49,7 +50,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from probes.corpus.conllu_reader import read_conllu
+from probes.corpus.conllu_reader import read_conllu, sentence_blocks
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import read_text_lines
 from probes.errors import InputError
@@ -62,33 +63,24 @@ _NO_UP = re.compile(r"^#\s*propbank\s*=\s*no-up\s*$")
 _PREDICATE_WORDS = ("V", "C-V")  # parts of the predicate, not arguments
 
 
-def read_propbank(path: str | Path, *, subtypes: bool = False) -> Corpus:
-    """Read a Universal PropBank CoNLL-U file (see the module docstring); ``subtypes`` as in
-    :func:`read_conllu` (keep ``nmod:poss`` rather than ``nmod``)."""
+def read_propbank(path: str | Path, *, subtypes: bool = False, invalid_trees: str = "refuse") -> Corpus:
+    """Read a Universal PropBank CoNLL-U file (see the module docstring); ``subtypes`` and
+    ``invalid_trees`` as in :func:`read_conllu` (keep ``nmod:poss`` rather than ``nmod``; refuse
+    the file, or skip and count sentences, whose HEADs are not a tree)."""
     path = Path(path)
-    corpus = read_conllu(path, subtypes=subtypes, extra_columns=True)
-    for sentence, (no_up, word_lines) in zip(corpus.sentences, _blocks(read_text_lines(path))):
-        _add_srl(sentence, no_up, word_lines, path)
+    corpus = read_conllu(path, subtypes=subtypes, extra_columns=True, invalid_trees=invalid_trees)
+    blocks = dict(sentence_blocks(read_text_lines(path)))
+    for sentence in corpus.sentences:
+        _add_srl(sentence, *_markings(blocks[sentence.line]), path)
     return corpus
 
 
-def _blocks(lines: list[str]):
-    """Per sentence block (as read_conllu splits them): whether it is marked ``# propbank =
-    no-up``, and the line numbers of its word rows."""
-    no_up, word_lines, inside = False, [], False
-    for number, text in enumerate(lines, 1):
-        if not text.strip():
-            if inside:
-                yield no_up, word_lines
-            no_up, word_lines, inside = False, [], False
-            continue
-        inside = True
-        if text.startswith("#"):
-            no_up = no_up or _NO_UP.match(text) is not None
-        elif _WORD_ID.match(text.split("\t", 1)[0]):
-            word_lines.append(number)
-    if inside:
-        yield no_up, word_lines
+def _markings(block: list[tuple[int, str]]) -> tuple[bool, list[int]]:
+    """Whether a sentence block is marked ``# propbank = no-up``, and the line numbers of its word rows."""
+    no_up = any(_NO_UP.match(text) for _, text in block if text.startswith("#"))
+    word_lines = [number for number, text in block
+                  if not text.startswith("#") and _WORD_ID.match(text.split("\t", 1)[0])]
+    return no_up, word_lines
 
 
 def looks_like_propbank(path: str | Path, max_lines: int = 200) -> bool:
@@ -127,7 +119,7 @@ def _add_srl(sentence: Sentence, no_up: bool, word_lines: list[int], path: Path)
     if width != len(rolesets):
         raise InputError(f"{width} predicate column(s) but {len(rolesets)} predicate(s) (words with a roleset "
                          f"in column 11) in this sentence", path, start)
-    preorder, first, last = _subtrees(sentence.ann["head"], path, start)
+    preorder, first, last = _subtrees(sentence.ann["head"])
     srl = []
     for k, (p, roleset) in enumerate(rolesets):
         labelled = [(i, c[k]) for i, c in enumerate(columns) if c[k] not in _NONE]
@@ -143,9 +135,9 @@ def _add_srl(sentence: Sentence, no_up: bool, word_lines: list[int], path: Path)
     sentence.ann["srl"] = srl
 
 
-def _subtrees(heads: list[int], path: Path, line: int) -> tuple[list[int], list[int], list[int]]:
-    """Depth-first preorder of the 0-based words, and for each word the slice [first, last) of
-    that order holding its subtree. A word the root cannot reach means a HEAD cycle."""
+def _subtrees(heads: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """Depth-first preorder of the 0-based words of a tree (read_conllu checked it is one), and
+    for each word the slice [first, last) of that order holding its subtree."""
     n = len(heads)
     children: list[list[int]] = [[] for _ in range(n + 1)]  # node 0 = root, node i = word i - 1
     for i, h in enumerate(heads, 1):
@@ -162,8 +154,6 @@ def _subtrees(heads: list[int], path: Path, line: int) -> tuple[list[int], list[
         preorder.append(node - 1)
         stack.append((node, True))
         stack.extend((c, False) for c in reversed(children[node]))
-    if len(preorder) != n + 1:
-        raise InputError("the HEAD column has a cycle (some words are not under the root)", path, line)
     return preorder, first[1:], last[1:]  # preorder[0] is the root (-1); first/last indexed by word
 
 

@@ -171,7 +171,7 @@ def read_ptb(paths: str | Path | list[str | Path], *, unescape: bool = True) -> 
         for k, tree in enumerate(_parse_file(p), start=1):
             pruned = _prune(tree)
             if pruned is None:
-                corpus.skip("no_words")
+                corpus.skip("no_words", sent_id=f"{p.stem}:{k}")
                 continue
             if pruned.word is None and pruned.label in ROOT_LABELS:
                 tops = pruned.children
@@ -203,13 +203,22 @@ def read_craft(penn_dir: str | Path, ids_file: str | Path, *, unescape: bool = T
         art = text.strip()
         if not art or art.startswith("#"):
             continue
+        shown = art if art.isprintable() else repr(art)  # messages stay on one line
         if art in seen:
-            raise InputError(f"article {art} listed twice (first at line {seen[art]})", ids_file, n)
+            raise InputError(f"article {shown} listed twice (first at line {seen[art]})", ids_file, n)
         seen[art] = n
         p = penn_dir / f"{art}.tree"
-        if not p.is_file():
-            raise InputError(f"article {art}: no file {p}", ids_file, n)
+        if not _is_file(p):
+            raise InputError(f"article {shown}: no file {penn_dir / shown}.tree", ids_file, n)
         paths.append(p)
     if not paths:
         raise InputError("no article ids listed", ids_file)
     return read_ptb(paths, unescape=unescape)
+
+
+def _is_file(path: Path) -> bool:
+    """Path.is_file, False also where the name cannot be a file (too long for the file system)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False

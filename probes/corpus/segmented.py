@@ -1,5 +1,5 @@
-"""Gold word segmentation (for the seg probe): SIGHAN-style segmented text, optionally with
-the matching raw text.
+"""Gold word segmentation (for the seg probe): SIGHAN-style segmented text, and the character
+spans of words in a sentence's text.
 
 SIGHAN format: one sentence a line, words separated by blanks (any Unicode whitespace,
 so ASCII spaces, runs of them, and the ideographic space U+3000 all separate words).
@@ -88,39 +88,3 @@ def read_segmented(path: str | Path) -> Corpus:
                                          sent_id=f"{path.stem}:{n}", source=str(path), line=n))
     return corpus
 
-
-def read_segmented_with_raw(seg_path: str | Path, raw_path: str | Path) -> Corpus:
-    """Read a segmented file (as read_segmented) and the raw text it segments, line for line.
-
-    Same Sentence format as read_segmented, except that ann["text"] is the raw line exactly as
-    written (spaces in it kept) and ann["word_spans"] index into it; sentence.line is the line
-    in both files.
-
-    InputError when the two files have a different number of sentences (naming the file that
-    runs out and the first unmatched line) or when a line's characters, whitespace removed,
-    differ between the files (naming the segmented file and line, with the raw file and line
-    in the message).
-    """
-    seg_path, raw_path = Path(seg_path), Path(raw_path)
-    seg = _content_lines(seg_path)
-    raw = _content_lines(raw_path)
-    if len(seg) != len(raw):
-        short, long_, rows = ((seg_path, raw_path, raw) if len(seg) < len(raw)
-                              else (raw_path, seg_path, seg))
-        n = rows[min(len(seg), len(raw))][0]
-        raise InputError(f"{len(rows)} sentences here but only {min(len(seg), len(raw))} in "
-                         f"{short}: no line matches this one", long_, n)
-    corpus = Corpus(sentences=[], files=[str(seg_path), str(raw_path)])
-    for (n, s), (m, r) in zip(seg, raw):
-        a, b = "".join(s.split()), "".join(r.split())
-        if a != b:
-            k = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
-            sa, sb = (repr(x[k]) if k < len(x) else "end of line" for x in (a, b))
-            raise InputError(f"characters differ from {raw_path}:{m} at character {k + 1} "
-                             f"(spaces removed): {sa} here, {sb} there", seg_path, n)
-        words = s.split()
-        text, spans = segmentation_from_conllu_words(words, r, path=seg_path, line=n)
-        corpus.sentences.append(Sentence(words=words, ann={"text": text, "word_spans": spans},
-                                         sent_id=f"{seg_path.stem}:{n}", source=str(seg_path),
-                                         line=n))
-    return corpus

@@ -27,15 +27,32 @@ class Sentence:
 
 @dataclass
 class Corpus:
-    """Sentences read from one or more files, plus the counts of what a reader set aside."""
+    """Sentences read from one or more files, plus the counts of what a reader set aside.
+
+    skipped_ids: for each skip reason, the sent_ids of the skipped sentences that have one (a
+    reader records them where it knows the id), in the order they were skipped.
+    """
 
     sentences: list[Sentence]
     files: list[str]
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> sentences set aside
     notes: dict[str, int] = field(default_factory=dict)  # what -> count of annotations set aside (not sentences)
+    skipped_ids: dict[str, list[str]] = field(default_factory=dict)  # reason -> sent_ids of skipped sentences
 
-    def skip(self, reason: str, n: int = 1) -> None:
+    def skip(self, reason: str, n: int = 1, sent_id: str | None = None) -> None:
+        """Count `n` sentences set aside for `reason`; record `sent_id` (of a single sentence) when known."""
         self.skipped[reason] = self.skipped.get(reason, 0) + n
+        if sent_id is not None:
+            self.skipped_ids.setdefault(reason, []).append(sent_id)
 
     def note(self, what: str, n: int = 1) -> None:
         self.notes[what] = self.notes.get(what, 0) + n
+
+    def add_counts(self, other: "Corpus") -> None:
+        """Add `other`'s skip counts, skipped ids and notes to this corpus's (its sentences are not added)."""
+        for reason, n in other.skipped.items():
+            self.skipped[reason] = self.skipped.get(reason, 0) + n
+        for reason, ids in other.skipped_ids.items():
+            self.skipped_ids.setdefault(reason, []).extend(ids)
+        for what, n in other.notes.items():
+            self.note(what, n)
