@@ -30,6 +30,7 @@ def port(family: str, source: Path, out: Path) -> Path:
     import torch
     import transformers as tf
 
+    tf.utils.logging.disable_progress_bar()
     bert = tf.BertModel.from_pretrained(str(source))
     shared = {k: getattr(bert.config, k) for k in _SHARED}
     state = bert.state_dict()
