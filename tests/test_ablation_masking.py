@@ -25,7 +25,7 @@ import torch
 
 import probes
 from probes.ablation.masking import HeadMasker
-from probes.model import _self_attention_modules
+from probes.model import self_attention_modules
 
 FAMILIES = [pytest.param("bert", marks=pytest.mark.bert), pytest.param("roberta", marks=pytest.mark.roberta),
             pytest.param("electra", marks=pytest.mark.electra),
@@ -40,7 +40,7 @@ ROW_HEADS = [[(0, 1)], [(1, 2), (0, 3)], []]
 def _sharpen(model: torch.nn.Module) -> None:
     """Scale query and key projections by 25, value projections by 5 (in place): peaked attention, heads that matter."""
     with torch.no_grad():
-        for sa in _self_attention_modules(model):
+        for sa in self_attention_modules(model):
             if hasattr(sa, "in_proj"):  # DeBERTa v1: in_proj rows per head are [q | k | v]
                 h = sa.num_attention_heads
                 w = sa.in_proj.weight.view(h, 3, -1, sa.in_proj.weight.shape[1])
@@ -87,7 +87,7 @@ def _hidden(model, ids, attention_mask) -> torch.Tensor:
 def _surgery(model, heads: list[tuple[int, int]], mode: str, head_dim: int) -> torch.nn.Module:
     """A copy of the model with the heads removed by editing weights (see the module docstring)."""
     edited = copy.deepcopy(model)
-    modules = _self_attention_modules(edited)
+    modules = self_attention_modules(edited)
     parents = {id(m.self): m for m in edited.modules() if hasattr(m, "self") and hasattr(m, "output")}
     with torch.no_grad():
         for layer, head in heads:

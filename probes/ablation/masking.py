@@ -46,7 +46,7 @@ class HeadMasker:
             model(input_ids=..., attention_mask=...)
 
     model: the module called (its attention_mask argument marks the real tokens);
-    modules: its L self-attention modules in layer order (``probes.model._self_attention_modules``).
+    modules: its L self-attention modules in layer order (``probes.model.self_attention_modules``).
     """
 
     def __init__(self, model: torch.nn.Module, modules: list[torch.nn.Module], heads: int, head_dim: int,

