@@ -15,6 +15,7 @@ from result_numbers import assert_same_numbers
 
 from probes.builtin.analyses.entropy import EntropyAnalysis
 from probes.builtin.analyses.head_distance import HeadDistance
+from probes.builtin.analyses.head_layout import classical_mds
 from probes.builtin.analyses.mass import MassAnalysis
 from probes.builtin.analyses.patterns import PatternAnalysis
 from probes.builtin.analyses.positional import PositionalAnalysis
@@ -356,6 +357,19 @@ def test_head_distance_row_draw_is_weighted_and_seeded():
                                                                                     [rows_a, rows_b]]).batch)
     assert sorted(position.tolist()) == sorted(again[1].tolist())  # same rows whatever the batch order
     assert weight.tolist() == [5.0, 3.0]
+
+
+def test_layout_sign_does_not_follow_rounding():
+    # Classical MDS fixes each axis only up to its sign. Distances that differ by rounding (1e-12) must give the same
+    # layout, not its mirror image: the coordinates sum to 0, so the sign of their sum is rounding noise.
+    rng = np.random.default_rng(0)
+    points = rng.normal(size=(12, 4))
+    d = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    layout = classical_mds(d)
+    assert np.abs(layout).max() > 0.5
+    for _ in range(20):
+        noise = np.triu(rng.normal(scale=1e-12, size=d.shape), 1)
+        np.testing.assert_allclose(classical_mds(d + noise + noise.T), layout, atol=1e-9)
 
 
 # ---------------------------------------------------------------------------------------------- word order
