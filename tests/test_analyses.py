@@ -1,6 +1,7 @@
 """The head analyses on hand-built attention: every expected number is worked out in the comments.
 
-Token positions are 0-indexed; E marks end special tokens ([SEP]). Maps are one layer, H heads.
+Token positions are 0-indexed; E marks end special tokens ([SEP]). Maps are one layer, H heads, unless a
+test says otherwise; batches are fed layer by layer as the runner does (helpers.feed).
 """
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import math
 import numpy as np
 import pytest
 import torch
-from helpers import E, attention, batch, sentence
+from helpers import E, HandBatch, attention, batch, feed, sentence
+from result_numbers import assert_same_numbers
 
 from probes.builtin.analyses.entropy import EntropyAnalysis
 from probes.builtin.analyses.head_distance import HeadDistance
+from probes.builtin.analyses.head_layout import classical_mds
 from probes.builtin.analyses.mass import MassAnalysis
 from probes.builtin.analyses.patterns import PatternAnalysis
 from probes.builtin.analyses.positional import PositionalAnalysis
@@ -20,6 +23,8 @@ from probes.builtin.analyses.rare import RareWordAnalysis, read_frequencies
 from probes.builtin.analyses.term_matching import TermMatchingAnalysis
 from probes.builtin.analyses.word_order import WordOrderAnalysis, unshuffle
 from probes.errors import InputError
+from probes.maps import LayerMaps
+from probes.registry import available
 from probes.results import RunInfo
 from probes.shuffle import shuffled_twin, word_permutation
 
@@ -32,8 +37,13 @@ def run(cls, groups, heads: int, **options):
     """Feed hand-made batches (sentences, columns, maps per sentence) to a fresh analysis; its result."""
     probe = cls(1, heads, **options)
     for sentences, columns, maps in groups:
-        probe.update(batch(sentences, columns, maps))
+        feed(probe, batch(sentences, columns, maps))
     return probe.compute(info(heads))
+
+
+def layers_of(*hands: HandBatch) -> HandBatch:
+    """One batch whose layer l holds the maps of the one-layer hands[l] (all built on the same sentences)."""
+    return HandBatch(hands[0].batch, tuple(h.attentions[0] for h in hands))
 
 
 # ---------------------------------------------------------------------------------------------- mass, entropy
@@ -105,6 +115,31 @@ def test_entropy_and_confidence():
     assert both.baselines["uniform_confidence"] == pytest.approx(2 / 8)  # Σ over rows of 1/n = one per sentence
 
 
+def test_layers_fill_their_own_slice_and_count_once():
+    # layer 0 holds heads (H0_S1, SELF_S1), layer 1 the same maps in the other order: each layer's scores are the
+    # one-layer scores of its maps, and counts and baselines are those of one pass over the rows, not one a layer.
+    hand = layers_of(batch([S1], [C1], [[H0_S1, SELF_S1]]), batch([S1], [C1], [[SELF_S1, H0_S1]]))
+    for cls in (MassAnalysis, EntropyAnalysis):
+        one = run(cls, ONE, 2)
+        probe = cls(2, 2)
+        feed(probe, hand)
+        r = probe.compute(info(2))
+        for label in (None, *one.labels):
+            got, single = (r.overall, one.overall) if label is None else (r.labels[label], one.labels[label])
+            np.testing.assert_allclose(got.scores, [single.scores[0], single.scores[0][::-1]], atol=1e-12)
+            assert got.count == single.count == (4 if label in ("prev", "next") else 5)
+        assert r.baselines == one.baselines
+    assert probe.state_dict()["scalar_counts"].tolist() == [5, 5]  # entropy's baselines: 5 rows, once
+    rare = RareWordAnalysis(2, 2)
+    rare.prepare([RA, RB, RC])
+    three = batch([RA, RB, RC], [[0, 1, 2, 3, 4, E], [0, 1, 2, 3, E], [0, 1, E]],
+                  [[RA_TO_ZEBRA, attention(6, {})], [RB_MAP, attention(5, {})], [attention(3, {})] * 2])
+    feed(rare, layers_of(three, three))
+    r = rare.compute(info(2, 3))
+    np.testing.assert_allclose(r.overall.scores, [[0.8, 0.0], [0.8, 0.0]])  # as test_rare_word_heads, each layer
+    assert r.overall.count == 5 and r.extra["sentences_without_rarest"] == 1
+
+
 # ---------------------------------------------------------------------------------------------- positional
 # [CLS] a b c [SEP]. Head 0 attends to the previous token (the [CLS] row to itself): offset −1 on every row
 # that has a previous token. Head 1: argmax per row 0→4, 1→2, 2→3, 3→3, 4→0.
@@ -143,8 +178,8 @@ RB_MAP = attention(5, {1: {3: 1.0}, 2: {1: 1.0}})
 def _rare(**options):
     probe = RareWordAnalysis(1, 2, **options)
     probe.prepare([RA, RB, RC])
-    probe.update(batch([RA, RB, RC], [[0, 1, 2, 3, 4, E], [0, 1, 2, 3, E], [0, 1, E]],
-                       [[RA_TO_ZEBRA, attention(6, {})], [RB_MAP, attention(5, {})], [attention(3, {})] * 2]))
+    feed(probe, batch([RA, RB, RC], [[0, 1, 2, 3, 4, E], [0, 1, 2, 3, E], [0, 1, E]],
+                      [[RA_TO_ZEBRA, attention(6, {})], [RB_MAP, attention(5, {})], [attention(3, {})] * 2]))
     return probe.compute(info(2, 3))
 
 
@@ -234,21 +269,23 @@ def test_pattern_shares_over_maps():
 
 
 # ---------------------------------------------------------------------------------------------- head distance
+# Maps over the 3 tokens of [CLS] Hi [SEP]: SELF3 row i → token i; NEXT3 row i → token (i + 1) mod 3 (disjoint from
+# SELF3); HALF3 every row half on its own token, half on the next.
+SELF3 = attention(3, {0: {0: 1.0}, 1: {1: 1.0}, 2: {2: 1.0}})
+NEXT3 = attention(3, {0: {1: 1.0}, 1: {2: 1.0}, 2: {0: 1.0}})
+HALF3 = attention(3, {0: {0: .5, 1: .5}, 1: {1: .5, 2: .5}, 2: {2: .5, 0: .5}})
+JSD_HALF = 0.811278 - 0.5  # SELF3 or NEXT3 against HALF3: M = (.75, .25), H(M) = .811278 bits; H(P) = 0, H(Q) = 1
+
+
 def test_head_distance_worked_example():
-    # One sentence [CLS] Hi [SEP]; rows are distributions over its 3 tokens.
-    # head 0: row i → token i; head 1: row i → token (i + 1) mod 3 (disjoint from head 0); head 2 = head 0;
-    # head 3: every row half on its own token, half on the next.
-    # JSD(head 0, head 1) = 1 bit on every row → D = 1. JSD(head 0, head 2) = 0.
-    # JSD(head 0, head 3): M = (.75, .25), H(M) = .811278 bits; H(P) = 0, H(Q) = 1 → .311278 → D = sqrt(.311278)
-    h0 = attention(3, {0: {0: 1.0}, 1: {1: 1.0}, 2: {2: 1.0}})
-    h1 = attention(3, {0: {1: 1.0}, 1: {2: 1.0}, 2: {0: 1.0}})
-    h3 = attention(3, {0: {0: .5, 1: .5}, 1: {1: .5, 2: .5}, 2: {2: .5, 0: .5}})
+    # heads SELF3, NEXT3, SELF3, HALF3: JSD(head 0, head 1) = 1 bit on every row → D = 1. JSD(head 0, head 2) = 0.
+    # JSD(head 0, head 3) = JSD_HALF on every row → D = sqrt(JSD_HALF)
     probe = HeadDistance(1, 4, distance_rows=0, clusters=2)
-    probe.update(batch([S2], [C2], [[h0, h1, h0, h3]]))
+    feed(probe, batch([S2], [C2], [[SELF3, NEXT3, SELF3, HALF3]]))
     r = probe.compute(info(4))
     d = np.array(r.extra["distance"])
     assert d[0, 1] == pytest.approx(1.0, abs=1e-6) and d[0, 2] == pytest.approx(0.0, abs=1e-6)
-    assert d[0, 3] == pytest.approx(math.sqrt(0.811278 - 0.5), abs=1e-5) == pytest.approx(d[1, 3], abs=1e-6)
+    assert d[0, 3] == pytest.approx(math.sqrt(JSD_HALF), abs=1e-5) == pytest.approx(d[1, 3], abs=1e-6)
     assert np.allclose(d, d.T) and np.all(np.diag(d) == 0)
     assert r.labels["nearest"].scores[0, 0] == pytest.approx(0.0, abs=1e-6)  # head 0's twin, head 2
     clusters = np.array(r.extra["clusters"])[0]
@@ -256,6 +293,26 @@ def test_head_distance_worked_example():
     layout = np.array(r.extra["layout"])  # MDS: heads 0 and 2 coincide, head 1 lies 1 away from them
     assert np.linalg.norm(layout[0] - layout[2]) == pytest.approx(0, abs=1e-6)
     assert r.extra["head_names"] == ["L0-H0", "L0-H1", "L0-H2", "L0-H3"] and r.overall.count == 3
+
+
+def test_head_distance_compares_heads_of_different_layers():
+    # layer 0: heads SELF3, NEXT3; layer 1: heads HALF3, SELF3. L1-H1 is L0-H0 again (distance 0); L0-H1 against
+    # L1-H0 is NEXT3 against HALF3 (sqrt(JSD_HALF)), as is L0-H0 against L1-H0; NEXT3 against SELF3 is 1 bit.
+    hand = layers_of(batch([S2], [C2], [[SELF3, NEXT3]]), batch([S2], [C2], [[HALF3, SELF3]]))
+    probe = HeadDistance(2, 2, distance_rows=0, clusters=2)
+    feed(probe, hand)
+    half = math.sqrt(JSD_HALF)
+    expected = np.array([[0, 1, half, 0], [1, 0, half, 1], [half, half, 0, half], [0, 1, half, 0]])
+    np.testing.assert_allclose(probe.distances(), expected, atol=1e-6)
+    r = probe.compute(info(2))
+    assert r.extra["head_names"] == ["L0-H0", "L0-H1", "L1-H0", "L1-H1"] and r.overall.count == 3
+    np.testing.assert_allclose(r.labels["nearest"].scores, [[0, half], [half, 0]], atol=1e-6)
+    # the rows kept for the batch went with its last layer: a second batch adds up like the first
+    feed(probe, hand)
+    np.testing.assert_allclose(probe.distances(), expected, atol=1e-6)
+    assert float(probe.weight) == 6
+    with pytest.raises(RuntimeError, match="in order"):  # the pair sums need every layer of a batch, in order
+        HeadDistance(2, 2).update(hand.batch, LayerMaps(hand.batch, 1, hand.attentions[1]))
 
 
 def test_head_distance_matches_scipy_and_batching():
@@ -273,11 +330,11 @@ def test_head_distance_matches_scipy_and_batching():
                     for m in maps for i in range(m[0].shape[0])]
             expected[p, q] = math.sqrt(np.mean(rows))
     together = HeadDistance(1, 3, distance_rows=0)
-    together.update(batch(sentences, columns, maps))
-    np.testing.assert_allclose(together.distances(), expected, atol=2e-5)
+    feed(together, batch(sentences, columns, maps))
+    np.testing.assert_allclose(together.distances(), expected, atol=1e-9)  # float64 sums: scipy's numbers
     shards = [HeadDistance(1, 3, distance_rows=0) for _ in sentences]
     for probe, s, c, m in zip(shards, sentences, columns, maps):
-        probe.update(batch([s], [c], [m]))
+        feed(probe, batch([s], [c], [m]))
     shards[0].merge(shards[1])
     shards[0].merge(shards[2])
     np.testing.assert_allclose(shards[0].distances(), together.distances(), atol=1e-6)
@@ -291,15 +348,28 @@ def test_head_distance_row_draw_is_weighted_and_seeded():
     short_a, short_b = torch.tensor([[1.0, 0, 0]]).repeat(3, 1), torch.tensor([[0, 0, 1.0]]).repeat(3, 1)
     groups = ([S5, S2], [C5, C2], [[rows_a, rows_b], [short_a, short_b]])
     exact, drawn = HeadDistance(1, 2, distance_rows=0), HeadDistance(1, 2, distance_rows=1)
-    exact.update(batch(*groups))
-    drawn.update(batch(*groups))
-    np.testing.assert_allclose(drawn.distances(), exact.distances(), atol=1e-6)
+    feed(exact, batch(*groups))
+    feed(drawn, batch(*groups))
+    np.testing.assert_allclose(drawn.distances(), exact.distances(), atol=1e-12)
     assert float(drawn.weight) == float(exact.weight) == 8
-    sentence_, position, weight = drawn._rows(batch(*groups), [5, 3])
-    again = HeadDistance(1, 2, distance_rows=1)._rows(batch([S2, S5], [C2, C5], [[short_a, short_b],
-                                                                                 [rows_a, rows_b]]), [3, 5])
+    sentence_, position, weight = drawn.query_rows(batch(*groups).batch)
+    again = HeadDistance(1, 2, distance_rows=1).query_rows(batch([S2, S5], [C2, C5], [[short_a, short_b],
+                                                                                    [rows_a, rows_b]]).batch)
     assert sorted(position.tolist()) == sorted(again[1].tolist())  # same rows whatever the batch order
     assert weight.tolist() == [5.0, 3.0]
+
+
+def test_layout_sign_does_not_follow_rounding():
+    # Classical MDS fixes each axis only up to its sign. Distances that differ by rounding (1e-12) must give the same
+    # layout, not its mirror image: the coordinates sum to 0, so the sign of their sum is rounding noise.
+    rng = np.random.default_rng(0)
+    points = rng.normal(size=(12, 4))
+    d = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    layout = classical_mds(d)
+    assert np.abs(layout).max() > 0.5
+    for _ in range(20):
+        noise = np.triu(rng.normal(scale=1e-12, size=d.shape), 1)
+        np.testing.assert_allclose(classical_mds(d + noise + noise.T), layout, atol=1e-9)
 
 
 # ---------------------------------------------------------------------------------------------- word order
@@ -318,7 +388,7 @@ def test_permutation_is_seeded_within_segments_and_never_identity():
 def test_twin_moves_whole_words():
     # "ab cd" tokenised as [CLS] a ##b c ##d [SEP]: the twin is [CLS] c ##d a ##b [SEP]
     s = sentence(["ab", "cd"])
-    b = batch([s], [[0, 1, 1, 2, 2, E]], [[attention(6, {})]])
+    b = batch([s], [[0, 1, 1, 2, 2, E]], [[attention(6, {})]]).batch
     b.input_ids = torch.tensor([[101, 11, 12, 21, 22, 102]])
     twin = shuffled_twin(b, 0)
     assert twin.input_ids.tolist() == [[101, 21, 22, 11, 12, 102]]
@@ -332,17 +402,15 @@ def test_word_order_worked_example():
     content = attention(4, {1: {1: 1.0}, 2: {1: 1.0}})  # head 0: both words look at "a"
     positional = attention(4, {0: {0: 1.0}, 1: {0: 1.0}, 2: {1: 1.0}, 3: {2: 1.0}})  # head 1: previous position
     twin_content = attention(4, {1: {2: 1.0}, 2: {2: 1.0}})  # in the twin "a" sits at position 2
-    b = batch([s], [[0, 1, 2, E]], [[content, positional]])
-    b.twin = shuffled_twin(b, 0)
-    assert b.twin.position_of.tolist() == [[0, 2, 1, 3]]
-    b.twin.attentions = (torch.stack([twin_content, positional])[None],)
+    hand = batch([s], [[0, 1, 2, E]], [[content, positional]])
+    twin = HandBatch(shuffled_twin(hand.batch, 0), (torch.stack([twin_content, positional])[None],))
+    assert twin.batch.position_of.tolist() == [[0, 2, 1, 3]]
     # unshuffled, head 0 is the original map again (TV 0). Head 1 back in the original order: a (row 1) → twin row 2
     # → twin position 1 = b; b → [CLS]; [SEP] → twin position 2 = a: rows 1, 2, 3 each move all their mass (TV 1),
     # the [CLS] row none → 3 / 4; the argmax changes on the same 3 rows.
-    np.testing.assert_allclose(unshuffle(b.twin.attentions[0][:, None], b.twin.position_of)[0, 0, 0],
-                               content, atol=0)
+    np.testing.assert_allclose(unshuffle(twin.attentions[0], twin.batch.position_of)[0, 0], content, atol=0)
     probe = WordOrderAnalysis(1, 2)
-    probe.update(b)
+    feed(probe, hand, twin=twin)
     r = probe.compute(info(2))
     np.testing.assert_allclose(r.overall.scores, [[0.0, 0.75]])
     np.testing.assert_allclose(r.labels["argmax_changed"].scores, [[0.0, 0.75]])
@@ -350,11 +418,10 @@ def test_word_order_worked_example():
 
 
 def test_word_order_leaves_out_one_word_sentences():
-    b = batch([S2], [C2], [[attention(3, {})]])
-    b.twin = shuffled_twin(b, 0)
-    b.twin.attentions = b.attentions
-    probe = WordOrderAnalysis(1, 1)
-    probe.update(b)
+    one = batch([S2], [C2], [[attention(3, {})]])
+    hand = layers_of(one, one)  # two layers: the sentence left out is counted once
+    probe = WordOrderAnalysis(2, 1)
+    feed(probe, hand, twin=HandBatch(shuffled_twin(hand.batch, 0), hand.attentions))
     r = probe.compute(info(1))
     assert r.overall.count == 0 and np.isnan(r.overall.scores).all() and r.extra["unshuffled_sentences"] == 1
 
@@ -364,11 +431,73 @@ def test_term_matching_worked_example():
     # "the cat" / "the dog": [CLS] the cat [SEP] the dog [SEP]; "the" (1) and "the" (4) match across sentences.
     pair = sentence(["the", "cat", "the", "dog"], pair=2)
     head0 = attention(7, {1: {4: 0.7, 0: 0.3}, 4: {1: 0.4, 5: 0.6}})  # the→the 0.7 (argmax ✓), the→the 0.4 (argmax ✗)
-    b = batch([pair], [[0, 1, 2, E, 3, 4, E]], [[head0, attention(7, {})]])
-    b.input_ids = torch.tensor([[101, 1996, 4937, 102, 1996, 3899, 102]])  # the two [SEP]s match too: never counted
+    hand = batch([pair], [[0, 1, 2, E, 3, 4, E]], [[head0, attention(7, {})]])
+    hand.batch.input_ids = torch.tensor([[101, 1996, 4937, 102, 1996, 3899, 102]])  # the [SEP]s match: never counted
     probe = TermMatchingAnalysis(1, 2)
-    probe.update(b)
+    feed(probe, hand)
     r = probe.compute(info(2))
     np.testing.assert_allclose(r.overall.scores, [[0.55, 0.0]], atol=1e-6)  # (0.7 + 0.4) / 2; self head 0
     np.testing.assert_allclose(r.labels["argmax"].scores, [[0.5, 0.0]])
     assert r.overall.count == 2 and r.baselines["uniform"] == pytest.approx(1 / 7)  # one match among 7 tokens
+
+
+# ---------------------------------------------------------------------------------------------- additive state
+def analyses() -> list[type]:
+    """Every registered analysis (the probes of probes.builtin.analyses): a new one is covered without a list."""
+    return [cls for cls in available().values() if cls.__module__.startswith("probes.builtin.analyses.")]
+
+
+# Two halves of a corpus, each a 2-layer, 2-head batch of seeded random maps with its word-shuffled twin. Half 0: the
+# pair "the cat" / "the dog" ([CLS] the cat [SEP] the dog [SEP]: "the" matches across) and "Dogs bark ."; half 1:
+# "a b c d" and "Hi". Every analysis counts something here (rare: cat and dog are the pair's rarest words).
+PAIR_TC = sentence(["the", "cat", "the", "dog"], pair=2)
+HALVES = (([PAIR_TC, S1], [[0, 1, 2, E, 3, 4, E], C1], [[101, 1996, 4937, 102, 1996, 3899, 102],
+                                                       [101, 3899, 9563, 1012, 102]]),
+          ([S6, S2], [C6, C2], [[101, 1037, 1038, 1039, 1040, 102], [101, 7632, 102]]))
+
+
+def random_half(sentences, columns, ids, seed: int) -> tuple[HandBatch, HandBatch]:
+    """The half as a 2-layer batch of random maps, and its twin (random maps too)."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def one_layer() -> torch.Tensor:  # [B,H,T,T]
+        return batch(sentences, columns, [[torch.softmax(2 * torch.randn(len(c), len(c), generator=gen), -1)
+                                           for _ in range(2)] for c in columns]).attentions[0]
+
+    b = batch(sentences, columns, [[attention(len(c), {})] for c in columns]).batch
+    b.input_ids = torch.tensor([i + [0] * (b.columns.shape[1] - len(i)) for i in ids])
+    return HandBatch(b, (one_layer(), one_layer())), HandBatch(shuffled_twin(b, 0), (one_layer(), one_layer()))
+
+
+def fresh(cls):
+    probe = cls(2, 2)
+    probe.prepare([s for sentences, _, _ in HALVES for s in sentences])
+    return probe
+
+
+@pytest.mark.parametrize("cls", analyses(), ids=lambda cls: cls.name)
+def test_state_saves_merges_and_resets(cls):
+    halves = [random_half(*half, seed) for seed, half in enumerate(HALVES)]
+    whole = fresh(cls)
+    for hand, twin in halves:
+        feed(whole, hand, twin=twin)
+    expected = whole.compute(info(2))
+    assert expected.overall.count > 0
+    # two shards, merged: the same numbers, to the bit (float64 sums and int64 counts add in the same order)
+    first, second = fresh(cls), fresh(cls)
+    feed(first, halves[0][0], twin=halves[0][1])
+    feed(second, halves[1][0], twin=halves[1][1])
+    first.merge(second)
+    assert_same_numbers(first.compute(info(2)), expected, atol=0, context="merged: ")
+    # saved and loaded into a fresh probe
+    state = whole.state_dict()
+    loaded = fresh(cls)
+    loaded.load_state_dict(state)
+    assert_same_numbers(loaded.compute(info(2)), expected, atol=0, context="loaded: ")
+    assert all(t.dtype in (torch.float64, torch.int64) for t in state.values())
+    # reset: back to a fresh probe's (empty) result, and fed again, the same numbers
+    whole.reset()
+    assert_same_numbers(whole.compute(info(2)), fresh(cls).compute(info(2)), atol=0, context="reset: ")
+    for hand, twin in halves:
+        feed(whole, hand, twin=twin)
+    assert_same_numbers(whole.compute(info(2)), expected, atol=0, context="fed again: ")

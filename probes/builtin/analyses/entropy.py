@@ -14,7 +14,8 @@ import torch
 
 from probes.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
-from probes.builtin.analyses.token_view import token_view
+from probes.builtin.analyses.token_view import TokenView, row_sum
+from probes.maps import LayerMaps
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
 
@@ -23,23 +24,25 @@ from probes.results import ProbeResult, RunInfo
 class EntropyAnalysis(MeanAnalysis):
     name = "entropy"
     description = "attention entropy, its gap to uniform, and confidence (mean max weight; Voita et al. 2019)"
-    measures = ("entropy", "gap", "confidence", "uniform_entropy", "uniform_confidence")
+    measures = ("entropy", "gap", "confidence")
+    scalars = ("uniform_entropy", "uniform_confidence")
 
-    def update(self, batch: Batch) -> None:
-        t = token_view(batch)
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        t = TokenView(maps)
         rows = t.row_weights()  # [B,T]
         n_rows = rows.sum()
         a = t.attention
-        entropy = -(a * a.clamp(min=1e-30).log()).sum(-1)  # [B,L,H,T]; a zero weight adds 0 · ln 1e-30 = 0
-        uniform = torch.log(t.lengths.to(rows.dtype))  # [B] ln n
-        uniform_sum = (uniform * t.lengths).sum()  # Σ over rows of ln n
-        entropy_sum = torch.einsum("blhi,bi->lh", entropy, rows)
-        self.add("entropy", entropy_sum, n_rows)
-        self.add("gap", uniform_sum - entropy_sum, n_rows)
-        confidence = a.gather(-1, t.argmax[..., None])[..., 0]  # [B,L,H,T] the row's largest weight
-        self.add("confidence", torch.einsum("blhi,bi->lh", confidence, rows), n_rows)
-        self.add("uniform_entropy", uniform_sum, n_rows)
-        self.add("uniform_confidence", len(batch.sentences), n_rows)  # Σ over rows of 1/n = one per sentence
+        entropy = -(a * a.clamp(min=1e-30).log()).sum(-1)  # [B,H,T]; a zero weight adds 0 · ln 1e-30 = 0
+        lengths = t.masks.lengths
+        uniform_sum = (torch.log(lengths.double()) * lengths).sum()  # Σ over rows of ln n (float64)
+        entropy_sum = row_sum(entropy, rows)  # [H] float64
+        self.add(maps, "entropy", entropy_sum, n_rows)
+        self.add(maps, "gap", uniform_sum - entropy_sum, n_rows)
+        confidence = a.gather(-1, t.argmax[..., None])[..., 0]  # [B,H,T] the row's largest weight
+        self.add(maps, "confidence", row_sum(confidence, rows), n_rows)
+        if maps.layer == 0:  # the baselines do not depend on the layer
+            self.add_scalar("uniform_entropy", uniform_sum, n_rows)
+            self.add_scalar("uniform_confidence", len(batch.sentences), n_rows)  # Σ over rows of 1/n: one a sentence
 
     def compute(self, info: RunInfo) -> ProbeResult:
         return self.result(info, self.mean("entropy"), {"gap": self.mean("gap"), "confidence": self.mean("confidence")},

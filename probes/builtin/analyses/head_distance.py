@@ -9,8 +9,13 @@ and the distance of two heads is D(p,q) = sqrt(mean over query tokens t of JSD_t
 [0, 1] (an L2 mean of per-token JS distances, scipy's jensenshannon with base 2); Clark et al. ran
 MDS on the summed divergence, of which this is a monotone function. Every term is a sum over tokens,
 so the state is additive: Σ s ln s for every head pair (s = P_t + Q_t), and Σ p ln p, Σ p per head;
-the cost grows with the corpus length, never with its square. Every token of a sentence is a query
-when --distance-rows is 0; otherwise that many query tokens per sentence are drawn with --seed (the
+the cost grows with the corpus length, never with its square. The sums are float64 and so is every
+term that feeds them: the distance is a difference of nearly equal sums, which float32 terms would
+leave depending on how the corpus is cut into batches. Heads of different layers are compared, and
+the runner hands over one layer at a time: each layer's compared rows ([N,H,T], N query tokens) are
+kept until the batch's last layer arrives, then the batch's sums are added and the rows dropped.
+
+Every token of a sentence is a query when --distance-rows is 0; otherwise that many query tokens per sentence are drawn with --seed (the
 draw depends only on the seed and the sentence's words), each weighted by (tokens in the sentence) /
 (tokens drawn), so that the mean still estimates the mean over all tokens. The draw exists for
 speed: comparing all L·H·(L·H − 1)/2 head pairs on every token costs about one more forward pass
@@ -33,12 +38,12 @@ import torch
 
 from probes.batching import Batch
 from probes.builtin.analyses.head_layout import HeadDistanceResult, cluster_heads
-from probes.builtin.analyses.token_view import token_view
+from probes.maps import LayerMaps
 from probes.probe import Option, Probe
 from probes.registry import register
 from probes.results import LabelScores, RunInfo
 
-CHUNK_ELEMENTS = 1 << 22  # (head pairs × query tokens × keys) per step: bounds one step's memory (~16 MB)
+CHUNK_ELEMENTS = 1 << 22  # (head pairs × query tokens × keys) per step: bounds one step's memory (~32 MB)
 TINY = 1e-30
 LINKAGES = ("average", "complete", "single", "weighted")
 
@@ -56,35 +61,47 @@ class HeadDistance(Probe):
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
         n = layers * heads
-        self.mix = torch.zeros(n, n, dtype=torch.float64)  # [LH,LH] Σ_t w_t Σ_k s ln s, s = P_t + Q_t (p < q used)
-        self.plogp = torch.zeros(n, dtype=torch.float64)  # [LH] Σ_t w_t Σ_k p ln p
-        self.mass = torch.zeros(n, dtype=torch.float64)  # [LH] Σ_t w_t Σ_k p (= Σ_t w_t up to rounding)
-        self.weight = torch.zeros((), dtype=torch.float64)  # Σ_t w_t (= query tokens when all are compared)
+        self.add_state("mix", torch.zeros(n, n, dtype=torch.float64))  # [LH,LH] Σ_t w_t Σ_k s ln s, s = P_t + Q_t
+        self.add_state("plogp", torch.zeros(n, dtype=torch.float64))  # [LH] Σ_t w_t Σ_k p ln p
+        self.add_state("mass", torch.zeros(n, dtype=torch.float64))  # [LH] Σ_t w_t Σ_k p (= Σ_t w_t up to rounding)
+        self.add_state("weight", torch.zeros((), dtype=torch.float64))  # Σ_t w_t (= query tokens when all compared)
+        self._stash: list[torch.Tensor] = []  # the current batch's compared rows, one [N,H,T] per layer so far
 
-    def update(self, batch: Batch) -> None:
-        t = token_view(batch)
-        sentence, position, weight = self._rows(batch, t.lengths.tolist())
-        a = t.attention  # [B,L,H,T,T]
-        keys = a.shape[-1]
-        rows = a[sentence, :, :, position, :].reshape(len(sentence), -1, keys)  # [N,LH,T]
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        """Stash the layer's compared rows; with the last layer, add the batch's sums and drop the stash."""
+        if maps.layer != len(self._stash):
+            raise RuntimeError(f"head_distance needs layers 0..{self.layers - 1} of a batch in order, "
+                               f"got layer {maps.layer} after {len(self._stash)}")
+        draw = ("head_distance.rows", self.config["distance_rows"], self.config["seed"])
+        sentence, position, weight = batch.memo(draw, lambda: self.query_rows(batch))  # [N] each
+        a = maps.attention  # [B,H,T,T]
+        self._stash.append(a[sentence.to(a.device), :, position.to(a.device), :].double())  # [N,H,T]
+        if maps.layer == self.layers - 1:
+            rows, self._stash = torch.stack(self._stash, 1), []  # [N,L,H,T]
+            self._add_batch(rows.flatten(1, 2), weight.to(rows.device))
+
+    def _add_batch(self, rows: torch.Tensor, weight: torch.Tensor) -> None:
+        """Add the sums of N compared rows [N,LH,T] of weight [N]. Every term is float64: the distances
+        are differences of nearly equal sums, which float32 terms would leave depending on the batching."""
+        keys = rows.shape[-1]
         flat = rows.permute(1, 0, 2).reshape(rows.shape[1], -1)  # [LH, N·T]: each head's rows side by side
-        w = weight.to(flat.dtype).repeat_interleave(keys)  # [N·T] each row's weight, on each of its keys
-        self.plogp += (torch.special.xlogy(flat, flat) @ w).double().cpu()
-        self.mass += (flat @ w).double().cpu()
-        self.weight += weight.sum().double()
+        w = weight.repeat_interleave(keys)  # [N·T] each row's weight, on each of its keys
+        self.plogp += (torch.special.xlogy(flat, flat) @ w).cpu()
+        self.mass += (flat @ w).cpu()
+        self.weight += weight.sum().cpu()
         lifted = flat + TINY / 2  # no zero weight (padding, underflow) reaches a log; changes Σ s ln s by < 1e-28
         n = flat.shape[0]
         step = max(1, CHUNK_ELEMENTS // (n * flat.shape[1]))
         for first in range(0, n - 1, step):  # blocks of heads p, against every q > p: memory, not a loop per head
             last = min(first + step, n - 1)
             s = lifted[first:last, None, :] + lifted[None, first + 1:, :]  # [p, q, N·T] P + Q
-            self.mix[first:last, first + 1:] += (torch.log(s).mul_(s) @ w).double().cpu()  # entries q <= p: unused
+            self.mix[first:last, first + 1:] += (torch.log(s).mul_(s) @ w).cpu()  # entries q <= p: unused
 
-    def _rows(self, batch: Batch, lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Sentence index, position and weight [N] of every query token compared."""
+    def query_rows(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sentence index, position and weight [N] (float64) of every query token compared."""
         k = self.config["distance_rows"]
         sentence, position, weight = [], [], []
-        for b, (s, n) in enumerate(zip(batch.sentences, lengths)):
+        for b, (s, n) in enumerate(zip(batch.sentences, batch.attention_mask.sum(1).tolist())):
             if k <= 0 or k >= n:
                 chosen = np.arange(n)
             else:
@@ -96,11 +113,9 @@ class HeadDistance(Probe):
         return (torch.from_numpy(np.concatenate(sentence)), torch.from_numpy(np.concatenate(position)),
                 torch.from_numpy(np.concatenate(weight)))
 
-    def merge(self, other: "HeadDistance") -> None:
-        self.mix += other.mix
-        self.plogp += other.plogp
-        self.mass += other.mass
-        self.weight += other.weight
+    def reset(self) -> None:
+        super().reset()
+        self._stash = []
 
     def distances(self) -> np.ndarray:
         """[L·H, L·H] JS distance, sqrt of the mean divergence in bits (head index = layer · H + head)."""
@@ -127,6 +142,6 @@ class HeadDistance(Probe):
         clustering = cluster_heads(d, self.layers, self.heads, self.config["clusters"], self.config["linkage"])
         return HeadDistanceResult(probe=self.name, info=info, options=dict(self.config),
                                   labels={"nearest": LabelScores(count, nearest)}, overall=LabelScores(count, mean),
-                                  extra={"head_names": clustering["head_names"], "distance": np.round(d, 6).tolist(),
+                                  extra={"head_names": clustering["head_names"], "distance": d.tolist(),
                                          "clusters": clustering["clusters"].reshape(grid).tolist(),
                                          "linkage": clustering["linkage"], "layout": clustering["layout"]})

@@ -36,7 +36,10 @@ def classical_mds(distance: np.ndarray, dims: int = 2) -> np.ndarray:
     values, vectors = np.linalg.eigh(gram)
     top = np.argsort(values)[::-1][:dims]
     coords = vectors[:, top] * np.sqrt(np.clip(values[top], 0, None))
-    return coords * np.where(coords.sum(0) < 0, -1.0, 1.0)  # a fixed sign, so reruns draw the same picture
+    # A fixed sign, so reruns draw the same picture: on each axis, the coordinate of largest magnitude is positive
+    # (sklearn's svd_flip rule; the coordinates sum to 0 up to rounding, so their sum's sign is noise).
+    largest = coords[np.abs(coords).argmax(0), np.arange(coords.shape[1])]
+    return coords * np.where(largest < 0, -1.0, 1.0)
 
 
 def layout_png(result: ProbeResult) -> bytes:

@@ -16,7 +16,8 @@ import torch
 
 from probes.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
-from probes.builtin.analyses.token_view import token_view
+from probes.builtin.analyses.token_view import TokenView, row_sum
+from probes.maps import LayerMaps
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
 
@@ -29,21 +30,22 @@ class MassAnalysis(MeanAnalysis):
     description = "mean attention on [CLS], [SEP], punctuation, self, previous and next token (Clark et al. 2019)"
     measures = (*TARGETS, "special")
 
-    def update(self, batch: Batch) -> None:
-        t = token_view(batch)
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        t = TokenView(maps)
+        m = t.masks
         rows = t.row_weights()  # [B,T]
         n_rows = rows.sum()
         groups = ("cls", "sep", "punct", "special")
-        keys = torch.stack([t.start, t.end, t.punct, t.special], -1).to(rows.dtype)  # [B,T,4] key groups
-        onto = torch.einsum("blhij,bjk->blhik", t.attention, keys)  # [B,L,H,T,4] each row's mass per group
-        sums = torch.einsum("blhik,bi->klh", onto, rows)  # [4,L,H]
+        keys = torch.stack([m.start, m.end, m.punct, m.special], -1).to(rows.dtype)  # [B,T,4] key groups
+        onto = torch.einsum("bhij,bjk->bhik", t.attention, keys)  # [B,H,T,4] each row's mass per group
+        sums = torch.einsum("bhik,bi->kh", onto.double(), rows.double())  # [4,H] float64, as row_sum
         for label, grid in zip(groups, sums):
-            self.add(label, grid, n_rows)
-        prev, nxt = t.neighbour_mass()  # [B,L,H,T]
+            self.add(maps, label, grid, n_rows)
+        prev, nxt = t.neighbour_mass()  # [B,H,T]
         with_neighbour = n_rows - len(batch.sentences)  # all but the first (prev) or the last (next) token
-        self.add("self", torch.einsum("blhi,bi->lh", t.attention.diagonal(0, -2, -1), rows), n_rows)
-        self.add("prev", torch.einsum("blhi,bi->lh", prev, rows), with_neighbour)
-        self.add("next", torch.einsum("blhi,bi->lh", nxt, rows), with_neighbour)
+        self.add(maps, "self", row_sum(t.attention.diagonal(0, -2, -1), rows), n_rows)
+        self.add(maps, "prev", row_sum(prev, rows), with_neighbour)
+        self.add(maps, "next", row_sum(nxt, rows), with_neighbour)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         return self.result(info, self.mean("special"), {label: self.mean(label) for label in TARGETS})

@@ -6,41 +6,65 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from probes.probe import Probe
+from probes.maps import LayerMaps
+from probes.probe import Probe, ratio
 from probes.results import LabelScores, ProbeResult, RunInfo
 
 
 class MeanAnalysis(Probe):
-    """Subclasses name their `measures` and call ``add(measure, sums [L,H], count)`` from ``update``.
-    A measure that does not depend on the head (a baseline) is added as a scalar sum."""
+    """An analysis whose scores are means. Subclasses name three kinds of state and fill them from ``update``:
+
+    measures  per-head means: ``add(maps, measure, sums [H], count)`` adds the layer's sums; the count
+              (query rows, maps) is the same for every layer and is added once, with layer 0
+    scalars   head-independent means (baselines): ``add_scalar(name, sum, count)``, once per batch
+    tallies   plain counts (sentences left out): ``tally(name, n)``, once per batch
+
+    Sums are float64 and counts int64, so a corpus split into batches or shards in any way adds up to
+    the same numbers.
+    """
 
     measures: ClassVar[tuple[str, ...]] = ()
+    scalars: ClassVar[tuple[str, ...]] = ()
+    tallies: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
-        self.sums = torch.zeros(len(self.measures), layers, heads, dtype=torch.float64)  # [measures,L,H]
-        self.counts = torch.zeros(len(self.measures), dtype=torch.float64)  # [measures]
+        self.add_state("sums", torch.zeros(len(self.measures), layers, heads, dtype=torch.float64))  # [measures,L,H]
+        self.add_state("counts", torch.zeros(len(self.measures), dtype=torch.int64))  # [measures]
+        self.add_state("scalar_sums", torch.zeros(len(self.scalars), dtype=torch.float64))  # [scalars]
+        self.add_state("scalar_counts", torch.zeros(len(self.scalars), dtype=torch.int64))  # [scalars]
+        self.add_state("tally_counts", torch.zeros(len(self.tallies), dtype=torch.int64))  # [tallies]
 
-    def add(self, measure: str, sums: torch.Tensor | float, count: torch.Tensor | float) -> None:
+    def add(self, maps: LayerMaps, measure: str, sums: torch.Tensor, count: torch.Tensor | int) -> None:
+        """Add layer ``maps.layer``'s per-head sums [H] of `measure`, and (at layer 0) its count."""
         i = self.measures.index(measure)
-        self.sums[i] += torch.as_tensor(sums).detach().to("cpu", torch.float64)
-        self.counts[i] += float(count)
+        self.sums[i, maps.layer] += sums.detach().to("cpu", torch.float64)
+        if maps.layer == 0:
+            self.counts[i] += int(count)
 
-    def merge(self, other: "MeanAnalysis") -> None:
-        self.sums += other.sums
-        self.counts += other.counts
+    def add_scalar(self, name: str, total: torch.Tensor | float, count: torch.Tensor | int) -> None:
+        """Add a head-independent sum and its count (call once per batch)."""
+        i = self.scalars.index(name)
+        self.scalar_sums[i] += float(total)
+        self.scalar_counts[i] += int(count)
+
+    def tally(self, name: str, n: torch.Tensor | int) -> None:
+        """Add `n` to a plain count (call once per batch)."""
+        self.tally_counts[self.tallies.index(name)] += int(n)
 
     def mean(self, measure: str) -> LabelScores:
         """The measure's [L,H] mean over its count (NaN when nothing was counted)."""
         i = self.measures.index(measure)
-        n = float(self.counts[i])
-        scores = (self.sums[i] / n).numpy() if n else np.full((self.layers, self.heads), np.nan)
-        return LabelScores(count=int(round(n)), scores=scores)
+        return LabelScores(count=int(self.counts[i]), scores=ratio(self.sums[i], self.counts[i]))
 
-    def scalar(self, measure: str) -> float | None:
+    def scalar(self, name: str) -> float | None:
         """The mean of a head-independent measure (a baseline), or None when nothing was counted."""
-        scores = self.mean(measure).scores
-        return None if np.isnan(scores).all() else round(float(scores[0, 0]), 6)
+        i = self.scalars.index(name)
+        value = float(ratio(self.scalar_sums[i], self.scalar_counts[i]))
+        return None if np.isnan(value) else round(value, 6)
+
+    def tallied(self, name: str) -> int:
+        return int(self.tally_counts[self.tallies.index(name)])
 
     def result(self, info: RunInfo, overall: LabelScores, labels: dict[str, LabelScores], **fields) -> ProbeResult:
         """A ProbeResult of this analysis; `fields`: baselines=..., extra=..."""

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import torch
 
-from probes.batching import Batch
+from probes.batching import Batch, token_segments
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
-from probes.builtin.analyses.token_view import token_view
-from probes.batching import token_segments
+from probes.builtin.analyses.token_view import TokenView
+from probes.maps import LayerMaps
 from probes.probe import Option
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
@@ -50,12 +50,18 @@ def classify(v: torch.Tensor, d: torch.Tensor, w: torch.Tensor, pair: torch.Tens
 
 
 def block_mass(batch: Batch, attention: torch.Tensor) -> torch.Tensor:
-    """[B,L,H] feature w: mean over word-subword rows of the weight on subwords of the row's own sentence."""
-    segments = token_segments(batch).to(attention.device)  # [B,T]
-    word_rows = (segments >= 0).to(attention.dtype)
-    same = ((segments[:, :, None] == segments[:, None, :]) & (segments[:, :, None] >= 0)).to(attention.dtype)
-    own = torch.einsum("blhij,bij->blhi", attention, same)  # [B,L,H,T]
-    return torch.einsum("blhi,bi->blh", own, word_rows) / word_rows.sum(1).clamp(min=1)[:, None, None]
+    """[B,H] feature w: mean over word-subword rows of the weight on subwords of the row's own sentence."""
+    same, word_rows = batch.memo(("patterns.blocks", attention.device, attention.dtype),
+                                 lambda: _blocks(batch, attention.device, attention.dtype))
+    own = torch.einsum("bhij,bij->bhi", attention, same)  # [B,H,T]
+    return torch.einsum("bhi,bi->bh", own, word_rows) / word_rows.sum(1).clamp(min=1)[:, None]
+
+
+def _blocks(batch: Batch, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """[B,T,T] 1 where two word subwords share a sentence of the pair; [B,T] 1 on word subwords."""
+    segments = token_segments(batch).to(device)  # [B,T], -1 for special tokens and padding
+    same = (segments[:, :, None] == segments[:, None, :]) & (segments[:, :, None] >= 0)
+    return same.to(dtype), (segments >= 0).to(dtype)
 
 
 @register
@@ -67,23 +73,24 @@ class PatternAnalysis(MeanAnalysis):
                Option("pattern_minor", 0.2, "mass each part of vertical+diagonal must hold (together: major)", float))
     measures = (*CLASSES, "vertical_mass", "diagonal_mass")
 
-    def update(self, batch: Batch) -> None:
-        t = token_view(batch)
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        t = TokenView(maps)
         rows = t.row_weights()  # [B,T]
-        per_map = rows.sum(1)[:, None, None]  # [B,1,1] real rows of each sentence
-        special = torch.einsum("blhij,bj->blhi", t.attention, t.special.to(rows.dtype))  # [B,L,H,T]
+        per_map = rows.sum(1)[:, None]  # [B,1] real rows of each sentence
+        special = torch.einsum("bhij,bj->bhi", t.attention, t.masks.special.to(rows.dtype))  # [B,H,T]
         prev, nxt = t.neighbour_mass(words_only=True)
-        v = torch.einsum("blhi,bi->blh", special, rows) / per_map  # [B,L,H]
-        d = torch.einsum("blhi,bi->blh", prev + nxt, rows) / per_map
-        pair = torch.tensor(["pair" in s.ann for s in batch.sentences], device=rows.device)[:, None, None]
+        v = torch.einsum("bhi,bi->bh", special, rows) / per_map  # [B,H]
+        d = torch.einsum("bhi,bi->bh", prev + nxt, rows) / per_map
+        pair = batch.memo("patterns.pair", lambda: torch.tensor(["pair" in s.ann for s in batch.sentences]))  # [B]
+        pair = pair.to(rows.device)[:, None]  # [B,1]
         w = block_mass(batch, t.attention) if pair.any() else torch.zeros_like(v)
         classes = classify(v, d, w, pair.expand_as(v), self.config["pattern_major"], self.config["pattern_minor"])
-        counts = torch.nn.functional.one_hot(classes, len(CLASSES)).sum(0)  # [L,H,classes]
+        counts = torch.nn.functional.one_hot(classes, len(CLASSES)).sum(0)  # [H,classes]
         n_maps = len(batch.sentences)
         for k, name in enumerate(CLASSES):
-            self.add(name, counts[..., k], n_maps)
-        self.add("vertical_mass", v.sum(0), n_maps)
-        self.add("diagonal_mass", d.sum(0), n_maps)
+            self.add(maps, name, counts[:, k], n_maps)
+        self.add(maps, "vertical_mass", v.double().sum(0), n_maps)  # float64 sums over the maps, as the state
+        self.add(maps, "diagonal_mass", d.double().sum(0), n_maps)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         labels = {name: self.mean(name) for name in CLASSES}

@@ -15,7 +15,8 @@ import torch
 
 from probes.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
-from probes.builtin.analyses.token_view import token_view
+from probes.builtin.analyses.token_view import TokenView
+from probes.maps import LayerMaps
 from probes.probe import Option
 from probes.registry import register
 from probes.results import LabelScores, ProbeResult, RunInfo
@@ -35,20 +36,20 @@ class PositionalAnalysis(MeanAnalysis):
                       float),)
     measures = tuple(offset_label(k) for k in range(-MAX_OFFSET, MAX_OFFSET + 1))
 
-    def update(self, batch: Batch) -> None:
-        t = token_view(batch)
-        layers, heads = self.layers, self.heads
-        positions = torch.arange(t.real.shape[1], device=t.real.device)  # [T]
-        offsets = torch.arange(-MAX_OFFSET, MAX_OFFSET + 1, device=t.real.device)  # [K]
-        delta = t.argmax - positions  # [B,L,H,T] argmax offset of every row
-        near = (delta.abs() <= MAX_OFFSET) & t.real[:, None, None, :]  # an argmax is always a real token
-        head = torch.arange(layers * heads, device=delta.device).view(1, layers, heads, 1)
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        t = TokenView(maps)
+        real, heads = t.masks.real, self.heads
+        positions = torch.arange(real.shape[1], device=real.device)  # [T]
+        offsets = torch.arange(-MAX_OFFSET, MAX_OFFSET + 1, device=real.device)  # [K]
+        delta = t.argmax - positions  # [B,H,T] argmax offset of every row
+        near = (delta.abs() <= MAX_OFFSET) & real[:, None, :]  # an argmax is always a real token
+        head = torch.arange(heads, device=delta.device).view(1, heads, 1)
         hits = torch.bincount(((head * len(offsets)) + delta + MAX_OFFSET)[near],
-                              minlength=layers * heads * len(offsets)).view(layers, heads, -1)  # [L,H,K]
+                              minlength=heads * len(offsets)).view(heads, -1)  # [H,K]
         target = positions[:, None] + offsets  # [T,K] position i + k
-        valid = t.real[:, :, None] & (target >= 0) & (target < t.lengths[:, None, None])  # [B,T,K] i + k exists
-        for label, grid, n in zip(self.measures, hits.permute(2, 0, 1), valid.sum((0, 1))):
-            self.add(label, grid, n)
+        valid = real[:, :, None] & (target >= 0) & (target < t.masks.lengths[:, None, None])  # [B,T,K] i + k exists
+        for label, grid, n in zip(self.measures, hits.T, valid.sum((0, 1))):
+            self.add(maps, label, grid, n)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         shares = {label: self.mean(label) for label in self.measures}

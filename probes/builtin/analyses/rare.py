@@ -25,6 +25,7 @@ from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.corpus.sentence import Sentence
 from probes.corpus.textio import read_text_lines
 from probes.errors import InputError
+from probes.maps import LayerMaps
 from probes.probe import Option
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
@@ -36,7 +37,9 @@ class RareWordAnalysis(MeanAnalysis):
     description = "share of words whose argmax is the sentence's least frequent word (Voita et al. 2019)"
     options = (Option("frequencies", "", "word frequency file, 'word<TAB>count' a line (default: count the corpus)"),
                Option("case_sensitive", False, "rare: count word frequencies without lowercasing", bool))
-    measures = ("rarest", "chance", "sentences_without_rarest")
+    measures = ("rarest",)
+    scalars = ("chance",)
+    tallies = ("sentences_without_rarest",)
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
@@ -52,16 +55,17 @@ class RareWordAnalysis(MeanAnalysis):
         else:
             self.frequency = Counter(self._key(w) for s in sentences for w in s.words)
 
-    def update(self, batch: Batch) -> None:
-        rarest, rows = self._rarest(batch)  # [B,C] bool each
-        pred = batch.predictions  # [B,L,H,C]
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        pred = maps.predictions  # [B,H,C]
+        rarest, rows = batch.memo(("rare.rarest", id(self)), lambda: self._rarest(batch))  # [B,C] bool each
         rarest, rows = rarest.to(pred.device), rows.to(pred.device)
-        hit = rarest[:, None, None, :].expand_as(pred).gather(-1, pred) & rows[:, None, None, :]  # [B,L,H,C]
+        hit = rarest[:, None, :].expand_as(pred).gather(-1, pred) & rows[:, None, :]  # [B,H,C]
         n_rows = rows.sum()
-        self.add("rarest", hit.sum((0, 3)), n_rows)
-        chance = rarest.sum(1) / (batch.n_words.to(pred.device) + 1)  # [B] uniform argmax over [CLS] + words
-        self.add("chance", (chance * rows.sum(1)).sum(), n_rows)
-        self.add("sentences_without_rarest", int((rarest.sum(1) == 0).sum()), 1)
+        self.add(maps, "rarest", hit.sum((0, 2)), n_rows)
+        if maps.layer == 0:  # the baseline and the sentences left out do not depend on the layer
+            chance = rarest.sum(1) / (batch.n_words.to(pred.device) + 1).double()  # [B] argmax uniform over [CLS], words
+            self.add_scalar("chance", (chance * rows.sum(1)).sum(), n_rows)
+            self.tally("sentences_without_rarest", (rarest.sum(1) == 0).sum())
 
     def _rarest(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """[B,C] the rarest word columns of each sentence, and the query word columns (the other words)."""
@@ -74,9 +78,8 @@ class RareWordAnalysis(MeanAnalysis):
         return rarest, batch.word_columns & ~rarest & has_rarest
 
     def compute(self, info: RunInfo) -> ProbeResult:
-        without = int(self.sums[self.measures.index("sentences_without_rarest"), 0, 0])
         return self.result(info, self.mean("rarest"), {}, baselines={"chance": self.scalar("chance")},
-                           extra={"sentences_without_rarest": without,
+                           extra={"sentences_without_rarest": self.tallied("sentences_without_rarest"),
                                   "frequencies": self.config["frequencies"] or "corpus"})
 
 

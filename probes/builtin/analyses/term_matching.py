@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import torch
 
-from probes.batching import Batch
+from probes.batching import Batch, token_segments
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
-from probes.builtin.analyses.token_view import token_view
-from probes.batching import token_segments
+from probes.builtin.analyses.token_view import TokenView, row_sum
+from probes.maps import LayerMaps
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
 
@@ -37,19 +37,22 @@ class TermMatchingAnalysis(MeanAnalysis):
     description = "attention from a token to the identical token in the other sentence of a pair (TSV pairs)"
     needs = ("pair",)
     corpus_format = "pairs"
-    measures = ("attention", "argmax", "uniform")
+    measures = ("attention", "argmax")
+    scalars = ("uniform",)
 
-    def update(self, batch: Batch) -> None:
-        t = token_view(batch)
-        match = cross_matches(batch).to(t.attention.device)  # [B,T,T]
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        t = TokenView(maps)
+        match = batch.memo(("term_matching.matches", t.attention.device),
+                           lambda: cross_matches(batch).to(t.attention.device))  # [B,T,T]
         rows = match.any(-1).to(t.attention.dtype)  # [B,T] query tokens with a match
-        share = torch.einsum("blhij,bij->blhi", t.attention, match.to(t.attention.dtype))  # [B,L,H,T]
-        pred = t.argmax  # [B,L,H,T]
-        hit = match[:, None, None].expand(*pred.shape, match.shape[-1]).gather(-1, pred[..., None])[..., 0]
+        share = torch.einsum("bhij,bij->bhi", t.attention, match.to(t.attention.dtype))  # [B,H,T]
+        pred = t.argmax  # [B,H,T]
+        hit = match[:, None].expand(*pred.shape, match.shape[-1]).gather(-1, pred[..., None])[..., 0]  # [B,H,T]
         n_rows = rows.sum()
-        self.add("attention", torch.einsum("blhi,bi->lh", share, rows), n_rows)
-        self.add("argmax", torch.einsum("blhi,bi->lh", hit.to(rows.dtype), rows), n_rows)
-        self.add("uniform", (match.sum(-1) / t.lengths[:, None] * rows).sum(), n_rows)
+        self.add(maps, "attention", row_sum(share, rows), n_rows)
+        self.add(maps, "argmax", row_sum(hit, rows), n_rows)
+        if maps.layer == 0:  # the baseline does not depend on the layer
+            self.add_scalar("uniform", (match.sum(-1) / t.masks.lengths[:, None].double() * rows).sum(), n_rows)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         return self.result(info, self.mean("attention"), {"argmax": self.mean("argmax")},

@@ -4,7 +4,7 @@ Token level. The runner runs each batch a second time with every sentence's word
 seeded order (--seed; the same words, each keeping its subwords; special tokens in place; the words
 of a pair shuffled within their sentence; see probes.shuffle). The shuffled map is put back in the
 original order (A'[i, j] = the shuffled run's attention between the subwords at original positions
-i and j), and for each real query token:
+i and j; each layer against the same layer of the twin, ``maps.twin``), and for each real query token:
 
     overall         total variation distance ½ Σ_j |A[i, j] − A'[i, j]| in [0, 1]: the share of the
                     row's attention that moved when only the order of the words changed
@@ -20,18 +20,18 @@ import torch
 
 from probes.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
-from probes.builtin.analyses.token_view import token_view
+from probes.builtin.analyses.token_view import TokenView, row_sum
+from probes.maps import LayerMaps
 from probes.probe import Option
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
 
 
 def unshuffle(twin_attention: torch.Tensor, position_of: torch.Tensor) -> torch.Tensor:
-    """[B,L,H,T,T] twin maps back in the original order: out[b,l,h,i,j] = twin[b,l,h,pos[b,i],pos[b,j]]."""
-    b, layers, heads, t, _ = twin_attention.shape
-    rows = position_of[:, None, None, :, None].expand(b, layers, heads, t, t)
-    out = twin_attention.gather(3, rows)
-    return out.gather(4, position_of[:, None, None, None, :].expand(b, layers, heads, t, t))
+    """[B,H,T,T] twin maps back in the original order: out[b,h,i,j] = twin[b,h,pos[b,i],pos[b,j]]."""
+    b, heads, t, _ = twin_attention.shape
+    rows = twin_attention.gather(2, position_of[:, None, :, None].expand(b, heads, t, t))
+    return rows.gather(3, position_of[:, None, None, :].expand(b, heads, t, t))
 
 
 @register
@@ -39,25 +39,27 @@ class WordOrderAnalysis(MeanAnalysis):
     name = "word_order"
     description = "how much each head's attention moves when the words are shuffled (second forward pass)"
     options = (Option("seed", 0, "seed of the word shuffle (word_order) and of head_distance's token draw", int),)
-    measures = ("distance", "argmax_changed", "unshuffled_sentences")
+    measures = ("distance", "argmax_changed")
+    tallies = ("unshuffled_sentences",)
 
     def shuffle_seed(self) -> int:
         return int(self.config["seed"])
 
-    def update(self, batch: Batch) -> None:
-        if batch.twin is None:
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        if maps.twin is None:
             raise RuntimeError("word_order needs the batch's shuffled twin (the runner makes it on shuffle_seed())")
-        t, twin = token_view(batch), token_view(batch.twin)
-        back = unshuffle(twin.attention, batch.twin.position_of.to(twin.attention.device))  # [B,L,H,T,T]
-        rows = t.row_weights() * batch.twin.shuffled.to(t.real.device)[:, None]  # [B,T] rows of shuffled sentences
-        moved = 0.5 * (t.attention - back).abs().sum(-1)  # [B,L,H,T]
-        changed = t.argmax != back.argmax(-1)  # [B,L,H,T] (padding holds no weight: never an argmax)
+        t = TokenView(maps)
+        twin = maps.twin.batch
+        back = unshuffle(maps.twin.attention.float(), twin.position_of.to(t.attention.device))  # [B,H,T,T]
+        rows = t.row_weights() * twin.shuffled.to(t.attention.device)[:, None]  # [B,T] rows of shuffled sentences
+        moved = 0.5 * (t.attention - back).abs().sum(-1)  # [B,H,T]
+        changed = t.argmax != back.argmax(-1)  # [B,H,T] (padding holds no weight: never an argmax)
         n_rows = rows.sum()
-        self.add("distance", torch.einsum("blhi,bi->lh", moved, rows), n_rows)
-        self.add("argmax_changed", torch.einsum("blhi,bi->lh", changed.to(rows.dtype), rows), n_rows)
-        self.add("unshuffled_sentences", int((~batch.twin.shuffled).sum()), 1)
+        self.add(maps, "distance", row_sum(moved, rows), n_rows)
+        self.add(maps, "argmax_changed", row_sum(changed, rows), n_rows)
+        if maps.layer == 0:
+            self.tally("unshuffled_sentences", (~twin.shuffled).sum())
 
     def compute(self, info: RunInfo) -> ProbeResult:
-        unshuffled = int(self.sums[self.measures.index("unshuffled_sentences"), 0, 0])
         return self.result(info, self.mean("distance"), {"argmax_changed": self.mean("argmax_changed")},
-                           extra={"unshuffled_sentences": unshuffled})
+                           extra={"unshuffled_sentences": self.tallied("unshuffled_sentences")})
