@@ -14,6 +14,7 @@ import torch
 
 from probes.batching import Batch
 from probes.corpus.sentence import Sentence
+from probes.presentation import Presentation
 from probes.results import ProbeResult, RunInfo
 
 
@@ -28,7 +29,7 @@ class Option:
     choices: tuple | None = None
 
 
-class Probe(ABC):
+class Probe(Presentation, ABC):
     """Base class of every probe. Subclasses set the class variables and implement the three methods."""
 
     name: ClassVar[str] = ""

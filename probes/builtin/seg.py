@@ -29,6 +29,7 @@ import torch
 
 from probes.batching import Batch
 from probes.builtin.seg_scoring import COMBINE_RULES, STATS, greedy, metrics, tally, union_ends
+from probes.builtin.seg_show import format_seg
 from probes.builtin.seg_units import LENGTH_LABELS, BatchUnits, Units, batch_units, unit_surfaces
 from probes.errors import InputError
 from probes.probe import Option, Probe
@@ -51,6 +52,7 @@ class SegmentationProbe(Probe):
                "prediction is kept in memory, 1 bit per token per head)", int),
         Option("examples", 10, "keep every head's segmentation of the first N sentences for `probes show`", int),
     )
+    details = staticmethod(format_seg)  # under `probes show`'s table: baselines, ensembles, segmented examples
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
@@ -157,4 +159,4 @@ def _scalars(scores: dict[str, torch.Tensor], column: int) -> dict[str, float | 
 
 
 def _number(x: float) -> float | None:
-    return None if math.isnan(x) else round(x, 6)
+    return None if math.isnan(x) else x
