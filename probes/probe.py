@@ -23,6 +23,7 @@ from probes.batching import Batch
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
 from probes.maps import LayerMaps
+from probes.presentation import Presentation
 from probes.results import ProbeResult, RunInfo
 
 
@@ -73,7 +74,7 @@ class Additive(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-class Probe(ABC):
+class Probe(Presentation, ABC):
     """Base class of every probe. Subclasses set the class variables, declare their state in
     ``__init__`` with ``add_state`` and implement ``update`` and ``compute``."""
 

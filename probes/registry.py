@@ -3,11 +3,16 @@
 
 A probe is a ``probes.probe.Probe`` subclass with a unique ``name``; decorate it with
 ``@probes.register``. An entry point may name the class itself or a module that registers.
+Registering checks the probe's option names: none may be an argument of ``probes.run`` or a flag
+of `probes run` / `probes ablate`, and an option several probes declare must have one type,
+default and choices in all (it becomes one ``--flag``, see probes.arguments).
 """
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.util
+import inspect
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -33,8 +38,53 @@ def register(cls: type) -> type:
     existing = _PROBES.get(cls.name)
     if existing is not None and (existing.__module__, existing.__qualname__) != (cls.__module__, cls.__qualname__):
         raise ValueError(f"probe name {cls.name!r} is taken by {existing.__module__}.{existing.__qualname__}")
+    _check_option_names(cls)
     _PROBES[cls.name] = cls
     return cls
+
+
+def _check_option_names(cls: type) -> None:
+    """InputError (at the probe's file and line) for an option name that would clash on a parser or in run()."""
+    from probes.arguments import option_flag
+    from probes.cli import probe_option_parsers  # the CLI's own arguments: lazily, the CLI imports the probes
+    from probes.runner import run
+
+    taken = {name for name, p in inspect.signature(run).parameters.items() if p.kind is not p.VAR_KEYWORD}
+    parsers = probe_option_parsers()
+    for option in getattr(cls, "options", ()):
+        if option.name in taken:
+            raise InputError(f"probe {cls.name!r}: option {option.name!r} is an argument of probes.run itself; "
+                             "give the option another name", *_where(cls))
+        for command, parser in parsers.items():
+            try:
+                parser.add_argument(option_flag(option.name))
+            except argparse.ArgumentError:
+                raise InputError(f"probe {cls.name!r}: option {option.name!r} clashes with `probes {command}`'s own "
+                                 f"{option_flag(option.name)}; give the option another name", *_where(cls)) from None
+        for other in _PROBES.values():
+            same = next((o for o in getattr(other, "options", ()) if o.name == option.name), None)
+            if other.name != cls.name and same is not None and _kind(same) != _kind(option):
+                raise InputError(f"probe {cls.name!r}: option {option.name!r} is also an option of probe "
+                                 f"{other.name!r} with another type, default or choices ({_described(same)} there, "
+                                 f"{_described(option)} here); a shared option needs the same, or another name",
+                                 *_where(cls))
+
+
+def _kind(option) -> tuple:
+    return option.type, option.default, option.choices
+
+
+def _described(option) -> str:
+    choices = f", choices {', '.join(map(str, option.choices))}" if option.choices else ""
+    return f"{option.type.__name__}, default {option.default!r}{choices}"
+
+
+def _where(cls: type) -> tuple[str | None, int | None]:
+    """The file and line that define `cls` (a --code plugin: the user's file), for the error message."""
+    try:
+        return inspect.getsourcefile(cls), inspect.getsourcelines(cls)[1]
+    except (OSError, TypeError):  # defined in an interactive session: no file to name
+        return None, None
 
 
 def _load() -> None:

@@ -1,8 +1,12 @@
 """Probe results: per-label [L,H] score grids with counts, provenance, and their files.
 
-``DIR/<probe>.json`` follows DESIGN.md's schema; ``DIR/<probe>.csv`` has one row per
-label × layer × head; heatmaps are ``DIR/<probe>-<label>.png``. Layers and heads are 0-indexed.
-Every file is written atomically (temporary file in the same folder, then rename).
+``DIR/<probe>.json`` (the schema is in the README's "Results format"); ``DIR/<probe>.csv`` has one
+row per label × layer × head; the pictures are the probe's ``figures`` (probes.presentation: by
+default a heatmap ``DIR/<probe>-<label>.png`` per label). Layers and heads are 0-indexed. Numbers
+are written at full precision (a save and load round trip gives the same floats). Every file is
+written atomically (temporary file in the same folder, then rename); ``write_result_files`` writes
+a set of them, or a recovery copy elsewhere when the folder cannot take them. ``check_output_folder``
+and ``check_output_file`` test an output path before any work is done.
 """
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -47,8 +52,8 @@ class LabelScores:
     extra: dict[str, np.ndarray] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"count": int(self.count), "scores": _grid(self.scores)}
-        out.update({k: _grid(v) for k, v in self.extra.items()})
+        out: dict[str, Any] = {"count": int(self.count), "scores": json_grid(self.scores)}
+        out.update({k: json_grid(v) for k, v in self.extra.items()})
         return out
 
     @classmethod
@@ -145,24 +150,16 @@ class ProbeResult:
                    overall=LabelScores.from_json(data["overall"]), baselines=data.get("baselines", {}),
                    extra={k: v for k, v in data.items() if k not in known})
 
-    def save(self, directory: str | Path, *, plots: bool = True) -> list[Path]:
-        """Write JSON, CSV and (optionally) heatmaps into `directory`; return the paths written."""
-        from probes.plots import heatmap_png
+    def figures(self) -> dict[str, bytes]:
+        """{file name: PNG}: the pictures its probe draws (probes.presentation), saved beside the JSON."""
+        from probes.presentation import presentation_of
 
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        written = [write_atomic(out / f"{self.probe}.json", json.dumps(self.to_json(), indent=1, allow_nan=False,
-                                                                          default=_json_default).encode()),
-                   write_atomic(out / f"{self.probe}.csv", self.to_frame().to_csv(index=False).encode())]
-        if plots:
-            for name, entry in [("overall", self.overall), *self.labels.items()]:
-                title = f"{self.probe}: {name} (n={entry.count})"
-                finite = entry.scores[np.isfinite(entry.scores)]
-                scale = {} if finite.size == 0 or (finite.min() >= 0 and finite.max() <= 1) else \
-                    {"vmin": None, "vmax": None}  # scores outside [0, 1] (entropy in nats, cluster numbers)
-                written.append(write_atomic(out / f"{self.probe}-{safe_name(name)}.png",
-                                            heatmap_png(entry.scores, title, short_model_name(self.info.model), **scale)))
-        return written
+        return presentation_of(self).figures(self)
+
+    def save(self, directory: str | Path, *, plots: bool = True) -> list[Path]:
+        """Write JSON, CSV and (optionally) the figures into `directory`; return the paths written."""
+        tables = {f"{self.probe}.json": self.to_json(), f"{self.probe}.csv": self.to_frame()}
+        return write_result_files(directory, {**tables, **(self.figures() if plots else {})})
 
 
 def load_result(path: str | Path) -> ProbeResult:
@@ -180,6 +177,23 @@ def load_result(path: str | Path) -> ProbeResult:
         raise InputError(f"not a probes results file ({type(e).__name__}: {e})", p) from None
 
 
+def results_in(folder: str | Path) -> dict[str, ProbeResult]:
+    """{probe name: result} of every probes results file (``<probe>.json``) in `folder`; other JSON files
+    (compare.json, ablation-*.json) are passed over. InputError when there is none."""
+    p = Path(folder)
+    results = {}
+    for f in sorted(p.glob("*.json")):
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise InputError("not valid JSON", f) from None
+        if isinstance(data, dict) and "probe" in data and "labels" in data:
+            results[data["probe"]] = load_result(f)
+    if not results:
+        raise InputError("no probe results here (the DIR/<probe>.json files of `probes run --out`)", p)
+    return results
+
+
 def write_atomic(path: Path, data: bytes) -> Path:
     """Write bytes to `path` through a temporary file in the same folder and a rename."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -194,6 +208,105 @@ def write_atomic(path: Path, data: bytes) -> Path:
     return path
 
 
+def write_result_files(directory: str | Path, files: Mapping[str, Any]) -> list[Path]:
+    """Write `files` ({file name: content}) into `directory` (made if missing), each atomically; return the paths.
+
+    Content: bytes as they are, a dict as JSON (full precision), a pandas DataFrame as CSV; everything is
+    encoded before the first file is written. If the folder cannot take them (disk full, permissions
+    changed during a long run), the files this call wrote there are removed, all of them are written to a
+    new recovery folder in the system's temporary directory, and an InputError names both folders: the
+    results of a long run are never thrown away.
+    """
+    encoded = {name: _encode(content) for name, content in files.items()}
+    out = Path(directory)
+    try:
+        return _write_all(out, encoded)
+    except OSError as e:
+        failure = e
+    recovery = Path(tempfile.mkdtemp(prefix="probes-recovery-"))
+    try:
+        _write_all(recovery, encoded)
+    except OSError as e:
+        raise InputError(f"cannot write the results ({_reason(failure)}), nor a recovery copy in {recovery} "
+                         f"({_reason(e)})", out) from None
+    raise InputError(f"cannot write the results ({_reason(failure)}); all {len(encoded)} files were written to "
+                     f"{recovery} instead", out)
+
+
+def _write_all(out: Path, files: dict[str, bytes]) -> list[Path]:
+    """Every file or none: what was written before a failure is removed again."""
+    written: list[Path] = []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            written.append(write_atomic(out / name, data))
+    except OSError:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
+    return written
+
+
+def _encode(content: Any) -> bytes:
+    if isinstance(content, bytes):
+        return content
+    if isinstance(content, Mapping):
+        return json.dumps(content, indent=1, allow_nan=False, default=_json_default).encode()
+    return content.to_csv(index=False).encode()  # a pandas DataFrame
+
+
+def check_output_folder(path: str | Path) -> Path:
+    """`path`, once a folder can be made there and written: a probe file is created and removed, and any
+    folders made for the test are removed again. Otherwise an InputError naming the obstacle. Run it before
+    any work, so that a bad ``--out`` fails at once, not after the last forward pass."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise InputError("exists and is not a folder; give a folder for the output files", out)
+    missing = []  # folders to make, deepest first
+    folder = out
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    if not folder.is_dir():
+        raise InputError(f"is a file, so the output folder {out} cannot be made under it", folder)
+    try:
+        for made in reversed(missing):
+            made.mkdir()
+        _probe_write(out)
+    except OSError as e:
+        raise InputError(f"cannot write the output here ({_reason(e)})", out) from None
+    finally:
+        for made in missing:
+            if made.is_dir():
+                made.rmdir()
+    return out
+
+
+def check_output_file(path: str | Path) -> Path:
+    """`path`, once a file can be written there (its folder must exist; a probe file is created and removed
+    beside it); otherwise an InputError. Run it before any work."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError("is a folder; give a file name for the output", p)
+    if not p.parent.is_dir():
+        raise InputError("no such folder for the output", p.parent)
+    try:
+        _probe_write(p.parent)
+    except OSError as e:
+        raise InputError(f"cannot write the output here ({_reason(e)})", p.parent) from None
+    return p
+
+
+def _probe_write(folder: Path) -> None:
+    fd, probe = tempfile.mkstemp(dir=folder, prefix=".probes-write-test-")
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _reason(e: OSError) -> str:
+    return e.strerror or str(e)
+
+
 def short_model_name(model: str) -> str:
     """A hub name as it is; a local path as its last two parts (plot subtitles)."""
     parts = Path(model).parts
@@ -204,8 +317,14 @@ def safe_name(label: str) -> str:
     return re.sub(r"[^\w.-]+", "_", label)
 
 
-def _grid(a: np.ndarray) -> list[list[float | None]]:
-    return [[None if np.isnan(x) else round(float(x), 6) for x in row] for row in np.asarray(a, dtype=float)]
+def json_number(x: float) -> float | None:
+    """A number for a results file: NaN as null, anything else at full precision."""
+    return None if np.isnan(x) else float(x)
+
+
+def json_grid(a: np.ndarray) -> list[list[float | None]]:
+    """An [L,H] grid for a results file: rows of ``json_number``."""
+    return [[json_number(x) for x in row] for row in np.asarray(a, dtype=float)]
 
 
 def _json_default(o: Any) -> Any:

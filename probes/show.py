@@ -1,6 +1,7 @@
 """Plain-text tables of results (`probes show`, and `probes run` without --out)."""
 from __future__ import annotations
 
+from probes.presentation import presentation_of
 from probes.results import ProbeResult
 
 
@@ -27,15 +28,8 @@ def format_table(result: ProbeResult, top: int = 0) -> str:
     return "\n".join(lines)
 
 
-def format_details(result: ProbeResult, head: tuple[int, int] | None = None, sentences: int = 3) -> str:
-    """Probe-specific detail printed below the table ("" for probes that have none): for seg, the
-    baselines, union and ensembles, and example sentences segmented by `head` (default: the best)."""
-    if result.probe == "seg":
-        from probes.builtin.seg.show import format_seg
-
-        return format_seg(result, head=head, sentences=sentences)
-    if isinstance(result.extra.get("fit"), dict):
-        from probes.builtin.clustering import format_fit
-
-        return format_fit(result)
-    return ""
+def format_result(result: ProbeResult, top: int = 0, head: tuple[int, int] | None = None, sentences: int = 3) -> str:
+    """The table, then the lines its probe adds below it (probes.presentation: ``details``; e.g. seg's
+    example sentences segmented by `head`, default the best head)."""
+    details = presentation_of(result).details(result, head=head, sentences=sentences)
+    return format_table(result, top=top) + (f"\n{details}" if details else "")

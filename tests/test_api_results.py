@@ -61,8 +61,10 @@ def test_json_follows_the_design_schema(tiny_result, tmp_path):
 def test_round_trip_and_show(tiny_result, tmp_path, capsys):
     tiny_result.save(tmp_path, plots=False)
     back = load_result(tmp_path / "dep.json")
-    for label, entry in tiny_result.labels.items():
-        np.testing.assert_allclose(back.labels[label].scores, entry.scores, atol=1e-6)
+    for label, entry in tiny_result.labels.items():  # full precision: the very same floats
+        np.testing.assert_array_equal(back.labels[label].scores, entry.scores)
+        for name, grid in entry.extra.items():
+            np.testing.assert_array_equal(back.labels[label].extra[name], grid)
     assert main(["show", str(tmp_path / "dep.json"), "--top", "3"]) == 0
     lines = capsys.readouterr().out.splitlines()
     top = [name for name, _ in tiny_result.by_count()][:3]

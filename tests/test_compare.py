@@ -62,12 +62,22 @@ def _fails(capsys, *argv) -> str:
     return err
 
 
-def test_compare_refuses_different_probes(tmp_path, capsys):
+def test_compare_what_both_hold(tmp_path, capsys):
+    """B also holds pos, A also holds mass: dep, which both hold, is compared; one line on stderr names the rest."""
     a, b = save_pair(tmp_path)
     result("pos", A_GRID).save(b, plots=False)
-    err = _fails(capsys, "compare", str(a), str(b), "--out", str(tmp_path / "out"))
-    assert "hold different probes (only in A: -; only in B: pos)" in err
-    assert not (tmp_path / "out").exists()
+    result("mass", A_GRID).save(a, plots=False)
+    assert main(["compare", str(a), str(b), "--out", str(tmp_path / "out"), "--no-plots"]) == 0
+    printed = capsys.readouterr()
+    assert printed.err == "probes: compared the probes both hold; left out mass (only in A), pos (only in B)\n"
+    data = json.loads((tmp_path / "out" / "compare.json").read_text())
+    assert {d["probe"] for d in data["labels"]} == {"dep"}
+    assert data["left_out"] == ["mass (only in A)", "pos (only in B)"]
+    np.testing.assert_array_equal(data["labels"][1]["delta"], np.subtract(B_GRID, A_GRID))
+    (tmp_path / "A" / "dep.json").unlink()
+    err = _fails(capsys, "compare", str(a), str(b), "--out", str(tmp_path / "none"))
+    assert err == f"probes: error: {a} and {b} hold no probe in common (A: mass; B: dep, pos)"
+    assert not (tmp_path / "none").exists()
 
 
 def test_compare_refuses_different_models(tmp_path, capsys):

@@ -128,3 +128,127 @@ def test_name_clash_is_refused(clean_registry):
     with pytest.raises(ValueError, match="probe name 'dep' is taken"):
         probes.register(Other)
     sys.modules.pop("rootmass_plugin", None)
+
+
+OPTION_PLUGIN = textwrap.dedent('''
+    import probes
+    from probes.probe import Option
+
+
+    @probes.register
+    class WithOption(probes.Probe):
+        name = "{name}"
+        description = "a plugin with one option"
+        options = (Option({option!r}, {default!r}, "an option", {type}),)
+
+        def update(self, batch): ...
+
+        def merge(self, other): ...
+
+        def compute(self, info): ...
+''')
+
+
+def _plugin(tmp_path, name, option, default, type_="int"):
+    path = tmp_path / f"{name}.py"
+    path.write_text(OPTION_PLUGIN.format(name=name, option=option, default=default, type=type_))
+    return path
+
+
+def _one_line_error(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+def test_option_named_like_a_run_argument_is_refused(tmp_path, capsys, clean_registry):
+    """A --code plugin with an option `limit` used to crash even `probes list` (argparse: conflicting --limit)."""
+    plugin = _plugin(tmp_path, "lim", "limit", 5)
+    err = _one_line_error(capsys, ["list", "--code", str(plugin)])
+    assert err == (f"probes: error: {plugin}:6: probe 'lim': option 'limit' is an argument of probes.run itself; "
+                   "give the option another name")
+    assert "lim" not in registry._PROBES
+
+
+@pytest.mark.parametrize("option, command", [("out", "run"), ("quiet", "run"), ("mode", "ablate"),
+                                             ("random_seed", "ablate"), ("help", "run")])
+def test_option_named_like_a_cli_flag_is_refused(tmp_path, capsys, clean_registry, option, command):
+    plugin = _plugin(tmp_path, "clash", option, 1)
+    err = _one_line_error(capsys, ["list", "--code", str(plugin)])
+    flag = "--" + option.replace("_", "-")
+    assert err == (f"probes: error: {plugin}:6: probe 'clash': option {option!r} clashes with `probes {command}`'s "
+                   f"own {flag}; give the option another name")
+
+
+def test_shared_option_must_agree(tmp_path, capsys, clean_registry):
+    """head_distance and word_order share `seed` (int, default 0); a plugin may share it only as it is."""
+    plugin = _plugin(tmp_path, "seeded", "seed", 1)
+    err = _one_line_error(capsys, ["list", "--code", str(plugin)])
+    assert err == (f"probes: error: {plugin}:6: probe 'seeded': option 'seed' is also an option of probe "
+                   "'head_distance' with another type, default or choices (int, default 0 there, int, default 1 "
+                   "here); a shared option needs the same, or another name")
+    same = _plugin(tmp_path, "sameseed", "seed", 0)
+    assert main(["list", "--code", str(same)]) == 0
+    assert any(line.split()[0] == "sameseed" for line in capsys.readouterr().out.splitlines())
+    with pytest.raises(SystemExit):
+        main(["run", "--help", "--code", str(same)])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--seed N [head_distance, sameseed, word_order]" in help_text
+
+
+def test_list_accepts_code(tmp_path, capsys, clean_registry):
+    plugin = tmp_path / "listed.py"
+    plugin.write_text(PLUGIN.format(name="listed"))
+    assert main(["list", "--code", str(plugin)]) == 0
+    lines = [line.split(None, 1) for line in capsys.readouterr().out.splitlines()]
+    assert ["listed", "mean attention from words to [CLS] (a plugin)"] in lines
+
+
+@pytest.mark.parametrize("command", ["run", "ablate"])
+def test_help_shows_no_internal_names(capsys, command):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = capsys.readouterr().out
+    help_text = " ".join(text.split())
+    assert "OPT_" not in text and "(default )" not in text and "(default None)" not in text
+    assert "--min-count N [frames]" in help_text and "(default 20)" in help_text
+    assert "--documents TEXT [frames]" in help_text and "--frequencies TEXT [rare]" in help_text
+    assert "--tagset {upos,xpos} [pos]" in help_text
+    assert help_text.count("--seed N [") == 1  # head_distance and word_order share it: one flag
+
+
+def test_ablate_passes_pool_beside_the_probe_options(monkeypatch):
+    """--pool goes to ablate() as probes.run's pooling rule; the probe options are only the probes' own."""
+    import probes.ablation.sweep
+
+    seen = {}
+
+    def fake_ablate(target, **kwargs):
+        seen.update(kwargs)
+        raise probes.InputError("stop here")
+
+    monkeypatch.setattr(probes.ablation.sweep, "ablate", fake_ablate)
+    assert main(["ablate", "dep", "--pool", "first-sum", "--subtypes", "--min-count", "3"]) == 2
+    assert seen["pool"] == "first-sum" and seen["subtypes"] is True and seen["min_count"] == 3
+    assert not any(key.startswith("opt_") for key in seen)
+
+
+def test_a_plugin_presents_its_own_results(tmp_path, capsys, clean_registry):
+    """`probes show` asks the probe class for the lines below the table; without the plugin's code, none."""
+    from probes.results import LabelScores, ProbeResult, RunInfo
+
+    plugin = tmp_path / "shown.py"
+    plugin.write_text(PLUGIN.format(name="shown") + textwrap.dedent('''
+        @classmethod
+        def details(cls, result, head=None, sentences=3):
+            return f"words seen: {result.overall.count}; head {head}"
+
+        RootMass.details = details
+    '''))
+    info = RunInfo("m", ["c.conllu"], 1, 2, 3, {}, {}, {})
+    ProbeResult("shown", info, {}, {}, LabelScores(7, np.array([[0.25, 0.5]]))).save(tmp_path / "r", plots=False)
+    assert main(["show", str(tmp_path / "r" / "shown.json")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("overall")
+    assert main(["show", str(tmp_path / "r" / "shown.json"), "--head", "L0-H1", "--code", str(plugin)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "words seen: 7; head (0, 1)"

@@ -103,7 +103,7 @@ def test_counts_and_baselines():
     assert r.baselines["all_ends"]["word_f1"] == 0.4 and r.baselines["all_ends"]["boundary_accuracy"] == 0.5
     assert r.baselines["all_ends"]["boundary_recall"] == 1.0
     # no_ends: each sentence one word: 2 predicted, right Hi → F1 = 2/6
-    assert r.baselines["no_ends"]["word_f1"] == round(1 / 3, 6) and r.baselines["no_ends"]["boundary_precision"] is None
+    assert r.baselines["no_ends"]["word_f1"] == pytest.approx(1 / 3) and r.baselines["no_ends"]["boundary_precision"] is None
 
 
 def test_sep_rule():
@@ -121,13 +121,13 @@ def test_union_and_greedy_worked_out():
     # any_end union: next ∨ mixed = mixed → F1 0.5.
     b = _batch([S1, S2], [C1, C2], [O1, O2], [[NEXT_1, MIXED_1], [HI, HI]])
     r = _score([b], 2)
-    assert r.extra["union"]["oracle"]["word_f1"] == round(4 / 7, 6)
+    assert r.extra["union"]["oracle"]["word_f1"] == pytest.approx(4 / 7)
     assert r.extra["union"]["oracle"]["boundary_accuracy"] == 0.75
     assert r.extra["union"]["any_end"]["word_f1"] == 0.5
     # greedy oracle: mixed first (0.5 > 1/3), then next raises it to 4/7; greedy any_end stops after mixed
     oracle, any_end = r.extra["ensembles"]["oracle"], r.extra["ensembles"]["any_end"]
     assert [s["heads"] for s in oracle] == [[[0, 1]], [[0, 1], [0, 0]]]
-    assert [s["word_f1"] for s in oracle] == [0.5, round(4 / 7, 6)]
+    assert [s["word_f1"] for s in oracle] == [0.5, pytest.approx(4 / 7)]
     assert [s["heads"] for s in any_end] == [[[0, 1]]] and any_end[0]["word_f1"] == 0.5
 
 

@@ -25,7 +25,7 @@ from probes.checkpoint import resolve_source
 from probes.errors import InputError
 from probes.model import first_line, length_limit, self_attention_modules, to_device
 from probes.results import RunInfo
-from probes.runner import _provenance
+from probes.provenance import provenance
 
 @dataclass
 class Classifier:
@@ -188,7 +188,7 @@ class ClassifierTarget:
         c = self.classifier
         info = RunInfo(model=c.name, corpus=self.files, layers=c.layers, heads=c.heads, sentences=self.scored,
                        skipped=dict(self.skipped), settings={**settings, "max_length": c.max_length},
-                       provenance=_provenance(c, self.files, elapsed))
+                       provenance=provenance(c, self.files, elapsed))
         extra = {"labels": c.labels, "confusion": self.counts[0].tolist()}
         return confusion_scores(self.counts), None, extra, info
 

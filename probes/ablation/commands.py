@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from probes.arguments import add_code_argument, chosen_options, input_path
+from probes.results import check_output_folder
 
 EPILOG = """\
 examples:
@@ -24,7 +26,6 @@ def add_commands(sub) -> None:
     from probes.ablation.masking import MODES
     from probes.ablation.masks import SWEEPS
     from probes.pooling import POOLING_RULES
-    from probes.registry import available
 
     p = sub.add_parser("ablate", help="disable attention heads and measure what a model or a probe loses",
                        description="Disable attention heads (single heads, layers, halves, random sets, or your own "
@@ -33,7 +34,7 @@ def add_commands(sub) -> None:
     p.add_argument("target", metavar="TARGET", help="classify (a sequence-classification checkpoint on labelled "
                    "data) or a probe name (see `probes list`)")
     p.add_argument("--model", help="checkpoint directory or hub name (probes: default the packaged MiniLM)")
-    p.add_argument("--corpus", action="append", metavar="FILE", help="classify: TSV (text[<TAB>text_pair]<TAB>label) "
+    p.add_argument("--corpus", action="append", metavar="FILE", type=input_path, help="classify: TSV (text[<TAB>text_pair]<TAB>label) "
                    "or CoNLL-U with a sentence label; probes: their corpus; repeat for several")
     p.add_argument("--format", help="classify: tsv or conllu; probes: a corpus format (default: from the file name)")
     p.add_argument("--label-from", default="label", metavar="KEY",
@@ -51,7 +52,8 @@ def add_commands(sub) -> None:
     p.add_argument("--repeats", type=int, default=5, help="random sweep: draws per K (default 5)")
     p.add_argument("--random-seed", type=int, default=0, help="random sweep: seed of the draws (default 0)")
     p.add_argument("--label", default="overall", help="probes: the label whose scores are compared (default overall)")
-    p.add_argument("--out", metavar="DIR", help="write DIR/ablation-<target>.json, .csv and heatmaps")
+    p.add_argument("--out", metavar="DIR", type=check_output_folder,
+                   help="write DIR/ablation-<target>.json, .csv and heatmaps")
     p.add_argument("--top", type=int, default=5, help="masks to print that hurt (and help) most (default 5)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default 32)")
     p.add_argument("--masks-per-pass", type=int, default=16,
@@ -61,41 +63,23 @@ def add_commands(sub) -> None:
     p.add_argument("--limit", type=int, help="use only the first N sentences")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--pool", choices=POOLING_RULES, help="probes: subword→word pooling (default mean-sum)")
-    p.add_argument("--code", action="append", metavar="FILE.py", help="import a Python file that registers probes")
+    add_code_argument(p)
     p.add_argument("--no-plots", action="store_true", help="write JSON and CSV only, no heatmaps")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    group = p.add_argument_group("probe options")
-    seen: set[str] = set()
-    for cls in available().values():
-        for option in cls.options:
-            if option.name in seen:
-                continue
-            seen.add(option.name)
-            flag = "--" + option.name.replace("_", "-")
-            if flag in p._option_string_actions:
-                continue
-            if option.type is bool:
-                group.add_argument(flag, dest=f"opt_{option.name}", action="store_true", default=None,
-                                   help=f"[{cls.name}] {option.help}")
-            else:
-                group.add_argument(flag, dest=f"opt_{option.name}", type=option.type, choices=option.choices,
-                                   default=None, help=f"[{cls.name}] {option.help} (default {option.default})")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")  # probe options: probes.cli adds them
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
     from probes.ablation.sweep import ablate
 
-    options = {k[4:]: v for k, v in vars(args).items() if k.startswith("opt_") and v is not None}
-    if args.pool:
-        options["pool"] = args.pool
+    run_options = {"pool": args.pool} if args.pool else {}  # pool is probes.run's, not a probe option
     result = ablate(args.target, model=args.model, corpus=args.corpus, sweeps=args.sweep, masks=args.mask or (),
                     mode=args.mode, percents=args.percent or (10.0,), repeats=args.repeats, seed=args.random_seed,
                     format=args.format, label_from=args.label_from, label=args.label, batch_size=args.batch_size,
                     masks_per_pass=args.masks_per_pass, max_length=args.max_length, limit=args.limit,
-                    device=args.device, progress=False if args.quiet else None, **options)
+                    device=args.device, progress=False if args.quiet else None, **run_options, **chosen_options(args))
     print(result.summary(top=args.top))
     if args.out:
-        written = result.save(Path(args.out), plots=not args.no_plots)
+        written = result.save(args.out, plots=not args.no_plots)
         print(f"wrote {len(written)} files to {args.out}")
     return 0
 

@@ -8,11 +8,11 @@ min and max of the deltas over the repeats of each k%. ``DIR/ablation-<target>.c
 per mask × metric; heatmaps ``ablation-<target>-heads-<metric>.png`` and
 ``ablation-<target>-layers-<metric>.png`` show the deltas (red: removal hurts, blue: it helps),
 and for a probe target each user-given mask gets ``ablation-<target>-mask-<name>.png``, the
-change of the label's [L,H] grid. Files are written atomically.
+change of the label's [L,H] grid. Numbers are written at full precision; files are written
+atomically. ``print(result)`` shows the summary (``summary()``), not the arrays.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 
 from probes.ablation.masks import Mask
-from probes.results import RunInfo, _grid, _json_default, safe_name, short_model_name, write_atomic
+from probes.results import RunInfo, json_grid, json_number, safe_name, short_model_name, write_result_files
 
 SCHEMA_VERSION = 1
 
 
-@dataclass
+@dataclass(repr=False)
 class AblationResult:
     """Scores of one target under each mask; ``masks[0]`` is the baseline (nothing disabled)."""
 
@@ -36,6 +36,13 @@ class AblationResult:
     info: RunInfo
     grids: np.ndarray | None = None  # [M,L,H] the probe label's scores per mask (probe targets)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return (f"AblationResult(target={self.target!r}, mode={self.mode!r}, model={self.info.model!r}, "
+                f"masks={len(self.masks)}, metrics={self.metrics}, sentences={self.info.sentences})")
+
+    def __str__(self) -> str:
+        return self.summary()
 
     @property
     def metrics(self) -> list[str]:
@@ -115,15 +122,15 @@ class AblationResult:
         masks = []
         for k, mask in enumerate(self.masks):
             entry = {"name": mask.name, "sweep": mask.sweep, "heads": [list(p) for p in mask.heads],
-                     "scores": {m: _number(v[k]) for m, v in self.values.items()},
-                     "delta": {m: _number(self.deltas(m)[k]) for m in self.metrics}}
+                     "scores": {m: json_number(v[k]) for m, v in self.values.items()},
+                     "delta": {m: json_number(self.deltas(m)[k]) for m in self.metrics}}
             if self.grids is not None:
-                entry["grid"] = _grid(self.grids[k])
+                entry["grid"] = json_grid(self.grids[k])
             masks.append(entry)
         return {"target": self.target, "model": i.model, "corpus": i.corpus, "mode": self.mode,
                 "layers": i.layers, "heads": i.heads, "sentences": i.sentences, "skipped": sum(i.skipped.values()),
                 "skipped_reasons": i.skipped, "settings": i.settings, "metrics": self.metrics,
-                "baseline": {m: _number(v) for m, v in self.baseline.items()}, "sweeps": self._sweeps(),
+                "baseline": {m: json_number(v) for m, v in self.baseline.items()}, "sweeps": self._sweeps(),
                 "masks": masks, **self.extra, "version": i.provenance.get("probes"), "provenance": i.provenance,
                 "schema": SCHEMA_VERSION}
 
@@ -131,13 +138,15 @@ class AblationResult:
         sweeps = {m.sweep for m in self.masks}
         out: dict[str, Any] = {}
         if "heads" in sweeps:
-            out["heads"] = {m: _grid(self.head_grid(m)) for m in self.metrics}
+            out["heads"] = {m: json_grid(self.head_grid(m)) for m in self.metrics}
         if "layers" in sweeps:
-            out["layers"] = {m: [_number(x) for x in self.layer_deltas(m)] for m in self.metrics}
+            out["layers"] = {m: [json_number(x) for x in self.layer_deltas(m)] for m in self.metrics}
         if "halves" in sweeps:
-            out["halves"] = {m: {mask.name: _number(d) for mask, d in self.ranked(m, "halves")} for m in self.metrics}
+            out["halves"] = {m: {mask.name: json_number(d) for mask, d in self.ranked(m, "halves")}
+                             for m in self.metrics}
         if "random" in sweeps:
-            out["random"] = {m: {k: {f: _number(v) for f, v in s.items()} for k, s in self.random_summary(m).items()}
+            out["random"] = {m: {k: {f: json_number(v) for f, v in s.items()}
+                                 for k, s in self.random_summary(m).items()}
                              for m in self.metrics}
         return out
 
@@ -152,15 +161,9 @@ class AblationResult:
 
     def save(self, directory: str | Path, *, plots: bool = True) -> list[Path]:
         """Write JSON, CSV and (optionally) heatmaps into `directory`; return the paths written."""
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
         stem = f"ablation-{safe_name(self.target)}"
-        written = [write_atomic(out / f"{stem}.json", json.dumps(self.to_json(), indent=1, allow_nan=False,
-                                                                   default=_json_default).encode()),
-                   write_atomic(out / f"{stem}.csv", self.to_frame().to_csv(index=False).encode())]
-        if plots:
-            written += [write_atomic(out / name, png) for name, png in self._heatmaps(stem)]
-        return written
+        return write_result_files(directory, {f"{stem}.json": self.to_json(), f"{stem}.csv": self.to_frame(),
+                                              **(dict(self._heatmaps(stem)) if plots else {})})
 
     def _heatmaps(self, stem: str) -> list[tuple[str, bytes]]:
         from probes.plots import heatmap_png
@@ -200,7 +203,3 @@ def _diverging(values: np.ndarray) -> dict[str, Any]:
 
 def _listed(masks: list[tuple[Mask, float]]) -> str:
     return ", ".join(f"{mask.name} {delta:+.4f}" for mask, delta in masks)
-
-
-def _number(x: float) -> float | None:
-    return None if np.isnan(x) else round(float(x), 6)

@@ -22,7 +22,7 @@ from probes.ablation.masks import build_masks, mask_tensor
 from probes.ablation.probe_target import ProbeTarget
 from probes.ablation.result import AblationResult
 from probes.errors import InputError
-from probes.runner import _progress_bar
+from probes.progress import progress_bar
 
 CLASSIFY = "classify"
 
@@ -78,7 +78,7 @@ def ablate(target: str = CLASSIFY, model: str | None = None, corpus: str | Path 
                             repeats=repeats, seed=seed)
     table = mask_tensor(mask_list, evaluated.layers, evaluated.heads)  # [M,L,H]
     with HeadMasker(evaluated.model, evaluated.modules, evaluated.heads, evaluated.head_dim, mode) as masker, \
-            _progress_bar(len(mask_list) * evaluated.units, progress, "ablating") as bar:
+            progress_bar(len(mask_list) * evaluated.units, progress, "ablating") as bar:
         evaluated.evaluate(table, masker, bar, batch_size=batch_size, masks_per_pass=masks_per_pass,
                            tokens_per_pass=tokens_per_pass)
     settings = {"mode": mode, "batch_size": batch_size, "masks_per_pass": masks_per_pass,

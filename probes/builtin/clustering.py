@@ -31,6 +31,7 @@ class ClusteringProbe(Probe):
     needs_vectors = True
     needs_fit = True
     unit = "units"  # what the units are, for messages ("words", "entities", "phrases")
+    details = classmethod(lambda cls, result, head=None, sentences=3: format_fit(result))  # under `probes show`
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)

@@ -26,7 +26,7 @@ from probes.defaults import bundled_corpus
 from probes.encoding import encode
 from probes.errors import InputError
 from probes.model import Encoder, load_encoder
-from probes.results import LabelScores, ProbeResult, RunInfo, write_atomic
+from probes.results import LabelScores, ProbeResult, RunInfo
 
 
 def map_cosines(a: torch.Tensor, b: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
@@ -80,22 +80,19 @@ def checkpoint_similarity(model_a: str | Encoder, model_b: str | Encoder,
     return SimilarityResult(probe="similarity", info=info, options={}, labels={}, overall=LabelScores(n, grid),
                        extra={"model_b": enc_b.name, "measure": "cosine similarity of attention maps, mean over "
                               "sentences (Kovaleva et al. 2019)",
-                              "layer_means": [round(float(x), 6) for x in np.mean(grid, 1)]})
+                              "layer_means": [float(x) for x in np.mean(grid, 1)]})
 
 
 class SimilarityResult(ProbeResult):
-    """The similarity grid; saving adds similarity-change.png (1 − cosine, most changed head boxed)."""
+    """The similarity grid; its figures add similarity-change.png (1 − cosine, most changed head boxed)."""
 
-    def save(self, directory: str | Path, *, plots: bool = True) -> list[Path]:
+    def figures(self) -> dict[str, bytes]:
         from probes.plots import heatmap_png
 
-        written = super().save(directory, plots=plots)
-        if plots:
-            change = 1.0 - self.overall.scores
-            png = heatmap_png(change, f"attention change, 1 − cosine (n={self.overall.count}); most changed boxed",
-                              f"A {self.info.model}\nB {self.extra['model_b']}", vmin=0.0, vmax=None, cmap="magma")
-            written.append(write_atomic(Path(directory) / "similarity-change.png", png))
-        return written
+        change = heatmap_png(1.0 - self.overall.scores, f"attention change, 1 − cosine (n={self.overall.count}); most "
+                             f"changed boxed", f"A {self.info.model}\nB {self.extra['model_b']}", vmin=0.0, vmax=None,
+                             cmap="magma")
+        return {**super().figures(), "similarity-change.png": change}
 
 
 def _check_same_tokens(enc_a: Encoder, enc_b: Encoder, sentences, items, limit_tokens: int) -> None:

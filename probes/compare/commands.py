@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import sys
 
+from probes.arguments import input_path
 from probes.errors import InputError
+from probes.results import check_output_file, check_output_folder
 
 EPILOG = """\
 examples:
@@ -23,8 +25,8 @@ def add_commands(sub) -> None:
                              "most, and delta heatmaps. A or B may also be single files, any layers × heads array "
                              "(.npy, .json, .csv) included.", epilog=EPILOG,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    compare.add_argument("a", metavar="A", help="results folder (or file) of the first model")
-    compare.add_argument("b", metavar="B", help="results folder (or file) of the second model")
+    compare.add_argument("a", metavar="A", type=input_path, help="results folder (or file) of the first model")
+    compare.add_argument("b", metavar="B", type=input_path, help="results folder (or file) of the second model")
     _outputs(compare, "write compare.json, compare.csv and <probe>-<label>-delta.png here")
 
     similarity = sub.add_parser("similarity", help="per-head cosine similarity of two checkpoints' attention maps",
@@ -32,7 +34,7 @@ def add_commands(sub) -> None:
                                 "attention maps by cosine similarity, averaged over sentences (Kovaleva et al. 2019).")
     similarity.add_argument("--model", action="append", required=True, metavar="DIR_OR_NAME",
                             help="a checkpoint; give exactly two")
-    similarity.add_argument("--corpus", action="append", metavar="FILE",
+    similarity.add_argument("--corpus", action="append", metavar="FILE", type=input_path,
                             help="corpus file; repeat for several (default: the bundled UD English EWT sample)")
     similarity.add_argument("--format", help="corpus format (default: from the file name)")
     similarity.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass (default 32)")
@@ -44,18 +46,19 @@ def add_commands(sub) -> None:
     correlate = sub.add_parser("correlate", help="Spearman correlation over heads of a grid with probe scores",
                                description="Rank-correlate any layers × heads grid (.npy, .json, .csv: pruning gates, "
                                "importance scores) with every label of probe results, over heads.")
-    correlate.add_argument("grid", metavar="GRID", help="a layers × heads array file, or a results file")
-    correlate.add_argument("results", metavar="RESULTS", help="a results folder or file")
-    correlate.add_argument("--out", metavar="FILE.csv", help="also write the table as CSV")
+    correlate.add_argument("grid", metavar="GRID", type=input_path,
+                           help="a layers × heads array file, or a results file")
+    correlate.add_argument("results", metavar="RESULTS", type=input_path, help="a results folder or file")
+    correlate.add_argument("--out", metavar="FILE.csv", type=check_output_file, help="also write the table as CSV")
 
     plot = sub.add_parser("plot", help="heatmaps of a results file or of any layers × heads array",
                           description="Draw the layer × head heatmaps of a results file or of a .npy/.json/.csv grid.")
-    plot.add_argument("file", metavar="FILE", help="a results file, or a layers × heads array file")
-    plot.add_argument("--out", metavar="DIR", required=True, help="folder for the PNG files")
+    plot.add_argument("file", metavar="FILE", type=input_path, help="a results file, or a layers × heads array file")
+    plot.add_argument("--out", metavar="DIR", required=True, type=check_output_folder, help="folder for the PNG files")
 
 
 def _outputs(parser: argparse.ArgumentParser, out_help: str) -> None:
-    parser.add_argument("--out", metavar="DIR", help=out_help)
+    parser.add_argument("--out", metavar="DIR", type=check_output_folder, help=out_help)
     parser.add_argument("--no-plots", action="store_true", help="no heatmaps")
 
 
@@ -63,6 +66,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from probes.compare.results_diff import compare_results
 
     comparison = compare_results(args.a, args.b)
+    if comparison.left_out:
+        print(f"probes: compared the probes both hold; left out {', '.join(comparison.left_out)}", file=sys.stderr)
     print(comparison.format_table())
     if args.out:
         written = comparison.save(args.out, plots=not args.no_plots)
@@ -80,7 +85,7 @@ def cmd_similarity(args: argparse.Namespace) -> int:
                                    device=args.device)
     print(format_similarity(result))
     if args.out:
-        written = result.save(Path(args.out), plots=not args.no_plots)
+        written = result.save(args.out, plots=not args.no_plots)
         print(f"wrote {len(written)} files to {args.out}")
     return 0
 
@@ -104,27 +109,22 @@ def cmd_correlate(args: argparse.Namespace) -> int:
     from probes.compare.correlate import correlate
     from probes.compare.grids import load_any
     from probes.compare.results_diff import load_results
-    from probes.results import write_atomic
+    from probes.results import write_result_files
 
     table = correlate(load_any(args.grid), load_results(args.results))
     table = table.reindex(table["spearman"].abs().sort_values(ascending=False, na_position="last").index)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     if args.out:
-        write_atomic(Path(args.out), table.to_csv(index=False).encode())
+        write_result_files(args.out.parent, {args.out.name: table})
     return 0
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from probes.compare.grids import load_any
-    from probes.compare.plots import result_pngs
-    from probes.results import write_atomic
+    from probes.results import write_result_files
 
-    out = Path(args.out)
-    pictures = result_pngs(load_any(args.file))  # everything drawn before anything is written
-    out.mkdir(parents=True, exist_ok=True)
-    for name, png in pictures.items():
-        write_atomic(out / name, png)
-    print(f"wrote {len(pictures)} files to {out}")
+    written = write_result_files(args.out, load_any(args.file).figures())
+    print(f"wrote {len(written)} files to {args.out}")
     return 0
 
 

@@ -2,15 +2,15 @@
 
 For every probe and label both sides have: the best head and score in each, the change of the best
 score, how A's best head fares in B, the mean change over heads, and the heads that gained or lost
-most; delta = B − A per head, as an [L,H] grid (and a heatmap). Both sides must hold the same
-probes, run with the same options, on models of one architecture (same layers × heads and family):
-heads are matched by position, which means something only between checkpoints of one model (a
+most; delta = B − A per head, as an [L,H] grid (and a heatmap). The probes both sides hold are
+compared (those only one side holds are left out and listed in ``left_out``); each must have been
+run with the same options, on models of one architecture (same layers × heads and family): heads
+are matched by position, which means something only between checkpoints of one model (a
 pre-trained model and its fine-tuned derivative, say). Other differences (corpus, sentences
 scored, pooling) are reported as notes.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from probes.compare.grids import load_any
 from probes.errors import InputError
-from probes.results import BestHead, ProbeResult, _grid, safe_name, write_atomic
+from probes.results import BestHead, ProbeResult, json_grid, results_in, safe_name, write_result_files
 
 TOP = 3  # heads listed as gained / lost most
 
@@ -78,6 +78,7 @@ class Comparison:
     model_b: str
     labels: list[LabelDelta]
     notes: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # probes only one side holds, e.g. "pos (only in B)"
 
     def to_frame(self):
         """One row per probe × label (the CSV's rows)."""
@@ -98,24 +99,26 @@ class Comparison:
 
     def to_json(self) -> dict:
         return {"a": self.a, "b": self.b, "model_a": self.model_a, "model_b": self.model_b, "notes": self.notes,
-                "labels": [{**_clean(d.row()), "delta": _grid(d.delta)} for d in self.labels],
+                "left_out": self.left_out,
+                "labels": [{**_clean(d.row()), "delta": json_grid(d.delta)} for d in self.labels],
                 "layers": [_clean(r) for r in self.layer_changes().to_dict("records")]}
 
     def save(self, directory: str | Path, *, plots: bool = True) -> list[Path]:
         """compare.json, compare.csv and (optionally) one delta heatmap per probe and label."""
+        return write_result_files(directory, {"compare.json": self.to_json(), "compare.csv": self.to_frame(),
+                                              **(self.figures() if plots else {})})
+
+    def figures(self) -> dict[str, bytes]:
+        """{<probe>-<label>-delta.png: PNG}: B − A per head, red where B is higher, on a scale centred on 0."""
         from probes.plots import heatmap_png
 
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        written = [write_atomic(out / "compare.json", json.dumps(self.to_json(), indent=1, allow_nan=False).encode()),
-                   write_atomic(out / "compare.csv", self.to_frame().to_csv(index=False).encode())]
-        if plots:
-            for d in self.labels:
-                span = float(np.nanmax(np.abs(d.delta))) if np.isfinite(d.delta).any() else 1.0
-                png = heatmap_png(d.delta, f"{d.probe}: {d.label}, B − A", f"A {self.model_a}\nB {self.model_b}",
-                                  vmin=-(span or 1.0), vmax=span or 1.0, cmap="RdBu_r")
-                written.append(write_atomic(out / f"{safe_name(d.probe)}-{safe_name(d.label)}-delta.png", png))
-        return written
+        pictures = {}
+        for d in self.labels:
+            span = float(np.nanmax(np.abs(d.delta))) if np.isfinite(d.delta).any() else 1.0
+            pictures[f"{safe_name(d.probe)}-{safe_name(d.label)}-delta.png"] = heatmap_png(
+                d.delta, f"{d.probe}: {d.label}, B − A", f"A {self.model_a}\nB {self.model_b}", vmin=-(span or 1.0),
+                vmax=span or 1.0, cmap="RdBu_r")
+        return pictures
 
     def format_table(self) -> str:
         lines = [f"A: {self.model_a}", f"B: {self.model_b}", *[f"note: {n}" for n in self.notes]]
@@ -138,36 +141,29 @@ def load_results(path: str | Path) -> dict[str, ProbeResult]:
     p = Path(path)
     if not p.exists():
         raise InputError("not found", p)
-    if p.is_file():
-        result = load_any(p)
-        return {result.probe: result}
-    results = {}
-    for f in sorted(p.glob("*.json")):
-        try:
-            data = json.loads(f.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise InputError("not valid JSON", f) from None
-        if isinstance(data, dict) and "probe" in data and "labels" in data:
-            results[data["probe"]] = load_any(f)
-    if not results:
-        raise InputError("no probe results here (the DIR/<probe>.json files of `probes run --out`)", p)
-    return results
+    if p.is_dir():
+        return results_in(p)
+    result = load_any(p)
+    return {result.probe: result}
 
 
 def compare_results(a: str | Path | dict[str, ProbeResult], b: str | Path | dict[str, ProbeResult]) -> Comparison:
-    """Compare two results folders (or files, or {probe: result} dicts); InputError when they do not match."""
+    """Compare two results folders (or files, or {probe: result} dicts) on the probes both hold; InputError
+    when they hold none in common or a shared probe does not match."""
     left = a if isinstance(a, dict) else load_results(a)
     right = b if isinstance(b, dict) else load_results(b)
     where_a, where_b = (str(x) if not isinstance(x, dict) else side for x, side in ((a, "A"), (b, "B")))
     if any(r.info.provenance.get("array_file") for r in (*left.values(), *right.values())) \
             and len(left) == len(right) == 1:
         right = {next(iter(left)): next(iter(right.values()))}  # an array file: compared whatever its name
-    if set(left) != set(right):
-        only_a, only_b = sorted(set(left) - set(right)), sorted(set(right) - set(left))
-        raise InputError(f"{where_a} and {where_b} hold different probes (only in A: {', '.join(only_a) or '-'}; "
-                         f"only in B: {', '.join(only_b) or '-'}); compare needs the same probes in both")
+    shared = sorted(set(left) & set(right))
+    if not shared:
+        raise InputError(f"{where_a} and {where_b} hold no probe in common (A: {', '.join(sorted(left))}; "
+                         f"B: {', '.join(sorted(right))})")
+    left_out = [f"{p} (only in A)" for p in sorted(set(left) - set(right))] + \
+               [f"{p} (only in B)" for p in sorted(set(right) - set(left))]
     labels, notes = [], []
-    for probe in sorted(left):
+    for probe in shared:
         ra, rb = left[probe], right[probe]
         _check_match(probe, ra, rb, where_a, where_b)
         notes += _notes(probe, ra, rb)
@@ -177,8 +173,9 @@ def compare_results(a: str | Path | dict[str, ProbeResult], b: str | Path | dict
             nan = np.full((ra.info.layers, ra.info.heads), np.nan)
             labels.append(LabelDelta(probe, label, ea.count if ea else 0, eb.count if eb else 0,
                                      ea.scores if ea else nan, eb.scores if eb else nan))
-    first_a, first_b = next(iter(left.values())), next(iter(right.values()))
-    return Comparison(where_a, where_b, first_a.info.model, first_b.info.model, labels, list(dict.fromkeys(notes)))
+    first_a, first_b = left[shared[0]], right[shared[0]]
+    return Comparison(where_a, where_b, first_a.info.model, first_b.info.model, labels, list(dict.fromkeys(notes)),
+                      left_out)
 
 
 def _check_match(probe: str, ra: ProbeResult, rb: ProbeResult, where_a: str, where_b: str) -> None:

@@ -37,11 +37,11 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
-from probes.builtin.analyses.head_layout import HeadDistanceResult, cluster_heads
+from probes.builtin.analyses.head_layout import cluster_heads, head_distance_figures
 from probes.maps import LayerMaps
 from probes.probe import Option, Probe
 from probes.registry import register
-from probes.results import LabelScores, RunInfo
+from probes.results import LabelScores, ProbeResult, RunInfo
 
 CHUNK_ELEMENTS = 1 << 22  # (head pairs × query tokens × keys) per step: bounds one step's memory (~32 MB)
 TINY = 1e-30
@@ -57,6 +57,7 @@ class HeadDistance(Probe):
                Option("seed", 0, "seed of the word shuffle (word_order) and of head_distance's token draw", int),
                Option("clusters", 8, "head_distance: number of flat clusters cut from the hierarchy", int),
                Option("linkage", "average", "head_distance: hierarchical clustering method", str, LINKAGES))
+    figures = staticmethod(head_distance_figures)  # the heatmaps, the 2-D layout, dendrogram and distance matrix
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
@@ -131,7 +132,7 @@ class HeadDistance(Probe):
             out[j.numpy(), i.numpy()] = mean
         return out
 
-    def compute(self, info: RunInfo) -> HeadDistanceResult:
+    def compute(self, info: RunInfo) -> ProbeResult:
         d = self.distances()
         n = d.shape[0]
         others = np.where(np.eye(n, dtype=bool), np.nan, d)
@@ -140,8 +141,8 @@ class HeadDistance(Probe):
         mean = np.nanmean(others, 1).reshape(grid) if n > 1 else np.full(grid, np.nan)
         nearest = np.nanmin(others, 1).reshape(grid) if n > 1 else np.full(grid, np.nan)
         clustering = cluster_heads(d, self.layers, self.heads, self.config["clusters"], self.config["linkage"])
-        return HeadDistanceResult(probe=self.name, info=info, options=dict(self.config),
-                                  labels={"nearest": LabelScores(count, nearest)}, overall=LabelScores(count, mean),
-                                  extra={"head_names": clustering["head_names"], "distance": d.tolist(),
-                                         "clusters": clustering["clusters"].reshape(grid).tolist(),
-                                         "linkage": clustering["linkage"], "layout": clustering["layout"]})
+        return ProbeResult(probe=self.name, info=info, options=dict(self.config),
+                           labels={"nearest": LabelScores(count, nearest)}, overall=LabelScores(count, mean),
+                           extra={"head_names": clustering["head_names"], "distance": d.tolist(),
+                                  "clusters": clustering["clusters"].reshape(grid).tolist(),
+                                  "linkage": clustering["linkage"], "layout": clustering["layout"]})

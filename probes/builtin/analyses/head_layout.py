@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import numpy as np
 
-from probes.results import ProbeResult, safe_name, write_atomic
+from probes.presentation import Presentation
+from probes.results import ProbeResult, safe_name
 
 
 def head_names(layers: int, heads: int) -> list[str]:
@@ -24,8 +24,7 @@ def cluster_heads(distance: np.ndarray, layers: int, heads: int, clusters: int, 
         return {"head_names": names, "linkage": [], "clusters": np.ones(n, dtype=int), "layout": [[0.0, 0.0]] * n}
     z = linkage(squareform(distance, checks=False), method=method)
     flat = fcluster(z, t=max(1, min(clusters, n)), criterion="maxclust")
-    return {"head_names": names, "linkage": np.round(z, 6).tolist(), "clusters": flat,
-            "layout": np.round(classical_mds(distance), 6).tolist()}
+    return {"head_names": names, "linkage": z.tolist(), "clusters": flat, "layout": classical_mds(distance).tolist()}
 
 
 def classical_mds(distance: np.ndarray, dims: int = 2) -> np.ndarray:
@@ -87,16 +86,12 @@ def matrix_png(result: ProbeResult) -> bytes:
     return _png(fig, plt)
 
 
-class HeadDistanceResult(ProbeResult):
-    """head_distance's result: saving also writes the layout, dendrogram and distance-matrix PNGs."""
-
-    def save(self, directory: str | Path, *, plots: bool = True) -> list[Path]:
-        written = super().save(directory, plots=plots)
-        if plots:
-            out = Path(directory)
-            for suffix, draw in (("layout", layout_png), ("dendrogram", dendrogram_png), ("matrix", matrix_png)):
-                written.append(write_atomic(out / f"{safe_name(self.probe)}-{suffix}.png", draw(self)))
-        return written
+def head_distance_figures(result: ProbeResult) -> dict[str, bytes]:
+    """head_distance's pictures: the heatmaps of every probe, then <probe>-layout.png, -dendrogram.png and
+    -matrix.png."""
+    drawings = (("layout", layout_png), ("dendrogram", dendrogram_png), ("matrix", matrix_png))
+    return {**Presentation.figures(result), **{f"{safe_name(result.probe)}-{suffix}.png": draw(result)
+                                               for suffix, draw in drawings}}
 
 
 def _pyplot():

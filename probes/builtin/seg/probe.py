@@ -34,6 +34,7 @@ from probes.batching import Batch
 from probes.builtin.seg.kept import Examples, KeptEnds
 from probes.builtin.seg.scoring import COMBINE_RULES, STATS, greedy, metrics, tally, union_ends
 from probes.builtin.seg.units import COUNTS, LENGTH_LABELS, BatchUnits, batch_units, unit_surfaces
+from probes.builtin.seg.show import format_seg
 from probes.errors import InputError
 from probes.maps import LayerMaps
 from probes.probe import Option, Probe, ratio
@@ -56,6 +57,7 @@ class SegmentationProbe(Probe):
                "prediction is kept in memory, 1 bit per token per head)", int),
         Option("examples", 10, "keep every head's segmentation of the first N sentences for `probes show`", int),
     )
+    details = staticmethod(format_seg)  # under `probes show`'s table: baselines, ensembles, segmented examples
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
@@ -164,4 +166,4 @@ def _scalars(scores: dict[str, torch.Tensor], column: int) -> dict[str, float | 
 
 
 def _number(x: float) -> float | None:
-    return None if math.isnan(x) else round(x, 6)
+    return None if math.isnan(x) else x
