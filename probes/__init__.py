@@ -4,12 +4,9 @@
     results = probes.run(["dep"], model="bert-base-cased", corpus="en_ewt-ud-test.conllu")
     results["dep"].best("nsubj"); results["dep"].to_frame(); results["dep"].save("results/")
 """
-from importlib.metadata import PackageNotFoundError, version
+from probes.provenance import probes_version
 
-try:
-    __version__ = version("attention-probes")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+__version__ = probes_version()
 
 from probes.errors import InputError
 from probes.model import Encoder, load_encoder

@@ -3,27 +3,50 @@ from __future__ import annotations
 
 import hashlib
 import platform
+import shlex
+import sys
 from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from probes.checkpoint import weights_sha256
+from probes.errors import InputError
 
-def provenance(encoder, files: list[str], elapsed: float) -> dict[str, Any]:
-    """Provenance of a run of `encoder` (anything with ``.model``, a transformers model) over corpus `files`
-    that took `elapsed` seconds."""
+
+def provenance(encoder, files: list[str], elapsed: float, **extra: Any) -> dict[str, Any]:
+    """Provenance of a run of `encoder` (anything with ``.name`` and ``.model``, a transformers model) over
+    corpus `files` that took `elapsed` seconds; `extra` entries are recorded as given (e.g. the words
+    that tokenize to [UNK], the ids of skipped sentences)."""
     import tokenizers
     import torch
     import transformers
 
-    from probes import __version__
-
     return {
-        "probes": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+        "probes": probes_version(), "torch": torch.__version__, "transformers": transformers.__version__,
         "tokenizers": tokenizers.__version__, "python": platform.python_version(), "platform": platform.platform(),
+        "command": shlex.join(sys.argv),
         "model_class": type(encoder.model).__name__, "model_type": encoder.model.config.model_type,
         "model_commit": getattr(encoder.model.config, "_commit_hash", None),
-        "corpus_sha256": {f: sha256(f) for f in files},
+        "model_weights_sha256": _weights(encoder.name),
+        "corpus_sha256": {f: sha256(f) for f in files}, **extra,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seconds": round(elapsed, 3),
     }
+
+
+def probes_version() -> str:
+    """The installed distribution's version ("0+unknown" in a source tree that is not installed)."""
+    try:
+        return version("attention-probes")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _weights(model: str) -> str | None:
+    """The weights' sha256, or None where they cannot be found (a model built in memory, a hub name not cached)."""
+    try:
+        return weights_sha256(model)
+    except (InputError, OSError):
+        return None
 
 
 def sha256(path: str) -> str:

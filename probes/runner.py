@@ -1,12 +1,7 @@
 """One run: read the corpus, load the model, one forward pass per batch feeding every probe."""
 from __future__ import annotations
 
-import hashlib
-import platform
-import shlex
-import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -14,13 +9,15 @@ from probes.batching import Batch, length_sorted_batches
 from probes.corpus import guess_format, read_corpus
 from probes.corpus.spacy_text import annotation_format
 from probes.defaults import bundled_corpus, default_model
-from probes.encoding import UnknownWords, check_tokenize, encode, unknown_words
+from probes.encoding import check_tokenize, encode, unknown_words
 from probes.errors import InputError
 from probes.fitting import plan_fit
 from probes.maps import LayerMaps
 from probes.model import Encoder, load_encoder
 from probes.pooling import parse_rule
 from probes.probe import Probe
+from probes.progress import progress_bar
+from probes.provenance import provenance
 from probes.registry import get_probe, load_code
 from probes.results import ProbeResult, RunInfo
 
@@ -110,7 +107,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                    settings={"batch_size": batch_size, "pool": pool, "max_length": encoder.max_length,
                              "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize,
                              **({"fit": fit_settings} if fit_settings else {})},
-                   provenance=_provenance(encoder, data.files, unknown, time.perf_counter() - started),
+                   provenance=provenance(encoder, data.files, time.perf_counter() - started,
+                                         unknown_words=unknown.provenance(), skipped_ids=data.skipped_ids),
                    notes=dict(data.notes))
     return {p.name: p.compute(info) for p in active}
 
@@ -137,7 +135,7 @@ def _feed(encoder: Encoder, usable: list, encoded: list, probes: list[Probe], me
     "fit_update") of every probe, layer by layer."""
     vectors = any(p.needs_vectors for p in probes)
     twin_seed = next((seed for p in probes if (seed := p.shuffle_seed()) is not None), None)
-    with _progress_bar(len(encoded), progress, "fitting" if method == "fit_update" else "probing") as bar:
+    with progress_bar(len(encoded), progress, "fitting" if method == "fit_update" else "probing") as bar:
         for items in length_sorted_batches(encoded, batch_size):
             batch = Batch.from_encoded([usable[e.index] for e in items], items, encoder.tokenizer, pool,
                                        shuffle_seed=twin_seed)
@@ -191,52 +189,3 @@ def _check_settings(batch_size: int, max_length: int | None, limit: int | None, 
         parse_rule(pool)
     except ValueError as e:
         raise InputError(str(e)) from None
-
-
-class _progress_bar:
-    """tqdm over sentences on stderr, or a silent stand-in."""
-
-    def __init__(self, total: int, enabled: bool | None, desc: str = "probing"):
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.total, self.desc = total, desc
-
-    def __enter__(self):
-        if self.enabled:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=self.total, unit="sent", desc=self.desc, file=sys.stderr)
-        return self
-
-    def update(self, n: int) -> None:
-        if self.enabled:
-            self.bar.update(n)
-
-    def __exit__(self, *exc):
-        if self.enabled:
-            self.bar.close()
-
-
-def _provenance(encoder: Encoder, files: list[str], unknown: UnknownWords, elapsed: float) -> dict[str, Any]:
-    import tokenizers
-    import torch
-    import transformers
-
-    from probes import __version__
-
-    return {
-        "probes": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-        "tokenizers": tokenizers.__version__, "python": platform.python_version(), "platform": platform.platform(),
-        "model_class": type(encoder.model).__name__, "model_type": encoder.model.config.model_type,
-        "model_commit": getattr(encoder.model.config, "_commit_hash", None),
-        "corpus_sha256": {f: _sha256(f) for f in files}, "unknown_words": unknown.provenance(),
-        "command": shlex.join(sys.argv),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seconds": round(elapsed, 3),
-    }
-
-
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

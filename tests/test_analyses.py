@@ -26,7 +26,7 @@ from probes.errors import InputError
 from probes.maps import LayerMaps
 from probes.registry import available
 from probes.results import RunInfo
-from probes.shuffle import shuffled_twin, word_permutation
+from probes.shuffle import word_permutation
 
 
 def info(heads: int, sentences: int = 1) -> RunInfo:
@@ -388,9 +388,9 @@ def test_permutation_is_seeded_within_segments_and_never_identity():
 def test_twin_moves_whole_words():
     # "ab cd" tokenised as [CLS] a ##b c ##d [SEP]: the twin is [CLS] c ##d a ##b [SEP]
     s = sentence(["ab", "cd"])
-    b = batch([s], [[0, 1, 1, 2, 2, E]], [[attention(6, {})]]).batch
-    b.input_ids = torch.tensor([[101, 11, 12, 21, 22, 102]])
-    twin = shuffled_twin(b, 0)
+    b = batch([s], [[0, 1, 1, 2, 2, E]], [[attention(6, {})]], input_ids=torch.tensor([[101, 11, 12, 21, 22, 102]]),
+              shuffle_seed=0).batch
+    twin = b.twin
     assert twin.input_ids.tolist() == [[101, 21, 22, 11, 12, 102]]
     assert twin.columns.tolist() == [[0, 2, 2, 1, 1, 3]]  # still the original words' columns
     assert twin.position_of.tolist() == [[0, 3, 4, 1, 2, 5]] and twin.shuffled.tolist() == [True]
@@ -402,8 +402,8 @@ def test_word_order_worked_example():
     content = attention(4, {1: {1: 1.0}, 2: {1: 1.0}})  # head 0: both words look at "a"
     positional = attention(4, {0: {0: 1.0}, 1: {0: 1.0}, 2: {1: 1.0}, 3: {2: 1.0}})  # head 1: previous position
     twin_content = attention(4, {1: {2: 1.0}, 2: {2: 1.0}})  # in the twin "a" sits at position 2
-    hand = batch([s], [[0, 1, 2, E]], [[content, positional]])
-    twin = HandBatch(shuffled_twin(hand.batch, 0), (torch.stack([twin_content, positional])[None],))
+    hand = batch([s], [[0, 1, 2, E]], [[content, positional]], shuffle_seed=0)
+    twin = HandBatch(hand.batch.twin, (torch.stack([twin_content, positional])[None],))
     assert twin.batch.position_of.tolist() == [[0, 2, 1, 3]]
     # unshuffled, head 0 is the original map again (TV 0). Head 1 back in the original order: a (row 1) → twin row 2
     # → twin position 1 = b; b → [CLS]; [SEP] → twin position 2 = a: rows 1, 2, 3 each move all their mass (TV 1),
@@ -418,10 +418,10 @@ def test_word_order_worked_example():
 
 
 def test_word_order_leaves_out_one_word_sentences():
-    one = batch([S2], [C2], [[attention(3, {})]])
+    one = batch([S2], [C2], [[attention(3, {})]], shuffle_seed=0)
     hand = layers_of(one, one)  # two layers: the sentence left out is counted once
     probe = WordOrderAnalysis(2, 1)
-    feed(probe, hand, twin=HandBatch(shuffled_twin(hand.batch, 0), hand.attentions))
+    feed(probe, hand, twin=HandBatch(hand.batch.twin, hand.attentions))
     r = probe.compute(info(1))
     assert r.overall.count == 0 and np.isnan(r.overall.scores).all() and r.extra["unshuffled_sentences"] == 1
 
@@ -464,9 +464,10 @@ def random_half(sentences, columns, ids, seed: int) -> tuple[HandBatch, HandBatc
         return batch(sentences, columns, [[torch.softmax(2 * torch.randn(len(c), len(c), generator=gen), -1)
                                            for _ in range(2)] for c in columns]).attentions[0]
 
-    b = batch(sentences, columns, [[attention(len(c), {})] for c in columns]).batch
-    b.input_ids = torch.tensor([i + [0] * (b.columns.shape[1] - len(i)) for i in ids])
-    return HandBatch(b, (one_layer(), one_layer())), HandBatch(shuffled_twin(b, 0), (one_layer(), one_layer()))
+    width = max(len(c) for c in columns)
+    b = batch(sentences, columns, [[attention(len(c), {})] for c in columns],
+              input_ids=torch.tensor([i + [0] * (width - len(i)) for i in ids]), shuffle_seed=0).batch
+    return HandBatch(b, (one_layer(), one_layer())), HandBatch(b.twin, (one_layer(), one_layer()))
 
 
 def fresh(cls):

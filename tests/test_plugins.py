@@ -27,21 +27,18 @@ PLUGIN = textwrap.dedent('''
 
         def __init__(self, layers, heads, **options):
             super().__init__(layers, heads, **options)
-            self.total = torch.zeros(layers, heads, dtype=torch.float64)
-            self.words = 0
+            self.add_state("total", torch.zeros(layers, heads, dtype=torch.float64))  # [L,H]
+            self.add_state("words", torch.zeros((), dtype=torch.int64))
 
-        def update(self, batch):
-            to_root = batch.word_attention[..., 0]  # [B,L,H,C]
-            self.total += (to_root * batch.word_columns[:, None, None, :]).sum((0, 3)).double()
-            self.words += int(batch.n_words.sum())
-
-        def merge(self, other):
-            self.total += other.total
-            self.words += other.words
+        def update(self, batch, maps):
+            to_root = maps.word_attention[..., 0]  # [B,H,C]
+            self.total[maps.layer] += (to_root * batch.word_columns[:, None, :]).sum((0, 2)).double()
+            if maps.layer == 0:
+                self.words += int(batch.n_words.sum())
 
         def compute(self, info):
             grid = (self.total / self.words).numpy()
-            return ProbeResult(self.name, info, {{}}, {{}}, LabelScores(self.words, grid))
+            return ProbeResult(self.name, info, {{}}, {{}}, LabelScores(int(self.words), grid))
 ''')
 
 
@@ -119,9 +116,7 @@ def test_name_clash_is_refused(clean_registry):
     class Other(probes.Probe):
         name = "dep"
 
-        def update(self, batch): ...
-
-        def merge(self, other): ...
+        def update(self, batch, maps): ...
 
         def compute(self, info): ...
 
@@ -141,9 +136,7 @@ OPTION_PLUGIN = textwrap.dedent('''
         description = "a plugin with one option"
         options = (Option({option!r}, {default!r}, "an option", {type}),)
 
-        def update(self, batch): ...
-
-        def merge(self, other): ...
+        def update(self, batch, maps): ...
 
         def compute(self, info): ...
 ''')
