@@ -14,18 +14,10 @@ from pathlib import Path
 
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import comment_pair, read_text_lines
+from probes.corpus.entities import spans_from_iob2
 from probes.errors import InputError
 
 N_COLUMNS = 5
-
-
-def _parse_tag(tag: str, path: Path, line: int) -> tuple[str, str]:
-    """('O', '') | ('B', TYPE) | ('I', TYPE); InputError for anything else."""
-    if tag == "O":
-        return "O", ""
-    if len(tag) > 2 and tag[0] in "BI" and tag[1] == "-" and tag[2:].strip() == tag[2:]:
-        return tag[0], tag[2:]
-    raise InputError(f"tag {tag!r} is not IOB2 (expected O, B-TYPE or I-TYPE)", path, line)
 
 
 def read_iob2(path: str | Path, *, repair_i_after_o: bool = False) -> Corpus:
@@ -66,15 +58,14 @@ def read_iob2(path: str | Path, *, repair_i_after_o: bool = False) -> Corpus:
     sent_id_line = 0
     words: list[str] = []
     tags: list[str] = []
-    spans: list[tuple[str, int, int]] = []
-    repaired: list[int] = []
-    open_span: tuple[str, int] | None = None  # (type, start) of the span being extended
+    tag_lines: list[int] = []
 
     def finish() -> None:
-        nonlocal start, sent_id, words, tags, spans, repaired, open_span
+        nonlocal start, sent_id, words, tags, tag_lines
         if words:
-            if open_span is not None:
-                spans.append((open_span[0], open_span[1], len(words)))
+            repaired: list[int] = []
+            spans = spans_from_iob2(tags, path=path, lines=tag_lines, repair_i_after_o=repair_i_after_o,
+                                    repaired=repaired)
             if sent_id is not None:
                 if sent_id in seen_ids:
                     raise InputError(
@@ -86,7 +77,7 @@ def read_iob2(path: str | Path, *, repair_i_after_o: bool = False) -> Corpus:
                 ann={"ner": spans, "ner_tags": tags, "ner_repaired": repaired},
                 sent_id=sent_id, source=str(path), line=start))
         start, sent_id = 0, None
-        words, tags, spans, repaired, open_span = [], [], [], [], None
+        words, tags, tag_lines = [], [], []
 
     for n, text in enumerate(lines, start=1):
         if not text.strip():
@@ -117,21 +108,8 @@ def read_iob2(path: str | Path, *, repair_i_after_o: bool = False) -> Corpus:
             raise InputError(f"ID {wid_int} out of sequence, expected {len(words) + 1}", path, n)
         if not form.strip():
             raise InputError("empty FORM", path, n)
-        prefix, typ = _parse_tag(tag, path, n)
-        i = len(words)
-        if prefix == "I" and (open_span is None or open_span[0] != typ):
-            if not repair_i_after_o:
-                after = "the start of the sentence" if i == 0 else tags[-1]
-                raise InputError(f"{tag} follows {after}; pass --repair-i-after-o (repair_i_after_o=True) "
-                                 f"to read it as B-{typ}", path, n)
-            repaired.append(i)
-            prefix = "B"
-        if prefix != "I" and open_span is not None:
-            spans.append((open_span[0], open_span[1], i))
-            open_span = None
-        if prefix == "B":
-            open_span = (typ, i)
         words.append(form)
         tags.append(tag)
+        tag_lines.append(n)
     finish()
     return corpus
