@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -48,6 +49,8 @@ def main(argv: list[str]) -> int:
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false"}
     if argv[0] == "demo":
         return _demo(env)
+    if os.environ.get("CI") and not shutil.which("chromium"):  # the report's browser test (Debian's packages)
+        subprocess.call(["sh", "-c", "apt-get update -qq && apt-get install -y -qq chromium chromium-driver"])
     code = subprocess.call([str(PYTHON), "-m", "pytest", *argv[1:]], cwd=ROOT, env=env)
     if code == 5:  # pytest: no tests were collected
         return _fail("pytest collected no tests (exit 5): a test run that checks nothing is a failure")

@@ -17,6 +17,8 @@ from probes.ablation.commands import add_commands as add_ablation_commands
 from probes.arguments import add_code_argument, add_probe_options, chosen_options, input_path
 from probes.errors import InputError
 from probes.builtin.seg.show import parse_head
+from probes.examples import DEFAULT_SENTENCES, parse_heads
+from probes.presentation import PLOT_KINDS
 from probes.results import check_output_file, check_output_folder
 
 PROBE_OPTION_COMMANDS = ("run", "ablate")  # the commands that take every registered probe's options
@@ -28,7 +30,9 @@ examples:
   probes run dep --model ./my-finetuned-checkpoint --corpus dev.conllu --batch-size 64 --subtypes
 
 Several probes in one run share one forward pass. Sentences longer than the model accepts are
-skipped and counted (never cut). Results: DIR/<probe>.json, .csv and heatmaps (see README).
+skipped and counted (never cut). Results: DIR/<probe>.json, .csv and an overview figure DIR/<probe>.png
+(see README). --examples N (default 20) keeps the first N sentences' per-sentence views for `probes report`
+and `probes show --head L-H`.
 """
 
 
@@ -88,7 +92,13 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                      help="what the tokenizer reads: the pre-split words (default) or each sentence's raw text "
                      "(CoNLL-U `# text`, the unsegmented line), tokens mapped to words by character offsets; "
                      "use text for Chinese segmentation so the model never sees the gold word boundaries")
-    run.add_argument("--no-plots", action="store_true", help="write JSON and CSV only, no heatmaps")
+    run.add_argument("--plots", choices=PLOT_KINDS, default="overview",
+                     help="figures with --out: overview (default: DIR/<probe>.png, small multiples of the labels), "
+                     "labels (and a heatmap DIR/<probe>-<label>.png per label) or none")
+    run.add_argument("--no-plots", action="store_true", help="the same as --plots none: JSON and CSV only")
+    run.add_argument("--heads", type=parse_heads, default=[], metavar="L:H,...",
+                     help="keep these heads' attention maps of the example sentences too (e.g. 2:8,4:9), besides "
+                     "each label's best head; the number of example sentences is --examples (default 20; 0 for none)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
 
     listing = sub.add_parser("list", help="list the registered probes", description="List the registered probes.")
@@ -110,10 +120,19 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     show.add_argument("results", metavar="DIR/PROBE.json", type=input_path,
                       help="a results file written by `probes run --out`, or the folder of several")
     show.add_argument("--top", type=int, default=0, help="only the N most frequent labels (default: all)")
-    show.add_argument("--head", metavar="L-H", type=parse_head, help="seg: segment the example sentences with this "
-                      "head, e.g. L3-H5 (default: the best head)")
-    show.add_argument("--sentences", type=int, default=3, help="seg: example sentences to print (default 3)")
+    show.add_argument("--head", metavar="L-H", type=parse_head, help="the head whose per-sentence view is printed "
+                      "(seg: segments the example sentences), e.g. L3-H5 (default: the best head)")
+    show.add_argument("--sentences", type=int, default=3, help="example sentences to print (default 3)")
     add_code_argument(show)
+    report = sub.add_parser("report", help="one self-contained interactive HTML page of results folders",
+                            description="Write one HTML file (JavaScript and CSS inline, no network; opens from disk) "
+                            "of one or more results folders (one per model) or a study's folder: per probe, the "
+                            "layer × head grid of every label and model, deltas against a reference model, and each "
+                            "head's per-sentence view (attention map, gold arcs against its argmax).")
+    report.add_argument("folders", nargs="+", metavar="DIR", type=input_path,
+                        help="results folders of `probes run --out` (or results files)")
+    report.add_argument("-o", "--output", default="report.html", metavar="REPORT.html", type=check_output_file,
+                        help="the HTML file to write (default report.html)")
     add_compare_commands(sub)  # compare, similarity, correlate, plot (probes.compare.commands)
     add_ablation_commands(sub)  # ablate (probes.ablation.commands)
     return parser, sub.choices
@@ -157,13 +176,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     from probes.runner import run
     from probes.show import format_result
 
+    from probes.registry import get_probe
+
+    options = chosen_options(args)
+    views = options.get("examples", DEFAULT_SENTENCES)  # --examples: the views' sentences, and seg's own option
+    if not any(o.name == "examples" for name in args.probes for o in get_probe(name).options):
+        options.pop("examples", None)
     results = run(args.probes, model=args.model, corpus=args.corpus, format=args.format, batch_size=args.batch_size,
                   max_length=args.max_length, limit=args.limit, device=args.device, pool=args.pool,
                   progress=False if args.quiet else None, tokenize=args.tokenize, fit=args.fit, fit_on=args.fit_on,
-                  annotate=args.annotate, **chosen_options(args))
+                  annotate=args.annotate, views=views, view_heads=args.heads, **options)
     for name, result in results.items():
         if args.out:
-            written = result.save(args.out, plots=not args.no_plots)
+            written = result.save(args.out, plots="none" if args.no_plots else args.plots)
             print(f"{name}: {result.info.sentences} sentences scored, {sum(result.info.skipped.values())} skipped; "
                   f"wrote {len(written)} files to {args.out}")
         else:
@@ -202,7 +227,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "show": cmd_show, "annotate": cmd_annotate, **COMPARE_COMMANDS,
+def cmd_report(args: argparse.Namespace) -> int:
+    from probes.report import write_report
+
+    path = write_report(args.folders, args.output)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "report": cmd_report, "list": cmd_list, "show": cmd_show, "annotate": cmd_annotate, **COMPARE_COMMANDS,
             **ABLATION_COMMANDS}
 
 if __name__ == "__main__":

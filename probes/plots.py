@@ -1,9 +1,27 @@
-"""Layer × head heatmaps with the best head marked."""
+"""Layer × head heatmaps with the best head marked: one grid, many grids drawn through one reused figure, and an
+overview of many grids as small multiples in one picture.
+
+Drawing is most of the cost of a figure, so the many-grid paths never build a figure per grid: ``heatmap_pngs``
+reuses one figure (new data, limits, title and box per grid) and ``overview_png`` tiles every grid into one
+image drawn by a single ``imshow``.
+"""
 from __future__ import annotations
 
 import io
+import math
+from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass
+class Grid:
+    """One [L,H] grid to draw: its scores, title, and colour limits (None: the grid's own range)."""
+
+    scores: np.ndarray
+    title: str
+    vmin: float | None = 0.0
+    vmax: float | None = 1.0
 
 
 def heatmap_png(scores: np.ndarray, title: str, subtitle: str = "", *, vmin: float | None = 0.0,
@@ -13,31 +31,101 @@ def heatmap_png(scores: np.ndarray, title: str, subtitle: str = "", *, vmin: flo
 
     mark="min" boxes the lowest cell instead (e.g. the head whose removal costs most); None boxes none.
     """
-    import matplotlib
+    return heatmap_pngs([Grid(np.asarray(scores, dtype=float), title, vmin, vmax)], subtitle, cmap=cmap, mark=mark,
+                        xlabel=xlabel)[0]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def heatmap_pngs(grids: list[Grid], subtitle: str = "", *, cmap: str = "viridis", mark: str | None = "max",
+                 xlabel: str = "head") -> list[bytes]:
+    """One PNG per grid (all of one shape [L,H]), drawn by one figure whose image, colour limits, title and
+    box are updated between grids."""
+    plt = pyplot()
     from matplotlib.patches import Rectangle
 
-    scores = np.asarray(scores, dtype=float)
-    layers, heads = scores.shape
+    layers, heads = grids[0].scores.shape
     fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * heads + 2), max(3.0, 0.4 * layers + 1.6)), dpi=100)
-    image = ax.imshow(np.ma.masked_invalid(scores), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    image = ax.imshow(np.zeros((layers, heads)), cmap=cmap, aspect="auto")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("layer")
     ax.set_xticks(range(heads))
     ax.set_yticks(range(layers))
     ax.tick_params(labelsize=7)
-    if mark is not None and np.isfinite(scores).any():
-        pick = np.nanargmin if mark == "min" else np.nanargmax
-        layer, head = np.unravel_index(int(pick(scores)), scores.shape)
-        ax.add_patch(Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False,
-                               edgecolor="black" if mark == "min" else "red", linewidth=2))
-        title = f"{title}\n{'lowest' if mark == 'min' else 'best'} L{layer}-H{head} = {scores[layer, head]:.3f}"
-    ax.set_title(title + (f"\n{subtitle}" if subtitle else ""), fontsize=9)
+    box = ax.add_patch(Rectangle((0, 0), 1, 1, fill=False, linewidth=2,
+                                 edgecolor="black" if mark == "min" else "red"))
+    pngs = []
+    for grid in grids:
+        scores = np.asarray(grid.scores, dtype=float)
+        image.set_data(np.ma.masked_invalid(scores))
+        finite = scores[np.isfinite(scores)]
+        low = grid.vmin if grid.vmin is not None else (finite.min() if finite.size else 0.0)
+        high = grid.vmax if grid.vmax is not None else (finite.max() if finite.size else 1.0)
+        image.set_clim(low, high if high > low else low + 1e-9)
+        title = grid.title
+        box.set_visible(mark is not None and finite.size > 0)
+        if box.get_visible():
+            pick = np.nanargmin if mark == "min" else np.nanargmax
+            layer, head = np.unravel_index(int(pick(scores)), scores.shape)
+            box.set_xy((head - 0.5, layer - 0.5))
+            title = f"{title}\n{'lowest' if mark == 'min' else 'best'} L{layer}-H{head} = {scores[layer, head]:.3f}"
+        ax.set_title(title + (f"\n{subtitle}" if subtitle else ""), fontsize=9)
+        fig.tight_layout()
+        pngs.append(png_bytes(fig))
+    plt.close(fig)
+    return pngs
+
+
+def overview_png(grids: list[Grid], title: str, *, cmap: str = "viridis") -> bytes:
+    """Small multiples: every grid (one shape [L,H], one colour scale: the first grid's limits, or the range of
+    all where those are None) as a tile of one image, its title above it and its best head boxed in red."""
+    plt = pyplot()
+    layers, heads = grids[0].scores.shape
+    columns = max(1, min(len(grids), round(math.sqrt(len(grids) * 1.6 * layers / heads)) or 1))
+    rows = math.ceil(len(grids) / columns)
+    gap_x, gap_y = 1, 3  # cells between tiles; the title sits in the vertical gap
+    mosaic = np.full((rows * (layers + gap_y), columns * (heads + gap_x)), np.nan)
+    best_x, best_y = [], []
+    for i, grid in enumerate(grids):
+        top, left = (i // columns) * (layers + gap_y) + gap_y, (i % columns) * (heads + gap_x)
+        scores = np.asarray(grid.scores, dtype=float)
+        mosaic[top:top + layers, left:left + heads] = scores
+        if np.isfinite(scores).any():
+            layer, head = np.unravel_index(int(np.nanargmax(scores)), scores.shape)
+            best_x.append(left + head)
+            best_y.append(top + layer)
+    finite = mosaic[np.isfinite(mosaic)]
+    vmin = grids[0].vmin if grids[0].vmin is not None else (finite.min() if finite.size else 0.0)
+    vmax = grids[0].vmax if grids[0].vmax is not None else (finite.max() if finite.size else 1.0)
+    cell = 0.13  # inches per cell
+    fig, ax = plt.subplots(figsize=(max(5.0, mosaic.shape[1] * cell + 1.2), max(2.5, mosaic.shape[0] * cell + 0.8)),
+                           dpi=100)
+    image = ax.imshow(np.ma.masked_invalid(mosaic), cmap=cmap, vmin=vmin, vmax=vmax if vmax > vmin else vmin + 1e-9,
+                      interpolation="nearest", aspect="equal")
+    ax.scatter(best_x, best_y, marker="s", s=(72 * cell) ** 2 * 0.9, facecolors="none", edgecolors="red",
+               linewidths=1.0)
+    for i, grid in enumerate(grids):
+        top, left = (i // columns) * (layers + gap_y) + gap_y, (i % columns) * (heads + gap_x)
+        ax.text(left - 0.5, top - 0.8, grid.title, fontsize=6.5, va="bottom", ha="left", clip_on=False)
+    ax.set_axis_off()
+    fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01)
+    ax.set_title(title, fontsize=9)
     fig.tight_layout()
+    data = png_bytes(fig)
+    plt.close(fig)
+    return data
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def png_bytes(fig) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
-    plt.close(fig)
     return buffer.getvalue()

@@ -14,7 +14,8 @@ from probes.results import ProbeResult, safe_name, short_model_name
 
 
 class Presentation:
-    """Default presentation: no detail lines, one heatmap per label and one for overall."""
+    """Default presentation: per-sentence views of the named heads (where the result keeps them), an overview
+    figure of the labels, and on request one heatmap per label."""
 
     @classmethod
     def details(cls, result: ProbeResult, head: tuple[int, int] | None = None, sentences: int = 3) -> str:
@@ -23,20 +24,39 @@ class Presentation:
         return ""
 
     @classmethod
-    def figures(cls, result: ProbeResult) -> dict[str, bytes]:
-        """{file name: PNG}: ``<probe>-<label>.png``, a layer × head heatmap per label and overall, best head
-        boxed; the colour scale is [0, 1] where the scores fit it, their own range otherwise."""
-        from probes.plots import heatmap_png
+    def figures(cls, result: ProbeResult, kind: str = "overview") -> dict[str, bytes]:
+        """{file name: PNG}. kind "overview" (the default): ``<probe>.png``, small multiples of overall and of
+        the labels with at least ``OVERVIEW_MIN_COUNT`` instances (most frequent first, at most
+        ``OVERVIEW_MOST``), best heads boxed; "labels": that, and a layer × head heatmap per label and
+        overall, ``<probe>-<label>.png``; "none": nothing. The colour scale is [0, 1] where the scores fit
+        it, their own range otherwise (entropy in nats, cluster numbers)."""
+        from probes.plots import Grid, heatmap_pngs, overview_png
 
-        pictures = {}
-        for name, entry in [("overall", result.overall), *result.labels.items()]:
-            finite = entry.scores[np.isfinite(entry.scores)]
-            scale = {} if finite.size == 0 or (finite.min() >= 0 and finite.max() <= 1) else \
-                {"vmin": None, "vmax": None}  # scores outside [0, 1] (entropy in nats, cluster numbers)
-            title = f"{result.probe}: {name}" + (f" (n={entry.count})" if entry.count else "")
-            pictures[f"{safe_name(result.probe)}-{safe_name(name)}.png"] = heatmap_png(
-                entry.scores, title, short_model_name(result.info.model), **scale)
+        if kind not in PLOT_KINDS:
+            raise ValueError(f"plot kind {kind!r}; expected one of {', '.join(PLOT_KINDS)}")
+        if kind == "none":
+            return {}
+        entries = [("overall", result.overall), *result.by_count()]
+        finite = np.concatenate([e.scores[np.isfinite(e.scores)] for _, e in entries])
+        limits = (0.0, 1.0) if finite.size == 0 or (finite.min() >= 0 and finite.max() <= 1) else (None, None)
+        model = short_model_name(result.info.model)
+        shown = [(name, e) for name, e in entries if name == "overall" or e.count >= OVERVIEW_MIN_COUNT]
+        tiles = [Grid(e.scores, f"{name} ({e.count})" if e.count else name, *limits) for name, e in shown]
+        hidden = len(entries) - min(len(shown), OVERVIEW_MOST)
+        title = (f"{result.probe} · {model} · best head boxed · (count)"
+                 + (f" · {hidden} labels under {OVERVIEW_MIN_COUNT} not shown" if hidden else ""))
+        pictures = {f"{safe_name(result.probe)}.png": overview_png(tiles[:OVERVIEW_MOST], title)}
+        if kind == "labels":
+            grids = [Grid(e.scores, f"{result.probe}: {name}" + (f" (n={e.count})" if e.count else ""), *limits)
+                     for name, e in entries]
+            for (name, _), png in zip(entries, heatmap_pngs(grids, model)):
+                pictures[f"{safe_name(result.probe)}-{safe_name(name)}.png"] = png
         return pictures
+
+
+PLOT_KINDS = ("overview", "labels", "none")
+OVERVIEW_MIN_COUNT = 20  # labels with fewer instances are left out of the overview (their scores are noise)
+OVERVIEW_MOST = 48  # tiles in one overview, overall included
 
 
 def presentation_of(result: ProbeResult) -> type[Presentation]:

@@ -2,7 +2,8 @@
 
 ``DIR/<probe>.json`` (the schema is in the README's "Results format"); ``DIR/<probe>.csv`` has one
 row per label × layer × head; the pictures are the probe's ``figures`` (probes.presentation: by
-default a heatmap ``DIR/<probe>-<label>.png`` per label). Layers and heads are 0-indexed. Numbers
+default one overview ``DIR/<probe>.png`` of the labels, on request a heatmap ``DIR/<probe>-<label>.png``
+per label). Layers and heads are 0-indexed. Numbers
 are written at full precision (a save and load round trip gives the same floats). Every file is
 written atomically (temporary file in the same folder, then rename); ``write_result_files`` writes
 a set of them, or a recovery copy elsewhere when the folder cannot take them. ``check_output_folder``
@@ -150,16 +151,19 @@ class ProbeResult:
                    overall=LabelScores.from_json(data["overall"]), baselines=data.get("baselines", {}),
                    extra={k: v for k, v in data.items() if k not in known})
 
-    def figures(self) -> dict[str, bytes]:
-        """{file name: PNG}: the pictures its probe draws (probes.presentation), saved beside the JSON."""
+    def figures(self, kind: str = "overview") -> dict[str, bytes]:
+        """{file name: PNG}: the pictures its probe draws (probes.presentation), saved beside the JSON.
+        kind: "overview" (one picture of the labels), "labels" (and one per label) or "none"."""
         from probes.presentation import presentation_of
 
-        return presentation_of(self).figures(self)
+        return presentation_of(self).figures(self, kind)
 
-    def save(self, directory: str | Path, *, plots: bool = True) -> list[Path]:
-        """Write JSON, CSV and (optionally) the figures into `directory`; return the paths written."""
+    def save(self, directory: str | Path, *, plots: bool | str = True) -> list[Path]:
+        """Write JSON, CSV and the figures into `directory`; return the paths written. plots: a kind of
+        ``figures`` ("overview", "labels", "none"); True is "overview", False "none"."""
+        kind = ("overview" if plots else "none") if isinstance(plots, bool) else plots
         tables = {f"{self.probe}.json": self.to_json(), f"{self.probe}.csv": self.to_frame()}
-        return write_result_files(directory, {**tables, **(self.figures() if plots else {})})
+        return write_result_files(directory, {**tables, **self.figures(kind)})
 
 
 def load_result(path: str | Path) -> ProbeResult:
@@ -307,14 +311,23 @@ def _reason(e: OSError) -> str:
     return e.strerror or str(e)
 
 
+GENERIC_FOLDERS = ("model", "models", "model_weights", "weights", "snapshot", "final", "best", "output", "outputs")
+
+
 def short_model_name(model: str) -> str:
-    """A hub name as it is; a local path as its last two parts (plot subtitles)."""
+    """A short name for titles: a hub name (org/name) as it is; a local path as its last folder, or the folder
+    above it where that is a generic name (``.../sre_embedding_model/model_weights`` → sre_embedding_model)."""
     parts = Path(model).parts
-    return model if len(parts) <= 2 else str(Path(*parts[-2:]))
+    if len(parts) <= 2 and not Path(model).is_absolute() and not Path(model).exists():
+        return model
+    named = [p for p in parts if p not in GENERIC_FOLDERS and p != Path(model).anchor]
+    return named[-1] if named else model
 
 
 def safe_name(label: str) -> str:
-    return re.sub(r"[^\w.-]+", "_", label)
+    """A label as part of a file name: runs of anything but letters, digits, ``.``, ``+`` and ``-`` become
+    ``_`` (``offset+1`` and ``len4+`` keep their sign)."""
+    return re.sub(r"[^\w.+-]+", "_", label)
 
 
 def json_number(x: float) -> float | None:

@@ -11,6 +11,7 @@ from probes.corpus.spacy_text import annotation_format
 from probes.defaults import bundled_corpus, default_model
 from probes.encoding import check_tokenize, encode, unknown_words
 from probes.errors import InputError
+from probes.examples import DEFAULT_SENTENCES, ExampleRecorder
 from probes.fitting import plan_fit
 from probes.maps import LayerMaps
 from probes.model import Encoder, load_encoder
@@ -27,7 +28,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         device: str = "cpu", pool: str = "mean-sum", progress: bool | None = None,
         code: str | Path | Iterable[str | Path] | None = None, encoder: Encoder | None = None,
         tokenize: str = "words", fit: str | Path | Iterable[str | Path] | None = None, fit_on: str | None = None,
-        annotate: str | None = None, **options: Any) -> dict[str, ProbeResult]:
+        annotate: str | None = None, views: int = DEFAULT_SENTENCES, view_heads: Iterable[tuple[int, int]] = (),
+        **options: Any) -> dict[str, ProbeResult]:
     """Score every head of `model` with each named probe on `corpus`; one forward pass feeds them all.
 
     model: a checkpoint directory or hub name (default: the packaged MiniLM).
@@ -46,6 +48,9 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     it); the default is `fit` where given, else "same". Results record it under fit.on.
     annotate: "spacy" (or "spacy:PIPELINE") reads the corpus (and fit) files as raw text, one
     passage a line, tagged and parsed by spaCy (silver UPOS, XPOS, dependencies, entities).
+    views: keep the per-sentence views of the first N scored sentences (default 20; 0 for none) in each
+    result's ``extra["sentence_views"]`` (probes.examples). view_heads: [(layer, head), ...] whose
+    attention maps the views keep besides each label's best head.
     options: probe options by name (e.g. ``subtypes=True`` for dep).
     Returns {probe name: ProbeResult}.
     """
@@ -100,7 +105,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                                  plan.paths[0])
         _feed(encoder, fit_usable, fit_encoded, fitting, "fit_update", batch_size, pool, progress)
         fit_settings = plan.settings(fit_data.files if fit_data else data.files, len(fit_encoded), fit_skipped)
-    _feed(encoder, usable, encoded, active, "update", batch_size, pool, progress)
+    recorder = ExampleRecorder(encoder.layers, encoder.heads, views, view_heads)
+    _feed(encoder, usable, encoded, [*active, recorder], "update", batch_size, pool, progress)
 
     info = RunInfo(model=encoder.name, corpus=data.files, layers=encoder.layers, heads=encoder.heads,
                    sentences=len(encoded), skipped=skipped,
@@ -110,7 +116,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                    provenance=provenance(encoder, data.files, time.perf_counter() - started,
                                          unknown_words=unknown.provenance(), skipped_ids=data.skipped_ids),
                    notes=dict(data.notes))
-    return {p.name: p.compute(info) for p in active}
+    return {p.name: recorder.attach(p.compute(info)) for p in active}
 
 
 def _prepare(sentences: list, probes: list[Probe], encoder: Encoder, tokenize: str,
@@ -129,10 +135,10 @@ def _prepare(sentences: list, probes: list[Probe], encoder: Encoder, tokenize: s
     return usable, encoded
 
 
-def _feed(encoder: Encoder, usable: list, encoded: list, probes: list[Probe], method: str, batch_size: int,
-          pool: str, progress: bool | None) -> None:
+def _feed(encoder: Encoder, usable: list, encoded: list, probes: list[Probe | ExampleRecorder], method: str,
+          batch_size: int, pool: str, progress: bool | None) -> None:
     """One forward pass per length-sorted batch; each layer's maps handed to `method` ("update" or
-    "fit_update") of every probe, layer by layer."""
+    "fit_update") of every probe (and of the example recorder, fed like one), layer by layer."""
     vectors = any(p.needs_vectors for p in probes)
     twin_seed = next((seed for p in probes if (seed := p.shuffle_seed()) is not None), None)
     with progress_bar(len(encoded), progress, "fitting" if method == "fit_update" else "probing") as bar:

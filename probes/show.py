@@ -1,6 +1,10 @@
 """Plain-text tables of results (`probes show`, and `probes run` without --out)."""
 from __future__ import annotations
 
+import numpy as np
+
+from probes.errors import InputError
+from probes.examples import unpack
 from probes.presentation import presentation_of
 from probes.results import ProbeResult
 
@@ -29,7 +33,68 @@ def format_table(result: ProbeResult, top: int = 0) -> str:
 
 
 def format_result(result: ProbeResult, top: int = 0, head: tuple[int, int] | None = None, sentences: int = 3) -> str:
-    """The table, then the lines its probe adds below it (probes.presentation: ``details``; e.g. seg's
-    example sentences segmented by `head`, default the best head)."""
+    """The table, the lines its probe adds below it (probes.presentation: ``details``; e.g. seg's example
+    sentences segmented by `head`, default the best head), then `head`'s per-sentence view (``format_views``)."""
     details = presentation_of(result).details(result, head=head, sentences=sentences)
-    return format_table(result, top=top) + (f"\n{details}" if details else "")
+    views = format_views(result, head=head, sentences=sentences)
+    return format_table(result, top=top) + (f"\n{details}" if details else "") + (f"\n{views}" if views else "")
+
+
+def format_views(result: ProbeResult, head: tuple[int, int] | None = None, sentences: int = 3) -> str:
+    """The per-sentence view of one head (default: the best overall) on the first `sentences` kept sentences
+    (``extra["sentence_views"]``, see probes.examples): each word's most-attended word, and where the corpus
+    has them the gold dependency arcs and semantic roles, ✓ where the head gets the arc (either direction,
+    as dep and srl score it), ✗ where not. "" when the result keeps no views."""
+    views = result.extra.get("sentence_views")
+    if not views or not sentences:
+        return ""
+    best = result.best()
+    layer, number = head or (best.layer, best.head)
+    if not (0 <= layer < result.info.layers and 0 <= number < result.info.heads):
+        raise InputError(f"no head L{layer}-H{number}: the model has {result.info.layers} layers × "
+                         f"{result.info.heads} heads (0-indexed)")
+    lines = ["", f"head L{layer}-H{number} on the first {min(sentences, len(views['sentences']))} sentences "
+             "(→ the word each word attends to most; ✓/✗ whether the head gets the gold arc)"]
+    for view in views["sentences"][:sentences]:
+        pred = unpack(view["predictions"], np.uint16, (result.info.layers * result.info.heads, -1))[
+            layer * result.info.heads + number].tolist()  # [n+1] argmax column per row
+        names = ["[ROOT]", *view["words"]]
+        width = min(14, max(len(w) for w in names))
+        gold = view["gold"]
+        lines.append(f"[{view['sent_id'] or view['index'] + 1}] {' '.join(view['words'])}")
+        arcs = {a["dependent"]: a for a in dependency_arcs(gold, pred)}
+        for i, word in enumerate(view["words"], start=1):
+            line = f"  {i:>3} {word[:width]:<{width}} → {pred[i]:>3} {names[pred[i]][:width]:<{width}}"
+            if i in arcs:
+                a = arcs[i]
+                line += f"  gold {a['label']:<10} → {a['head']:>3} {names[a['head']][:width]:<{width}} " \
+                        f"{'✓' if a['right'] else '✗'}"
+            lines.append(line)
+        for a in role_arcs(gold, pred):
+            lines.append(f"  srl {names[a['predicate']]} → {a['label']}: "
+                         f"{' '.join(names[w] for w in a['words'])} {'✓' if a['right'] else '✗'}")
+    return "\n".join(lines)
+
+
+def dependency_arcs(gold: dict, pred: list[int]) -> list[dict]:
+    """Gold dependency arcs (columns: 0 the root, i the word i) with whether the head's argmax `pred` [n+1] gets
+    each, as dep scores it: pred[dependent] == head or pred[head] == dependent."""
+    if "head" not in gold:
+        return []
+    return [{"dependent": d, "head": h, "label": label, "right": pred[d] == h or pred[h] == d}
+            for d, (h, label) in enumerate(zip(gold["head"], gold["deprel"]), start=1)]
+
+
+def role_arcs(gold: dict, pred: list[int]) -> list[dict]:
+    """Gold predicate → argument arcs (columns) with whether `pred` [n+1] gets each, as srl scores it: the
+    predicate's argmax is a word of the argument, or some argument word's argmax is the predicate."""
+    arcs = []
+    for frame in gold.get("srl", []):
+        p = frame["predicate"] + 1
+        for (role, _, _), words in zip(frame["args"], frame["arg_words"]):
+            if role in ("V", "C-V"):
+                continue
+            columns = [w + 1 for w in words if w + 1 != p]
+            right = pred[p] in columns or any(pred[c] == p for c in columns)
+            arcs.append({"predicate": p, "label": role, "words": columns, "right": bool(right)})
+    return arcs

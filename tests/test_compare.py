@@ -169,7 +169,7 @@ def test_spearman_over_heads(tmp_path, capsys):
 def test_plot_any_grid(tmp_path, capsys):
     np.save(tmp_path / "importance.npy", np.array([[0.0, 3.0], [1.5, 2.0]]))
     assert main(["plot", str(tmp_path / "importance.npy"), "--out", str(tmp_path / "png")]) == 0
-    assert sorted(p.name for p in (tmp_path / "png").iterdir()) == ["importance-overall.png"]
+    assert sorted(p.name for p in (tmp_path / "png").iterdir()) == ["importance-overall.png", "importance.png"]
 
 
 def test_map_cosines_by_hand():

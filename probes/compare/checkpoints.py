@@ -26,7 +26,7 @@ from probes.defaults import bundled_corpus
 from probes.encoding import encode
 from probes.errors import InputError
 from probes.model import Encoder, load_encoder
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.results import LabelScores, ProbeResult, RunInfo, short_model_name
 
 
 def map_cosines(a: torch.Tensor, b: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
@@ -84,15 +84,21 @@ def checkpoint_similarity(model_a: str | Encoder, model_b: str | Encoder,
 
 
 class SimilarityResult(ProbeResult):
-    """The similarity grid; its figures add similarity-change.png (1 − cosine, most changed head boxed)."""
+    """The similarity grid; its figures: similarity.png (cosine per head, on the grid's own range so that values
+    between 0.85 and 1 stay apart) and similarity-change.png (1 − cosine, most changed head boxed), both
+    naming the two models."""
 
-    def figures(self) -> dict[str, bytes]:
+    def figures(self, kind: str = "overview") -> dict[str, bytes]:
         from probes.plots import heatmap_png
 
+        if kind == "none":
+            return {}
+        models = f"A {short_model_name(self.info.model)} · B {short_model_name(self.extra['model_b'])}"
+        same = heatmap_png(self.overall.scores, f"attention similarity, cosine (n={self.overall.count})", models,
+                           vmin=None, vmax=None)
         change = heatmap_png(1.0 - self.overall.scores, f"attention change, 1 − cosine (n={self.overall.count}); most "
-                             f"changed boxed", f"A {self.info.model}\nB {self.extra['model_b']}", vmin=0.0, vmax=None,
-                             cmap="magma")
-        return {**super().figures(), "similarity-change.png": change}
+                             f"changed boxed", models, vmin=0.0, vmax=None, cmap="magma")
+        return {"similarity.png": same, "similarity-change.png": change}
 
 
 def _check_same_tokens(enc_a: Encoder, enc_b: Encoder, sentences, items, limit_tokens: int) -> None:

@@ -123,7 +123,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from probes.compare.grids import load_any
     from probes.results import write_result_files
 
-    written = write_result_files(args.out, load_any(args.file).figures())
+    written = write_result_files(args.out, load_any(args.file).figures("labels"))
     print(f"wrote {len(written)} files to {args.out}")
     return 0
 

@@ -6,7 +6,7 @@ import io
 import numpy as np
 
 from probes.presentation import Presentation
-from probes.results import ProbeResult, safe_name
+from probes.results import ProbeResult, safe_name, short_model_name
 
 
 def head_names(layers: int, heads: int) -> list[str]:
@@ -49,10 +49,17 @@ def layout_png(result: ProbeResult) -> bytes:
     layer_of = np.repeat(np.arange(layers), heads)
     fig, ax = plt.subplots(figsize=(7, 6), dpi=100)
     points = ax.scatter(xy[:, 0], xy[:, 1], c=layer_of, cmap="viridis", s=28)
-    for (x, y), name in zip(xy, result.extra["head_names"]):
-        ax.annotate(name, (x, y), fontsize=5, xytext=(2, 2), textcoords="offset points")
     fig.colorbar(points, ax=ax, label="layer")
-    ax.set_title(f"heads by Jensen–Shannon distance (classical MDS)\n{result.info.model}", fontsize=9)
+    ax.set_title(f"heads by Jensen–Shannon distance (classical MDS); labels that would overlap are left out\n"
+                 f"{short_model_name(result.info.model)}", fontsize=9)
+    fig.canvas.draw()
+    screen = ax.transData.transform(xy)  # [n,2] pixels
+    placed = np.empty((0, 2))
+    for (x, y), (px, py), name in zip(xy, screen, result.extra["head_names"]):
+        if len(placed) and (np.abs(placed - (px, py)) < (32, 9)).all(1).any():
+            continue  # another label already sits there
+        placed = np.vstack([placed, (px, py)])
+        ax.annotate(name, (x, y), fontsize=6.5, xytext=(2, 2), textcoords="offset points")
     ax.set_xticks([])
     ax.set_yticks([])
     return _png(fig, plt)
@@ -63,12 +70,13 @@ def dendrogram_png(result: ProbeResult) -> bytes:
 
     plt = _pyplot()
     n = len(result.extra["head_names"])
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.12 * n + 2), 4.5), dpi=100)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.16 * n + 2), 5), dpi=100)
     if result.extra["linkage"]:
-        dendrogram(np.asarray(result.extra["linkage"]), labels=result.extra["head_names"], ax=ax, leaf_font_size=5)
+        dendrogram(np.asarray(result.extra["linkage"]), labels=result.extra["head_names"], ax=ax, leaf_font_size=7,
+                   leaf_rotation=90)
     ax.set_ylabel("Jensen–Shannon distance")
     ax.set_title(f"hierarchical clustering of heads ({result.options.get('linkage', '')} linkage)\n"
-                 f"{result.info.model}", fontsize=9)
+                 f"{short_model_name(result.info.model)}", fontsize=9)
     return _png(fig, plt)
 
 
@@ -82,16 +90,19 @@ def matrix_png(result: ProbeResult) -> bytes:
     ticks = np.arange(0, d.shape[0], heads)
     ax.set_xticks(ticks, [f"L{i}" for i in range(len(ticks))])
     ax.set_yticks(ticks, [f"L{i}" for i in range(len(ticks))])
-    ax.set_title(f"head-to-head distance (rows and columns: L0-H0, L0-H1, ...)\n{result.info.model}", fontsize=9)
+    ax.set_title(f"head-to-head distance (rows and columns: L0-H0, L0-H1, ...)\n"
+                 f"{short_model_name(result.info.model)}", fontsize=9)
     return _png(fig, plt)
 
 
-def head_distance_figures(result: ProbeResult) -> dict[str, bytes]:
-    """head_distance's pictures: the heatmaps of every probe, then <probe>-layout.png, -dendrogram.png and
-    -matrix.png."""
+def head_distance_figures(result: ProbeResult, kind: str = "overview") -> dict[str, bytes]:
+    """head_distance's pictures: the heatmaps of every probe (``kind``, see probes.presentation), then
+    <probe>-layout.png, -dendrogram.png and -matrix.png (none for kind "none")."""
+    if kind == "none":
+        return {}
     drawings = (("layout", layout_png), ("dendrogram", dendrogram_png), ("matrix", matrix_png))
-    return {**Presentation.figures(result), **{f"{safe_name(result.probe)}-{suffix}.png": draw(result)
-                                               for suffix, draw in drawings}}
+    return {**Presentation.figures(result, kind), **{f"{safe_name(result.probe)}-{suffix}.png": draw(result)
+                                                     for suffix, draw in drawings}}
 
 
 def _pyplot():

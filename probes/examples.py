@@ -1,0 +1,131 @@
+"""Per-sentence views: what chosen heads did on the first sentences of a run (`probes report`, `probes show`).
+
+The runner feeds an ``ExampleRecorder`` like a probe (``update(batch, maps)`` once per batch and
+layer, the fit phase excepted). For the first N scored sentences (corpus order, ``Encoded.index``
+< N) it keeps, for every head:
+
+    predictions  int16   [L,H,n+1]      each word row's argmax column (``LayerMaps.predictions``:
+                                         0 = the start special / root, 1..n the words)
+    attention    float16 [L,H,n+2,n+2]  word-level attention over root, words and the end special
+
+so that the heads wanted at the end (the best head of every label, known only once a probe has
+computed, and the heads a user named) can be picked then. Memory is bounded by N: for a 24×16 model
+and sentences of 25 words, 24·16·27²·2 B ≈ 0.56 MB of maps and 24·16·26·2 B ≈ 20 kB of predictions
+per sentence, ≈ 11.6 MB for N = 20. Batches without a recorded sentence cost nothing.
+
+``view(result)`` is what a result carries under ``extra["sentence_views"]`` (the JSON key
+``sentence_views``): every head's argmax arcs, and the attention maps of the chosen heads only, both
+packed as base64 (``pack``/``unpack``) to keep the results file small::
+
+    {"heads": [[layer, head], ...],            # the heads whose maps are kept (named + best per label)
+     "named": [[layer, head], ...],            # the heads the user named
+     "sentences": [{"index": i, "sent_id": ..., "words": [...],
+                    "gold": {"head": [...], "deprel": [...], "srl": [...]},   # what the corpus has
+                    "predictions": uint16 [L*H, n+1], layer-major (row l * H + h),
+                    "attention": {"L-H": uint8 [n+2, n+2], weight × 255 rounded}}]}
+
+For MiniLM (6×12) and 20 sentences of about 20 words that is ≈ 80 kB of argmax columns and ≈ 0.7 kB per
+kept map and sentence.
+"""
+from __future__ import annotations
+
+import base64
+from typing import Any, Iterable
+
+import numpy as np
+import torch
+
+from probes.batching import Batch
+from probes.errors import InputError
+from probes.maps import LayerMaps
+from probes.results import ProbeResult
+
+GOLD_KEYS = ("head", "deprel", "upos", "srl")  # the annotations a view shows beside the heads
+DEFAULT_SENTENCES = 20
+
+
+class ExampleRecorder:
+    """Keeps every head's argmax and word-level maps for the first `sentences` scored sentences."""
+
+    needs_vectors = False  # read by the runner as of a probe
+
+    def __init__(self, layers: int, heads: int, sentences: int = DEFAULT_SENTENCES,
+                 named: Iterable[tuple[int, int]] = ()):
+        self.layers, self.heads, self.limit = layers, heads, sentences
+        self.named = sorted({(int(layer), int(head)) for layer, head in named})
+        for layer, head in self.named:
+            if not (0 <= layer < layers and 0 <= head < heads):
+                raise InputError(f"no head L{layer}-H{head}: the model has {layers} layers × {heads} heads "
+                                 "(0-indexed)")
+        self.kept: dict[int, dict[str, Any]] = {}  # sentence index -> sentence, predictions, attention
+
+    def shuffle_seed(self) -> None:
+        return None
+
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        """Keep layer ``maps.layer`` of the batch's recorded sentences."""
+        rows = [b for b, index in enumerate(batch.indices) if index < self.limit]
+        if not rows:
+            return
+        pick = torch.tensor(rows)
+        attention = maps.word_attention[pick].to(torch.float16).cpu()  # [R,H,C,C]
+        predictions = maps.predictions[pick].to(torch.int16).cpu()  # [R,H,C]
+        end = batch.end_column
+        for r, b in enumerate(rows):
+            sentence = batch.sentences[b]
+            n = len(sentence.words)
+            keep = torch.cat([torch.arange(n + 1), torch.tensor([end])])  # [n+2] root, words, end special
+            entry = self.kept.setdefault(batch.indices[b], {
+                "sentence": sentence,
+                "predictions": np.zeros((self.layers, self.heads, n + 1), dtype=np.int16),
+                "attention": np.zeros((self.layers, self.heads, n + 2, n + 2), dtype=np.float16)})
+            entry["predictions"][maps.layer] = predictions[r, :, : n + 1].numpy()
+            entry["attention"][maps.layer] = attention[r][:, keep][:, :, keep].numpy()
+
+    def nbytes(self) -> int:
+        """Bytes held by the kept arrays."""
+        return sum(e["predictions"].nbytes + e["attention"].nbytes for e in self.kept.values())
+
+    def chosen_heads(self, result: ProbeResult) -> list[tuple[int, int]]:
+        """The named heads and the best head of every label and of overall, sorted."""
+        best = [result.best(name) for name in [*result.labels, "overall"]]
+        found = {(b.layer, b.head) for b in best if np.isfinite(b.score)}
+        return sorted(found | set(self.named))
+
+    def view(self, result: ProbeResult) -> dict[str, Any]:
+        """The per-sentence view of `result` (see the module docstring)."""
+        heads = self.chosen_heads(result)
+        sentences = []
+        for index in sorted(self.kept):
+            entry = self.kept[index]
+            sentence = entry["sentence"]
+            sentences.append({
+                "index": index, "sent_id": sentence.sent_id, "words": list(sentence.words),
+                "gold": {k: sentence.ann[k] for k in GOLD_KEYS if k in sentence.ann},
+                "predictions": pack(entry["predictions"], np.uint16),
+                "attention": {f"{layer}-{head}": pack(np.rint(entry["attention"][layer, head].astype(np.float32) * 255),
+                                                      np.uint8) for layer, head in heads}})
+        return {"heads": [list(h) for h in heads], "named": [list(h) for h in self.named], "sentences": sentences}
+
+    def attach(self, result: ProbeResult) -> ProbeResult:
+        """`result` with its view under ``extra["sentence_views"]`` (nothing when no sentence was kept)."""
+        if self.kept:
+            result.extra["sentence_views"] = self.view(result)
+        return result
+
+
+def pack(values: np.ndarray, dtype: type) -> str:
+    """`values` as base64 of their bytes in `dtype`, little-endian, row-major."""
+    return base64.b64encode(np.ascontiguousarray(values, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()).decode()
+
+
+def unpack(text: str, dtype: type, shape: tuple[int, ...]) -> np.ndarray:
+    """The array `pack` packed."""
+    return np.frombuffer(base64.b64decode(text), dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape)
+
+
+def parse_heads(text: str) -> list[tuple[int, int]]:
+    """"2:8,4:9" (or "L2-H8,L4-H9") → [(2, 8), (4, 9)]."""
+    from probes.builtin.seg.show import parse_head
+
+    return [parse_head(part) for part in text.split(",") if part.strip()]

@@ -1,0 +1,103 @@
+"""`probes report`: one self-contained HTML file (inline JavaScript and CSS, no network) of one or more results
+folders, to open from disk.
+
+    build_report([folder, ...]) -> str      the HTML
+    write_report([folder, ...], path)       written atomically
+
+Each folder (``probes run --out``; a study's folder: each subfolder holding results) is one model. The page
+shows, per probe, the label table (sortable by count and by margin over the baseline), the layer × head grid
+of the chosen label for every model, and with several models the delta grid against a chosen reference;
+hovering a cell shows its score, other grids (directions, intervals where a probe has them), count and
+baseline; clicking it shows that head's details and its per-sentence view (probes.examples): the attention
+map as lines between the words (like bertviz's head view) and, for dep and srl, the gold arcs above the
+sentence, green where the head gets them and red where not, with the head's argmax arcs below.
+
+Data is embedded once as JSON; per-sentence argmax columns and attention maps as the results keep them (base64,
+see probes.examples), each sentence's maps stored once per model even when several probes kept them.
+"""
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from probes.compare.results_diff import load_results
+from probes.errors import InputError
+from probes.results import ProbeResult, json_grid, short_model_name, write_atomic
+
+
+def write_report(folders: list[str | Path], path: str | Path) -> Path:
+    """The report of `folders`, written to `path` atomically."""
+    return write_atomic(Path(path), build_report(folders).encode("utf-8"))
+
+
+def build_report(folders: list[str | Path]) -> str:
+    """The report's HTML for one or more results folders (or results files)."""
+    models = [model for folder in folders for model in _models(Path(folder))]
+    names = _unique([short_model_name(results[next(iter(results))].info.model) for _, results in models])
+    data = {"models": [_model(name, str(path), results) for name, (path, results) in zip(names, models)]}
+    page = _asset("report.html")
+    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    return (page.replace("/*CSS*/", _asset("report.css")).replace("/*JS*/", _asset("report.js"))
+            .replace("/*DATA*/", payload))
+
+
+def _models(folder: Path) -> list[tuple[Path, dict[str, ProbeResult]]]:
+    """(folder, {probe: result}) for a results folder or file, or for each subfolder of a study's folder."""
+    if folder.is_dir() and not any(folder.glob("*.json")):
+        subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and any(p.glob("*.json")))
+        if subfolders:
+            return [(p, load_results(p)) for p in subfolders]
+    results = load_results(folder)
+    if not results:
+        raise InputError("no probe results here", folder)
+    return [(folder, results)]
+
+
+def _unique(names: list[str]) -> list[str]:
+    """Names made distinct by a counter where two models share one."""
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if names.count(name) == 1 else f"{name} ({seen[name]})")
+    return out
+
+
+def _model(name: str, path: str, results: dict[str, ProbeResult]) -> dict[str, Any]:
+    sentences: dict[str, dict[str, Any]] = {}  # sentence key -> words, gold, argmax columns, maps by head
+    probes = {probe: _probe(result, sentences) for probe, result in results.items()}
+    first = next(iter(results.values()))
+    return {"name": name, "path": path, "model": first.info.model, "layers": first.info.layers,
+            "heads": first.info.heads, "probes": probes, "sentences": sentences}
+
+
+def _probe(result: ProbeResult, sentences: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    base = result.baselines.get("labels", {}) if isinstance(result.baselines, dict) else {}
+    labels = [_label(name, entry, base.get(name)) for name, entry in result.labels.items()]
+    overall = _label("overall", result.overall, result.baselines.get("overall") if isinstance(result.baselines, dict)
+                     else None)
+    views = result.extra.get("sentence_views") or {}
+    keys = []
+    for view in views.get("sentences", []):
+        key = " ".join(view["words"]) + f"#{view['index']}"
+        entry = sentences.setdefault(key, {"id": view["sent_id"] or str(view["index"] + 1), "words": view["words"],
+                                           "gold": view["gold"], "argmax": view["predictions"],
+                                           "width": len(view["words"]) + 1, "maps": {}})
+        for head, packed in view["attention"].items():
+            entry["maps"].setdefault(head, packed)
+        keys.append(key)
+    return {"labels": labels, "overall": overall, "sentences": keys, "kept": views.get("heads", []),
+            "named": views.get("named", []), "sentences_scored": result.info.sentences,
+            "corpus": [Path(c).name for c in result.info.corpus]}
+
+
+def _label(name: str, entry, baseline: dict | None) -> dict[str, Any]:
+    return {"name": name, "count": int(entry.count), "scores": json_grid(entry.scores),
+            "extra": {k: json_grid(v) for k, v in entry.extra.items()},
+            "baseline": None if not baseline else {"offset": baseline.get("best_offset"), "score": baseline.get("best")}}
+
+
+def _asset(name: str) -> str:
+    return resources.files("probes.report").joinpath(name).read_text(encoding="utf-8")

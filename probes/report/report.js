@@ -1,0 +1,353 @@
+"use strict";
+(function () {
+  const DATA = JSON.parse(document.getElementById("data").textContent);
+  const models = DATA.models;
+  const probeNames = [...new Set(models.flatMap(m => Object.keys(m.probes)))];
+  const state = { probe: probeNames[0], label: "overall", sort: "count", reference: 0,
+                  model: 0, head: null, sentence: 0 };
+  const $ = id => document.getElementById(id);
+  const SVG = "http://www.w3.org/2000/svg";
+
+  // ---- colours: viridis for scores, blue-white-red for deltas -------------------------------------
+  const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137],
+                   [53, 183, 121], [110, 206, 88], [181, 222, 43], [253, 231, 37]];
+  function viridis(t) {
+    t = Math.min(1, Math.max(0, t)) * (VIRIDIS.length - 1);
+    const i = Math.min(VIRIDIS.length - 2, Math.floor(t)), f = t - i;
+    const c = VIRIDIS[i].map((v, k) => Math.round(v + f * (VIRIDIS[i + 1][k] - v)));
+    return `rgb(${c[0]},${c[1]},${c[2]})`;
+  }
+  function diverging(t) { // t in [-1, 1]
+    t = Math.min(1, Math.max(-1, t));
+    const a = Math.round(255 * (1 - Math.abs(t)));
+    return t >= 0 ? `rgb(255,${a},${a})` : `rgb(${a},${a},255)`;
+  }
+  const fmt = x => (x === null || x === undefined || Number.isNaN(x)) ? "–" : Number(x).toFixed(3);
+
+  // ---- data access ---------------------------------------------------------------------------------
+  function probeOf(m) { return models[m].probes[state.probe]; }
+  function labelOf(m, name) {
+    const p = probeOf(m);
+    if (!p) return null;
+    return name === "overall" ? p.overall : (p.labels.find(l => l.name === name) || null);
+  }
+  function best(grid) {
+    let b = null;
+    grid.forEach((row, l) => row.forEach((v, h) => { if (v !== null && (b === null || v > b.v)) b = { l, h, v }; }));
+    return b;
+  }
+  function decode(b64, Type) {
+    const bin = atob(b64), bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return new Type(bytes.buffer);
+  }
+
+  // ---- header, probe tabs ---------------------------------------------------------------------------
+  function header() {
+    $("models").innerHTML = "";
+    models.forEach((m, i) => {
+      const s = document.createElement("span");
+      s.textContent = `${String.fromCharCode(65 + i)}: ${m.name} (${m.layers}×${m.heads})`;
+      s.title = m.model;
+      $("models").appendChild(s);
+    });
+    $("reference-box").style.display = models.length > 1 ? "" : "none";
+    models.forEach((m, i) => {
+      const o = document.createElement("option");
+      o.value = i; o.textContent = m.name;
+      $("reference").appendChild(o);
+    });
+    $("reference").onchange = () => { state.reference = +$("reference").value; grids(); };
+    probeNames.forEach(name => {
+      const b = document.createElement("button");
+      b.textContent = name; b.dataset.probe = name;
+      b.onclick = () => { state.probe = name; state.label = "overall"; state.head = null; state.sentence = 0; all(); };
+      $("probes").appendChild(b);
+    });
+  }
+
+  // ---- label table ----------------------------------------------------------------------------------
+  function labelRows() {
+    const m = models.findIndex(x => x.probes[state.probe]);
+    const p = probeOf(m);
+    const rows = [p.overall, ...p.labels].map(l => {
+      const b = best(l.scores);
+      const base = l.baseline ? l.baseline.score : null;
+      return { name: l.name, count: l.count, best: b ? `L${b.l}-H${b.h}` : "–", score: b ? b.v : null,
+               baseline: base, offset: l.baseline ? l.baseline.offset : null,
+               margin: b && base !== null ? b.v - base : null };
+    });
+    const key = state.sort;
+    const value = r => r[key] === null ? -Infinity : r[key];
+    rows.sort((a, b) => a.name === "overall" ? -1 : b.name === "overall" ? 1 :
+              key === "name" || key === "best" ? String(a[key]).localeCompare(String(b[key])) : value(b) - value(a));
+    return rows;
+  }
+  function labels() {
+    const body = document.querySelector("#labels tbody");
+    body.innerHTML = "";
+    labelRows().forEach(r => {
+      const tr = document.createElement("tr");
+      tr.dataset.label = r.name;
+      if (r.name === state.label) tr.className = "on";
+      const off = r.offset === null ? "" : ` (${r.offset > 0 ? "+" : ""}${r.offset})`;
+      tr.innerHTML = `<td></td><td class="num">${r.count}</td><td>${r.best}</td><td class="num">${fmt(r.score)}</td>` +
+        `<td class="num">${r.baseline === null ? "–" : fmt(r.baseline) + off}</td>` +
+        `<td class="num">${r.margin === null ? "–" : (r.margin >= 0 ? "+" : "") + r.margin.toFixed(3)}</td>`;
+      tr.firstChild.textContent = r.name;
+      tr.onclick = () => { state.label = r.name; labels(); grids(); };
+      body.appendChild(tr);
+    });
+    document.querySelectorAll("#labels th").forEach(th => {
+      th.classList.toggle("sorted", th.dataset.sort === state.sort);
+      th.onclick = () => { state.sort = th.dataset.sort; labels(); };
+    });
+  }
+
+  // ---- grids ----------------------------------------------------------------------------------------
+  function gridTable(m, grid, colour, label, kind) {
+    const table = document.createElement("table");
+    table.className = "grid";
+    const top = document.createElement("tr");
+    top.innerHTML = "<th></th>" + grid[0].map((_, h) => `<th>${h}</th>`).join("");
+    table.appendChild(top);
+    const b = kind === "delta" ? null : best(grid);
+    grid.forEach((row, l) => {
+      const tr = document.createElement("tr");
+      tr.innerHTML = `<th>L${l}</th>`;
+      row.forEach((v, h) => {
+        const td = document.createElement("td");
+        td.className = "cell";
+        td.dataset.model = m; td.dataset.layer = l; td.dataset.head = h; td.dataset.kind = kind;
+        td.style.background = v === null ? "#eee" : colour(v);
+        if (b && b.l === l && b.h === h) td.classList.add("best");
+        if (state.head && state.model === m && state.head[0] === l && state.head[1] === h) td.classList.add("picked");
+        td.onmousemove = e => tip(e, m, l, h, label, kind);
+        td.onmouseleave = () => { $("tip").style.display = "none"; };
+        td.onclick = () => pick(m, l, h);
+        tr.appendChild(td);
+      });
+      table.appendChild(tr);
+    });
+    return table;
+  }
+  function range(label) {
+    const values = label.scores.flat().filter(v => v !== null);
+    const lo = Math.min(...values), hi = Math.max(...values);
+    return lo >= 0 && hi <= 1 ? [0, 1] : [lo, hi > lo ? hi : lo + 1e-9];
+  }
+  function grids() {
+    const box = $("grids");
+    box.innerHTML = "";
+    $("grids-title").textContent = `${state.probe}: ${state.label}`;
+    models.forEach((model, m) => {
+      const label = labelOf(m, state.label);
+      if (!label) return;
+      const [lo, hi] = range(label);
+      const div = document.createElement("div");
+      div.className = "grid-box";
+      div.innerHTML = `<h4>${String.fromCharCode(65 + m)}: </h4>`;
+      div.firstChild.append(`${model.name} · n=${label.count}`);
+      div.appendChild(gridTable(m, label.scores, v => viridis((v - lo) / (hi - lo)), label, "score"));
+      const scale = document.createElement("div");
+      scale.className = "scale";
+      scale.innerHTML = `${fmt(lo)}<span style="background:linear-gradient(90deg,${[0, .25, .5, .75, 1].map(viridis).join(",")})"></span>${fmt(hi)}` +
+        " · red box: best head · click a cell for its details and sentences";
+      div.appendChild(scale);
+      box.appendChild(div);
+    });
+    const ref = labelOf(state.reference, state.label);
+    models.forEach((model, m) => {
+      const label = labelOf(m, state.label);
+      if (m === state.reference || !label || !ref || model.layers !== models[state.reference].layers ||
+          model.heads !== models[state.reference].heads) return;
+      const delta = label.scores.map((row, l) => row.map((v, h) =>
+        v === null || ref.scores[l][h] === null ? null : v - ref.scores[l][h]));
+      const span = Math.max(1e-9, ...delta.flat().filter(v => v !== null).map(Math.abs));
+      const div = document.createElement("div");
+      div.className = "grid-box delta";
+      div.innerHTML = "<h4></h4>";
+      div.firstChild.textContent = `Δ ${model.name} − ${models[state.reference].name}`;
+      div.appendChild(gridTable(m, delta, v => diverging(v / span), label, "delta"));
+      const scale = document.createElement("div");
+      scale.className = "scale";
+      scale.innerHTML = `${fmt(-span)}<span style="background:linear-gradient(90deg,${[-1, -.5, 0, .5, 1].map(diverging).join(",")})"></span>${fmt(span)}`;
+      div.appendChild(scale);
+      box.appendChild(div);
+    });
+    details();
+  }
+  function tip(e, m, l, h, label, kind) {
+    const lines = [`${models[m].name} · ${state.probe}: ${label.name} · L${l}-H${h}`,
+                   `score ${fmt(label.scores[l][h])}`];
+    if (kind === "delta") {
+      const ref = labelOf(state.reference, label.name);
+      lines.push(`reference ${fmt(ref.scores[l][h])} · Δ ${fmt(label.scores[l][h] - ref.scores[l][h])}`);
+    }
+    const extra = label.extra || {};
+    if (extra.low && extra.high) lines.push(`interval [${fmt(extra.low[l][h])}, ${fmt(extra.high[l][h])}]`);
+    Object.keys(extra).filter(k => k !== "low" && k !== "high").forEach(k => lines.push(`${k} ${fmt(extra[k][l][h])}`));
+    lines.push(`count ${label.count}`);
+    if (label.baseline) lines.push(`baseline offset ${label.baseline.offset > 0 ? "+" : ""}${label.baseline.offset}: ${fmt(label.baseline.score)}`);
+    const t = $("tip");
+    t.textContent = lines.join("\n");
+    t.style.display = "block";
+    t.style.left = (e.clientX + 14) + "px";
+    t.style.top = (e.clientY + 14) + "px";
+  }
+  function pick(m, l, h) {
+    state.model = m; state.head = [l, h];
+    grids(); sentences();
+  }
+  function details() {
+    const box = $("details");
+    box.innerHTML = "";
+    if (!state.head) { box.textContent = "Click a head for its scores on every label."; return; }
+    const [l, h] = state.head, p = probeOf(state.model);
+    if (!p) return;
+    const rows = [p.overall, ...p.labels].map(x => {
+      const v = x.scores[l][h], b = best(x.scores);
+      const rank = v === null ? null : 1 + x.scores.flat().filter(y => y !== null && y > v).length;
+      return { name: x.name, v, rank, best: b, count: x.count };
+    }).filter(r => r.v !== null).sort((a, b) => (a.rank - b.rank) || (b.count - a.count)).slice(0, 12);
+    const title = document.createElement("h3");
+    title.textContent = `${models[state.model].name} · L${l}-H${h}: the labels it ranks highest on`;
+    box.appendChild(title);
+    const t = document.createElement("table");
+    t.innerHTML = "<tr><th>label</th><th>count</th><th>score</th><th>rank</th><th>best head</th></tr>" + rows.map(r =>
+      `<tr><td>${r.name.replace(/</g, "&lt;")}</td><td>${r.count}</td><td>${fmt(r.v)}</td><td>${r.rank} of ${models[state.model].layers * models[state.model].heads}</td>` +
+      `<td>L${r.best.l}-H${r.best.h} ${fmt(r.best.v)}</td></tr>`).join("");
+    box.appendChild(t);
+  }
+
+  // ---- per-sentence view ----------------------------------------------------------------------------
+  function currentHead() {
+    if (state.head) return state.head;
+    const label = labelOf(state.model, state.label) || probeOf(state.model).overall;
+    const b = best(label.scores);
+    return b ? [b.l, b.h] : [0, 0];
+  }
+  function sentences() {
+    const m = probeOf(state.model) ? state.model : models.findIndex(x => x.probes[state.probe]);
+    state.model = m;
+    const p = probeOf(m), model = models[m];
+    const [l, h] = currentHead();
+    $("view-head").textContent = `L${l}-H${h}`;
+    $("view-model").textContent = `${model.name} · ${state.probe}`;
+    const select = $("sentence");
+    select.innerHTML = "";
+    p.sentences.forEach((key, i) => {
+      const o = document.createElement("option");
+      const s = model.sentences[key];
+      o.value = i; o.textContent = `[${s.id}] ${s.words.join(" ")}`.slice(0, 110);
+      select.appendChild(o);
+    });
+    $("arcs").innerHTML = ""; $("attention").innerHTML = "";
+    if (!p.sentences.length) {
+      $("view-note").textContent = "this result keeps no sentences (run with --examples N)";
+      return;
+    }
+    state.sentence = Math.min(state.sentence, p.sentences.length - 1);
+    select.value = state.sentence;
+    select.onchange = () => { state.sentence = +select.value; sentences(); };
+    $("prev").onclick = () => { state.sentence = Math.max(0, state.sentence - 1); sentences(); };
+    $("next").onclick = () => { state.sentence = Math.min(p.sentences.length - 1, state.sentence + 1); sentences(); };
+    const s = model.sentences[p.sentences[state.sentence]];
+    const argmax = decode(s.argmax, Uint16Array);
+    const pred = Array.from(argmax.subarray((l * model.heads + h) * s.width, (l * model.heads + h + 1) * s.width));
+    const map = s.maps[`${l}-${h}`];
+    $("view-note").textContent = map ? "" : `attention map not kept for L${l}-H${h} (kept: each label's best head` +
+      (p.named.length ? " and " + p.named.map(x => `L${x[0]}-H${x[1]}`).join(", ") : "") + "; name more with --heads)";
+    $("arcs").appendChild(arcs(s, pred));
+    if (map) $("attention").appendChild(attention(s, decode(map, Uint8Array)));
+  }
+  function goldArcs(s, pred) {
+    const g = s.gold;
+    if (state.probe === "srl" && g.srl) {
+      const out = [];
+      g.srl.forEach(f => {
+        const p = f.predicate + 1;
+        f.args.forEach((a, i) => {
+          if (a[0] === "V" || a[0] === "C-V") return;
+          const cols = f.arg_words[i].map(w => w + 1).filter(c => c !== p);
+          if (!cols.length) return;
+          const right = cols.includes(pred[p]) || cols.some(c => pred[c] === p);
+          const to = f.arg_heads ? f.arg_heads[i] + 1 : cols[0];
+          out.push({ from: p, to, label: a[0], right });
+        });
+      });
+      return out;
+    }
+    if (!g.head) return [];
+    return g.head.map((hd, i) => ({ from: hd, to: i + 1, label: g.deprel[i],
+                                    right: pred[i + 1] === hd || pred[hd] === i + 1 }));
+  }
+  function el(name, attrs, parent) {
+    const e = document.createElementNS(SVG, name);
+    Object.entries(attrs).forEach(([k, v]) => e.setAttribute(k, v));
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function arcs(s, pred) {
+    const words = ["[ROOT]", ...s.words];
+    const widths = words.map(w => Math.max(44, 7.5 * w.length + 14));
+    const x = []; let acc = 10;
+    widths.forEach(w => { x.push(acc + w / 2); acc += w; });
+    const gold = goldArcs(s, pred);
+    const up = Math.min(220, 30 + 16 * Math.max(1, ...gold.map(a => Math.abs(a.to - a.from))));
+    const down = 90, base = up + 10;
+    const svg = el("svg", { width: acc + 10, height: base + 30 + down, "data-arcs": gold.length });
+    el("defs", {}, svg).innerHTML = '<marker id="ah" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0L10,5L0,10z" fill="#555"/></marker>';
+    gold.forEach(a => {
+      const x1 = x[a.from], x2 = x[a.to], hgt = Math.min(up - 14, 16 + 14 * Math.abs(a.to - a.from));
+      const colour = a.right ? "#2e7d32" : "#c62828";
+      el("path", { d: `M${x1},${base - 4} C${x1},${base - hgt} ${x2},${base - hgt} ${x2},${base - 4}`, fill: "none",
+                   stroke: colour, "stroke-width": 1.8, "marker-end": "url(#ah)", class: a.right ? "arc right" : "arc wrong" }, svg);
+      const t = el("text", { x: (x1 + x2) / 2, y: base - 0.75 * hgt - 3, "text-anchor": "middle", fill: colour,
+                             "font-size": 10 }, svg);
+      t.textContent = a.label;
+    });
+    words.forEach((w, i) => {
+      const t = el("text", { x: x[i], y: base + 14, "text-anchor": "middle", "font-weight": i ? "normal" : "bold" }, svg);
+      t.textContent = w;
+    });
+    for (let i = 1; i < words.length; i++) {
+      const j = pred[i];
+      if (j === undefined) continue;
+      const x1 = x[i], x2 = x[j], hgt = Math.min(down - 8, 10 + 10 * Math.abs(j - i));
+      el("path", { d: `M${x1},${base + 22} C${x1},${base + 22 + hgt} ${x2},${base + 22 + hgt} ${x2},${base + 22}`,
+                   fill: "none", stroke: "#78909c", "stroke-width": 1.2, "marker-end": "url(#ah)", class: "argmax" }, svg);
+    }
+    return svg;
+  }
+  function attention(s, weights) {
+    const words = ["[CLS]", ...s.words, "[SEP]"], n = words.length, row = 18;
+    const svg = el("svg", { width: 560, height: n * row + 20 });
+    const lines = el("g", {}, svg);
+    for (let i = 0; i < n; i++) {
+      for (let j = 0; j < n; j++) {
+        const w = weights[i * n + j] / 255;
+        if (w < 0.02) continue;
+        el("line", { x1: 150, y1: 14 + i * row - 4, x2: 410, y2: 14 + j * row - 4, stroke: "#1565c0",
+                     "stroke-opacity": w, "stroke-width": 1 + 3 * w, "data-from": i }, lines);
+      }
+    }
+    words.forEach((w, i) => {
+      const left = el("text", { x: 140, y: 14 + i * row, "text-anchor": "end", class: "word" }, svg);
+      left.textContent = w;
+      left.onmouseenter = () => lines.querySelectorAll("line").forEach(e => {
+        e.style.display = +e.dataset.from === i ? "" : "none"; });
+      left.onmouseleave = () => lines.querySelectorAll("line").forEach(e => { e.style.display = ""; });
+      const right = el("text", { x: 420, y: 14 + i * row, "text-anchor": "start" }, svg);
+      right.textContent = w;
+    });
+    return svg;
+  }
+
+  function all() {
+    document.querySelectorAll("#probes button").forEach(b => b.classList.toggle("on", b.dataset.probe === state.probe));
+    labels(); grids(); sentences();
+  }
+  header();
+  all();
+})();
