@@ -54,6 +54,7 @@ def probe_option_parsers() -> dict[str, argparse.ArgumentParser]:
 def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     from probes import __version__
     from probes.pooling import POOLING_RULES
+    from probes.protocols import PROTOCOLS
 
     parser = argparse.ArgumentParser(prog="probes", description="Parameter-free probing of transformer attention "
                                      "heads: which heads encode which linguistic relations, with no classifier trained.")
@@ -84,9 +85,11 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                      "(default: the model's limit); longer sentences are skipped and counted")
     run.add_argument("--limit", type=int, help="use only the first N sentences of the corpus (and of the --fit corpus)")
     run.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    run.add_argument("--pool", default="mean-sum", choices=POOLING_RULES,
+    run.add_argument("--pool", choices=POOLING_RULES,
                      help="subword→word pooling, QUERY-KEY (default mean-sum: a word's row is the mean of its "
                      "subwords' rows, its column the sum of their columns, as in Clark et al. 2019)")
+    run.add_argument("--protocol", choices=PROTOCOLS, help="a paper's reading, every choice set at once: "
+                     "hechoi2021 (dep, the defaults), clark2019 (dep as Clark et al.'s code), kovaleva2019 (frames)")
     add_code_argument(run)
     run.add_argument("--tokenize", choices=("words", "text"), default="words",
                      help="what the tokenizer reads: the pre-split words (default) or each sentence's raw text "
@@ -185,7 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     results = run(args.probes, model=args.model, corpus=args.corpus, format=args.format, batch_size=args.batch_size,
                   max_length=args.max_length, limit=args.limit, device=args.device, pool=args.pool,
                   progress=False if args.quiet else None, tokenize=args.tokenize, fit=args.fit, fit_on=args.fit_on,
-                  annotate=args.annotate, views=views, view_heads=args.heads, **options)
+                  annotate=args.annotate, views=views, view_heads=args.heads, protocol=args.protocol, **options)
     for name, result in results.items():
         if args.out:
             written = result.save(args.out, plots="none" if args.no_plots else args.plots)

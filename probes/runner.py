@@ -18,6 +18,7 @@ from probes.model import Encoder, load_encoder
 from probes.pooling import parse_rule
 from probes.probe import Probe
 from probes.progress import progress_bar
+from probes.protocols import apply_protocol
 from probes.provenance import provenance
 from probes.registry import get_probe, load_code
 from probes.results import ProbeResult, RunInfo
@@ -25,18 +26,18 @@ from probes.results import ProbeResult, RunInfo
 
 def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Path | Iterable[str | Path] | None = None,
         *, format: str | None = None, batch_size: int = 32, max_length: int | None = None, limit: int | None = None,
-        device: str = "cpu", pool: str = "mean-sum", progress: bool | None = None,
+        device: str = "cpu", pool: str | None = None, progress: bool | None = None,
         code: str | Path | Iterable[str | Path] | None = None, encoder: Encoder | None = None,
         tokenize: str = "words", fit: str | Path | Iterable[str | Path] | None = None, fit_on: str | None = None,
         annotate: str | None = None, views: int = DEFAULT_SENTENCES, view_heads: Iterable[tuple[int, int]] = (),
-        **options: Any) -> dict[str, ProbeResult]:
+        protocol: str | None = None, **options: Any) -> dict[str, ProbeResult]:
     """Score every head of `model` with each named probe on `corpus`; one forward pass feeds them all.
 
     model: a checkpoint directory or hub name (default: the packaged MiniLM).
     corpus: one or more files (default: the bundled UD English EWT sample).
     format: corpus reader (default: from the file name, e.g. .conllu).
     batch_size, max_length (subwords, special tokens included; longer sentences are skipped and
-    counted, never cut), limit (first N sentences), device, pool (see probes.pooling).
+    counted, never cut), limit (first N sentences), device, pool (see probes.pooling; default mean-sum).
     progress: a progress bar on stderr (default: when stderr is a terminal).
     code: Python file(s) to import first, registering more probes.
     encoder: an already loaded ``probes.model.Encoder`` (saves reloading across runs).
@@ -51,6 +52,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     views: keep the per-sentence views of the first N scored sentences (default 20; 0 for none) in each
     result's ``extra["sentence_views"]`` (probes.examples). view_heads: [(layer, head), ...] whose
     attention maps the views keep besides each label's best head.
+    protocol: a named protocol (probes.protocols: "hechoi2021", "clark2019", "kovaleva2019") setting the
+    pooling and the probes' options at once; a contrary `pool` or option is refused. Recorded in settings.
     options: probe options by name (e.g. ``subtypes=True`` for dep).
     Returns {probe name: ProbeResult}.
     """
@@ -61,6 +64,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     for path in _as_list(code):
         load_code(path)
     classes = [get_probe(n) for n in dict.fromkeys(names)]
+    pool, options = apply_protocol(protocol, classes, pool, options)
     _check_settings(batch_size, max_length, limit, pool)
     check_tokenize(tokenize)
     _check_options(classes, options)
@@ -112,6 +116,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                    sentences=len(encoded), skipped=skipped,
                    settings={"batch_size": batch_size, "pool": pool, "max_length": encoder.max_length,
                              "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize,
+                             **({"protocol": protocol} if protocol else {}),
                              **({"fit": fit_settings} if fit_settings else {})},
                    provenance=provenance(encoder, data.files, time.perf_counter() - started,
                                          unknown_words=unknown.provenance(), skipped_ids=data.skipped_ids),

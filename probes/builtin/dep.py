@@ -6,6 +6,19 @@ head is the [CLS] column, and pred of the [CLS] row is taken like any other row.
 relation and overall, in each direction alone (dep_to_head: pred[d] == h; head_to_dep:
 pred[h] == d), and fixed-offset baselines: the "head" that always attends to position i + k,
 k in −3..+3 (k ≠ 0), scored the same three ways.
+
+Options that read the definition as Clark et al.'s code does (``--protocol clark2019`` sets them all,
+with ``first-sum`` pooling; see probes.protocols):
+
+    zero_self      each word's own column is zeroed before the argmax (ties at 0 go to the first column)
+    words_only     the [CLS] and [SEP] rows and columns are dropped before the argmax: pred[i] is a word,
+                   the [CLS] row predicts nothing, so root arcs are counted and never right
+    head_to_dep    "column": head_to_dep is right when the word attending most to d (argmax_j A[j, d],
+                   under the same two options) is h; "row" (default): pred[h] == d
+    offsets        "clamped": k in −3..+2 (offset 0 included, as their range(-3, 3)) and each word i's
+                   offset "head" is clamp(i + k, 0, n), the root column at the left edge and the last
+                   word at the right; dep_to_head: clamp(d + k) == h, head_to_dep: clamp(h + k) == d
+                   for h a word (their code scores the dep_to_head way only)
 """
 from __future__ import annotations
 
@@ -13,7 +26,7 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
-from probes.builtin.directional import OFFSETS, accuracy, offset_baseline
+from probes.builtin.directional import CLAMPED_OFFSETS, OFFSETS, accuracy, offset_baseline
 from probes.maps import LayerMaps
 from probes.probe import LabelSums, Option, Probe
 from probes.registry import register
@@ -27,12 +40,22 @@ class DependencyProbe(Probe):
     name = "dep"
     description = "dependency arcs: is a relation's head (or dependent) the word a head attends to most (Clark et al. 2019)"
     needs = ("head", "deprel")
-    options = (Option("subtypes", False, "keep relation subtypes (nmod:poss) instead of the universal part (nmod)", bool),)
+    options = (
+        Option("subtypes", False, "keep relation subtypes (nmod:poss) instead of the universal part (nmod)", bool),
+        Option("zero_self", False, "zero each word's own column before the argmax (Clark et al.'s code)", bool),
+        Option("words_only", False, "drop the [CLS]/[SEP] rows and columns before the argmax: words point only at "
+               "words, root arcs are never right (Clark et al.'s code)", bool),
+        Option("head_to_dep", "row", "read head_to_dep as the head's row (pred[h] == d) or the dependent's column "
+               "(the word attending most to d is h; Clark et al.'s code)", str, ("row", "column")),
+        Option("offsets", "free", "offset baselines: free (-3..+3 but 0) or clamped (-3..+2 clamped to the sentence; "
+               "Clark et al.'s code)", str, ("free", "clamped")),
+    )
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
+        self.offsets = CLAMPED_OFFSETS if self.config["offsets"] == "clamped" else OFFSETS
         self.add_state("hits", LabelSums((len(WAYS), layers, heads)))  # [labels, 3, L, H] arcs right, per way
-        self.add_state("baseline_hits", LabelSums((len(WAYS), len(OFFSETS))))  # [labels, 3, offsets]
+        self.add_state("baseline_hits", LabelSums((len(WAYS), len(self.offsets))))  # [labels, 3, offsets]
         self.add_state("arcs", LabelSums(()))  # [labels] arc counts
 
     def reader_options(self):
@@ -40,19 +63,33 @@ class DependencyProbe(Probe):
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         rows, dependents, heads, labels = batch.memo("dep.arcs", lambda: _arcs(batch))
-        pred = maps.predictions.transpose(1, 2)  # [B,C,H]
+        zero_self, words_only = self.config["zero_self"], self.config["words_only"]
+        if zero_self or words_only:
+            pred = argmax_words(maps.word_attention, zero_self, words_only).transpose(1, 2)  # [B,C-1,H]
+        else:  # the project's reading: the predictions every probe of the run shares
+            pred = maps.predictions.transpose(1, 2)  # [B,C,H]
         dependents_pred = pred[rows, dependents].cpu()  # [N,H] where each dependent looks
-        heads_pred = pred[rows, heads].cpu()  # [N,H] where each head word looks
         to_head = dependents_pred == heads[:, None]
-        to_dep = heads_pred == dependents[:, None]
+        if self.config["head_to_dep"] == "row":
+            heads_pred = pred[rows, heads].cpu()  # [N,H] where each head word looks
+            to_dep = heads_pred == dependents[:, None]
+        else:  # the word that looks at each dependent most, argmax over rows: a column argmax
+            looked_at = argmax_words(maps.word_attention.transpose(-1, -2), zero_self, words_only)  # [B,H,C-1]
+            to_dep = looked_at.transpose(1, 2)[rows, dependents].cpu() == heads[:, None]  # [N,H]
         self.hits.add(self.hits.ids(labels), torch.stack([to_head | to_dep, to_head, to_dep], dim=1),
                       at=(slice(None), maps.layer))
         if maps.layer:  # the arcs and the baselines do not depend on the layer: counted once, at layer 0
             return
         self.arcs.add(self.arcs.ids(labels), torch.ones(len(labels)))
-        offsets = torch.tensor(OFFSETS)
-        base_to_head = heads[:, None] == dependents[:, None] + offsets  # [N,offsets]
-        base_to_dep = dependents[:, None] == heads[:, None] + offsets
+        offsets = torch.tensor(self.offsets)
+        if self.config["offsets"] == "free":
+            base_to_head = heads[:, None] == dependents[:, None] + offsets  # [N,offsets]
+            base_to_dep = dependents[:, None] == heads[:, None] + offsets
+        else:  # word i's offset "head" is clamp(i + k, 0, n); the root column has none
+            n = torch.tensor([len(s.ann["head"]) for s in batch.sentences])[rows, None]  # [N,1] words
+            base_to_head = heads[:, None] == (dependents[:, None] + offsets).clamp(min=0).minimum(n)  # [N,offsets]
+            base_to_dep = dependents[:, None] == (heads[:, None] + offsets).clamp(min=0).minimum(n)
+            base_to_dep &= heads[:, None] > 0
         self.baseline_hits.add(self.baseline_hits.ids(labels),
                                torch.stack([base_to_head | base_to_dep, base_to_head, base_to_dep], dim=1))
 
@@ -60,13 +97,28 @@ class DependencyProbe(Probe):
         labels = {name: accuracy(self.arcs[name], self.hits[name], WAYS) for name in self.arcs.names}
         total = self.arcs.total()
         overall = accuracy(total, self.hits.total(), WAYS)
-        baselines = {"offsets": list(OFFSETS),
-                     "labels": {name: offset_baseline(self.arcs[name], self.baseline_hits[name], WAYS)
+        baselines = {"offsets": list(self.offsets),
+                     "labels": {name: offset_baseline(self.arcs[name], self.baseline_hits[name], WAYS, self.offsets)
                                 for name in self.arcs.names}}
         if self.arcs.names:
-            baselines["overall"] = offset_baseline(total, self.baseline_hits.total(), WAYS)
+            baselines["overall"] = offset_baseline(total, self.baseline_hits.total(), WAYS, self.offsets)
         return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
                            baselines=baselines)
+
+
+def argmax_words(attention: torch.Tensor, zero_self: bool, words_only: bool) -> torch.Tensor:
+    """Word attention [B,H,C,C] → [B,H,C-1]: for each row but the end's, the column it attends to most over the
+    root column and the words (the end column left out, as in LayerMaps.predictions; first maximum on ties).
+    zero_self: the row's own column is zeroed first. words_only: the root column is dropped too, and the root
+    row predicts -1 (no column). Pass the transpose to get, for each column, the row that attends to it most."""
+    scores = attention[..., :-1, :-1]  # [B,H,C-1,C-1] the end row and column dropped
+    if zero_self:
+        scores = scores.masked_fill(torch.eye(scores.shape[-1], dtype=torch.bool, device=scores.device), 0)
+    if not words_only:
+        return scores.argmax(-1)
+    pred = scores[..., 1:].argmax(-1) + 1  # [B,H,C-1] over the words (and padding, zero weight, after them)
+    pred[..., 0] = -1
+    return pred
 
 
 def _arcs(batch: Batch):

@@ -12,6 +12,7 @@ from probes.probe import ratio
 from probes.results import LabelScores
 
 OFFSETS = (-3, -2, -1, 1, 2, 3)
+CLAMPED_OFFSETS = (-3, -2, -1, 0, 1, 2)  # Clark et al.'s code: range(-3, 3), positions clamped to the sentence
 
 
 def accuracy(count: torch.Tensor, hits: torch.Tensor, ways: tuple[str, str, str]) -> LabelScores:
@@ -20,10 +21,11 @@ def accuracy(count: torch.Tensor, hits: torch.Tensor, ways: tuple[str, str, str]
     return LabelScores(count=int(count), scores=acc[0], extra={ways[1]: acc[1], ways[2]: acc[2]})
 
 
-def offset_baseline(count: torch.Tensor, hits: torch.Tensor, ways: tuple[str, str, str]) -> dict:
+def offset_baseline(count: torch.Tensor, hits: torch.Tensor, ways: tuple[str, str, str],
+                    offsets: tuple[int, ...] = OFFSETS) -> dict:
     """hits [3,offsets] → accuracies per offset for each way, and the best offset (either direction)."""
     n = int(count)
     acc = (hits / max(n, 1)).numpy()
     best = int(np.argmax(acc[0]))
     return {"count": n, **{way: [round(float(x), 6) for x in acc[i]] for i, way in enumerate(ways)},
-            "best_offset": OFFSETS[best], "best": round(float(acc[0, best]), 6)}
+            "best_offset": offsets[best], "best": round(float(acc[0, best]), 6)}

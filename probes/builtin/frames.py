@@ -19,6 +19,9 @@ The score uses raw word-level weights, so the subword pooling rule matters: with
 their columns, so attention *to* a word split into several subwords adds up (up to 1), while
 attention *from* it is averaged. Compare models only under the same rule.
 
+``--protocol kovaleva2019`` (probes.protocols) sets exactly these defaults, max_sentence_words 12,
+max_fe_words 3, adjacent_fes and all_fes off, with mean-sum pooling, and refuses any contrary option.
+
 Instance filters, the paper's choices by default, applied in this order; the JSON's
 ``instances`` records how many instances each one removed (with ``annotated`` and ``scored``):
 

@@ -3,7 +3,8 @@
     compare_results(a, b)            two results folders (or files): per label best heads, deltas, movers
     checkpoint_similarity(a, b, ...) per-head cosine similarity of two checkpoints' attention maps
     load_any(path)                   a results file or any layers × heads array (.npy, .json, .csv) as a result
-    correlate(grid, results)         Spearman's ρ over heads between a grid and every probe label
+    correlate(grid, results)         Spearman's ρ over heads between a grid and every probe label, with
+                                     permutation p-values corrected over the labels (Holm, BH)
 """
 from probes.compare.checkpoints import checkpoint_similarity
 from probes.compare.correlate import correlate

@@ -45,10 +45,18 @@ def add_commands(sub) -> None:
 
     correlate = sub.add_parser("correlate", help="Spearman correlation over heads of a grid with probe scores",
                                description="Rank-correlate any layers × heads grid (.npy, .json, .csv: pruning gates, "
-                               "importance scores) with every label of probe results, over heads.")
+                               "importance scores) with every label of probe results, over heads, with permutation "
+                               "p-values corrected over every label tested.")
     correlate.add_argument("grid", metavar="GRID", type=input_path,
                            help="a layers × heads array file, or a results file")
     correlate.add_argument("results", metavar="RESULTS", type=input_path, help="a results folder or file")
+    correlate.add_argument("--correction", choices=("holm", "bh", "none"), default="holm",
+                           help="over all labels tested: holm (family-wise error, default), bh (Benjamini–Hochberg "
+                           "false discovery rate) or none")
+    correlate.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    correlate.add_argument("--permutations", type=int, metavar="N", help="shuffles of the heads per label (default: "
+                           "the larger of 9999 and 10 × tests / alpha; fewer than tests / alpha is refused)")
+    correlate.add_argument("--seed", type=int, default=0, help="seed of the permutations (default 0)")
     correlate.add_argument("--out", metavar="FILE.csv", type=check_output_file, help="also write the table as CSV")
 
     plot = sub.add_parser("plot", help="heatmaps of a results file or of any layers × heads array",
@@ -111,12 +119,24 @@ def cmd_correlate(args: argparse.Namespace) -> int:
     from probes.compare.results_diff import load_results
     from probes.results import write_result_files
 
-    table = correlate(load_any(args.grid), load_results(args.results))
+    table = correlate(load_any(args.grid), load_results(args.results), correction=args.correction,
+                      alpha=args.alpha, permutations=args.permutations, seed=args.seed)
     table = table.reindex(table["spearman"].abs().sort_values(ascending=False, na_position="last").index)
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    print(format_correlation(table))
     if args.out:
         write_result_files(args.out.parent, {args.out.name: table})
     return 0
+
+
+def format_correlation(table) -> str:
+    """The correlate table under a line saying what was tested and corrected for."""
+    a = table.attrs
+    method = {"holm": "Holm correction", "bh": "Benjamini–Hochberg correction", "none": "no correction"}[a["correction"]]
+    head = (f"Spearman's ρ over heads; two-sided permutation p-values ({a['permutations']} shuffles of the heads, "
+            f"seed {a['seed']}); {method} over {a['tests']} tests: {int(table['significant'].sum())} significant "
+            f"at α = {a['alpha']:g}")
+    shown = table.drop(columns=["correction", "tests"])
+    return head + "\n" + shown.to_string(index=False, float_format=lambda x: f"{x:.4g}")
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
