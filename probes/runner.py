@@ -106,12 +106,12 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     unknown = unknown_words(encoder.tokenizer.unk_token_id, usable, encoded)
     unknown.warn(paths[0])
 
-    scoring = Feed(encoder, active, "update", pool)
+    feed = Feed(encoder, pool)
     if max_tokens is None:
         longest = max(len(e.input_ids) for e in encoded)
         layers_held = 1 if encoder.capture == "hooks" else encoder.layers
-        max_tokens = scoring.rows * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim, longest,
-                                                       free_memory(encoder.device), layers_held)
+        max_tokens = feed.rows(active) * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim, longest,
+                                                         free_memory(encoder.device), layers_held)
     fit_settings = None
     fitting = [p for p in active if p.needs_fit]
     if fitting:  # fit phase: a forward pass over the fit corpus feeds fit_update before any update
@@ -123,10 +123,11 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
             if not fit_encoded:
                 raise InputError(f"no sentence of the fit corpus can be used ({_skip_summary(fit_skipped)})",
                                  plan.paths[0])
-        fit = Feed(encoder, fitting, "fit_update", pool)
-        fit.all(fit_usable, length_sorted_batches(fit_encoded, batch_size, max_tokens // fit.rows), progress)
+        feed.all(fitting, "fit_update", fit_usable,
+                 length_sorted_batches(fit_encoded, batch_size, max_tokens // feed.rows(fitting)), progress)
         fit_settings = plan.settings(fit_data.files if fit_data else data.files, len(fit_encoded), fit_skipped)
-    scoring.all(usable, length_sorted_batches(encoded, batch_size, max_tokens // scoring.rows), progress)
+    feed.all(active, "update", usable, length_sorted_batches(encoded, batch_size, max_tokens // feed.rows(active)),
+             progress)
 
     info = RunInfo(model=encoder.name, corpus=data.files, layers=encoder.layers, heads=encoder.heads,
                    sentences=len(encoded), skipped=skipped,
@@ -160,44 +161,46 @@ class Feed:
     ``load_state_dict``) one layer at a time: `method` of each, called with (batch, LayerMaps) per layer.
 
     A batch and its word-shuffled twin run in one forward pass (rows concatenated, split per layer), so
-    each layer of the twin arrives with the same layer of the batch.
+    each layer of the twin arrives with the same layer of the batch. One Feed serves a whole run (fit and
+    scoring), so that an out-of-memory split is said once.
     """
 
-    def __init__(self, encoder: Encoder, probes: list[Probe], method: str, pool: str):
-        self.encoder, self.probes, self.method, self.pool = encoder, probes, method, pool
-        self.vectors = any(p.needs_vectors for p in probes)
-        self.twin_seed = next((seed for p in probes if (seed := p.shuffle_seed()) is not None), None)
-        self.rows = 1 if self.twin_seed is None else 2  # forward rows per sentence
+    def __init__(self, encoder: Encoder, pool: str):
+        self.encoder, self.pool = encoder, pool
         self.split_told = False  # whether the out-of-memory split was said on stderr
 
-    def all(self, usable: list, batches: list[list], progress: bool | None) -> None:
+    @staticmethod
+    def rows(probes: list[Probe]) -> int:
+        """Forward rows per sentence: 2 when a probe asks for the word-shuffled twin, else 1."""
+        return 1 if _twin_seed(probes) is None else 2
+
+    def all(self, probes: list[Probe], method: str, usable: list, batches: list[list], progress: bool | None) -> None:
         """Every batch (lists of ``Encoded``; usable[e.index] is the sentence of e), with a progress bar."""
-        total = sum(len(items) for items in batches)
-        with progress_bar(total, progress, "fitting" if self.method == "fit_update" else "probing") as bar:
+        with progress_bar(sum(map(len, batches)), progress, "fitting" if method == "fit_update" else "probing") as bar:
             for items in batches:
-                self.batch(usable, items)
+                self.batch(probes, method, [usable[e.index] for e in items], items)
                 bar.update(len(items))
 
-    def batch(self, usable: list, items: list) -> None:
+    def batch(self, probes: list[Probe], method: str, sentences: list, items: list) -> None:
         """One batch; one that runs out of memory is split in two and retried, the state restored first."""
-        before = [p.state_dict() for p in self.probes]
+        before = [p.state_dict() for p in probes]
         try:
-            self._forward(Batch.from_encoded([usable[e.index] for e in items], items, self.encoder.tokenizer,
-                                             self.pool, shuffle_seed=self.twin_seed))
+            batch = Batch.from_encoded(sentences, items, self.encoder.tokenizer, self.pool, shuffle_seed=_twin_seed(probes))
+            self._forward(batch, probes, method)
         except torch.OutOfMemoryError:
             if len(items) == 1:
                 raise
-            for p, state in zip(self.probes, before):
+            for p, state in zip(probes, before):
                 p.load_state_dict(state)
             if not self.split_told:
                 print(f"probes: a batch of {len(items)} sentences ran out of memory on {self.encoder.device}; "
                       "splitting such batches in two and retrying (a lower --max-tokens avoids this)", file=sys.stderr)
                 self.split_told = True
             half = len(items) // 2
-            self.batch(usable, items[:half])
-            self.batch(usable, items[half:])
+            self.batch(probes, method, sentences[:half], items[:half])
+            self.batch(probes, method, sentences[half:], items[half:])
 
-    def _forward(self, batch: Batch) -> None:
+    def _forward(self, batch: Batch, probes: list[Probe], method: str) -> None:
         b = len(batch.indices)
         twin = batch.twin
 
@@ -205,16 +208,21 @@ class Feed:
             # attention [rows·B,H,T,T]: the batch's rows, then its twin's; context [rows·B,H,T,d] or None
             maps = LayerMaps(batch, layer, attention[:b], None if context is None else context[:b],
                              twin=None if twin is None else LayerMaps(twin, layer, attention[b:]))
-            for p in self.probes:
-                getattr(p, self.method)(batch, maps)
+            for p in probes:
+                getattr(p, method)(batch, maps)
 
         inputs = [batch] if twin is None else [batch, twin]
 
         def rows(name: str) -> torch.Tensor | None:  # [rows·B,T] the batch's inputs, then its twin's
             return None if getattr(batch, name) is None else torch.cat([getattr(x, name) for x in inputs])
 
-        self.encoder.layerwise(rows("input_ids"), rows("attention_mask"), on_layer, vectors=self.vectors,
-                               token_type_ids=rows("token_type_ids"))
+        self.encoder.layerwise(rows("input_ids"), rows("attention_mask"), on_layer,
+                               vectors=any(p.needs_vectors for p in probes), token_type_ids=rows("token_type_ids"))
+
+
+def _twin_seed(probes: list[Probe]) -> int | None:
+    """The word-shuffle seed of the first probe that asks for a twin, or None."""
+    return next((seed for p in probes if (seed := p.shuffle_seed()) is not None), None)
 
 
 def _skip_summary(skipped: dict[str, int]) -> str:
