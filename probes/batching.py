@@ -8,6 +8,7 @@ Columns n+1..W of a shorter sentence are padding (all zero).
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Hashable
 
 import numpy as np
@@ -19,12 +20,50 @@ from probes.pooling import pooling_matrices
 from probes.shuffle import twin_layout
 
 PAD_COLUMN = -1
+# The default token budget (default_max_tokens): bytes of one padded subword position in a batch are
+# 4 · (MAP_COPIES · H · T · layers held + ACTIVATION_COPIES · hidden), T the longest sentence; a batch
+# may take MEMORY_SHARE of the device's free memory.
+MAP_COPIES = 8  # [B,H,T,T] float32 tensors alive at once per layer held: scores, probabilities, probes' temporaries
+ACTIVATION_COPIES = 16  # [B,T,hidden] float32 tensors alive at once in a layer (q, k, v, context, 4× FFN, ...)
+MEMORY_SHARE = 0.5
 
 
-def length_sorted_batches(encoded: list[Encoded], batch_size: int) -> list[list[Encoded]]:
-    """Sort by subword length (ties by corpus order) and cut into batches."""
+def length_sorted_batches(encoded: list[Encoded], batch_size: int | None,
+                          max_tokens: int | None = None) -> list[list[Encoded]]:
+    """Sort by subword length (ties by corpus order) and cut into batches of at most `batch_size` sentences
+    (None: no cap) whose padded size, sentences × longest length, is at most `max_tokens` (None: no budget);
+    a sentence longer than the budget alone makes a batch of one."""
     ordered = sorted(encoded, key=lambda e: (len(e.input_ids), e.index))
-    return [ordered[i:i + batch_size] for i in range(0, len(ordered), batch_size)]
+    batches: list[list[Encoded]] = []
+    for e in ordered:  # ascending lengths: the sentence added is the batch's longest
+        current = batches[-1] if batches else []
+        full = len(current) == batch_size or (max_tokens is not None and (len(current) + 1) * len(e.input_ids) > max_tokens)
+        if not current or full:
+            batches.append([e])
+        else:
+            current.append(e)
+    return batches
+
+
+def default_max_tokens(heads: int, hidden: int, longest: int, free_bytes: int, layers_held: int = 1) -> int:
+    """The default token budget: padded positions (sentences × length) a batch may hold so that it takes at
+    most MEMORY_SHARE of `free_bytes`, with `longest` the longest sentence (subwords) and `layers_held` the
+    layers' maps held at once (1 for capture "hooks", L for "outputs"); at least one sentence of `longest`."""
+    per_token = 4 * (MAP_COPIES * heads * longest * layers_held + ACTIVATION_COPIES * hidden)
+    return max(longest, int(MEMORY_SHARE * free_bytes) // per_token)
+
+
+def free_memory(device: torch.device) -> int:
+    """Bytes free on `device`: CUDA's mem_get_info, else the system's available memory (/proc/meminfo's
+    MemAvailable, or the available physical pages where there is no /proc)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            available = next(line for line in f if line.startswith("MemAvailable:"))
+        return int(available.split()[1]) * 1024
+    except (OSError, StopIteration, ValueError, IndexError):
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 class Batch:

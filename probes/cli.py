@@ -15,6 +15,7 @@ from probes.compare.commands import add_commands as add_compare_commands
 from probes.ablation.commands import COMMANDS as ABLATION_COMMANDS
 from probes.ablation.commands import add_commands as add_ablation_commands
 from probes.arguments import add_code_argument, add_probe_options, chosen_options, input_path
+from probes.corpus import INVALID_TREES
 from probes.errors import InputError
 from probes.builtin.seg.show import parse_head
 from probes.examples import DEFAULT_SENTENCES, parse_heads
@@ -80,10 +81,16 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                      "UPOS, XPOS, dependencies, entities); needs attention-probes[spacy]")
     run.add_argument("--out", metavar="DIR", type=check_output_folder,
                      help="write DIR/<probe>.json, .csv and heatmaps (default: print a table)")
-    run.add_argument("--batch-size", type=int, default=32, help="sentences per forward pass (default 32)")
+    run.add_argument("--batch-size", type=int, default=32, help="most sentences per forward pass (default 32)")
+    run.add_argument("--max-tokens", type=int, metavar="N",
+                     help="most padded subword positions (sentences × longest length) per forward pass (default: "
+                     "from the model's shape and the device's free memory; see README, Memory and long inputs)")
     run.add_argument("--max-length", type=int, help="most subwords per sentence incl. special tokens "
                      "(default: the model's limit); longer sentences are skipped and counted")
     run.add_argument("--limit", type=int, help="use only the first N sentences of the corpus (and of the --fit corpus)")
+    run.add_argument("--invalid-trees", choices=INVALID_TREES, default="refuse",
+                     help="a CoNLL-U sentence whose heads are not a tree: refuse the file (default) or skip the "
+                     "sentence, counted by rule in the results")
     run.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     run.add_argument("--pool", choices=POOLING_RULES,
                      help="subword→word pooling, QUERY-KEY (default mean-sum: a word's row is the mean of its "
@@ -186,7 +193,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not any(o.name == "examples" for name in args.probes for o in get_probe(name).options):
         options.pop("examples", None)
     results = run(args.probes, model=args.model, corpus=args.corpus, format=args.format, batch_size=args.batch_size,
-                  max_length=args.max_length, limit=args.limit, device=args.device, pool=args.pool,
+                  max_tokens=args.max_tokens, invalid_trees=args.invalid_trees, max_length=args.max_length,
+                  limit=args.limit, device=args.device, pool=args.pool,
                   progress=False if args.quiet else None, tokenize=args.tokenize, fit=args.fit, fit_on=args.fit_on,
                   annotate=args.annotate, views=views, view_heads=args.heads, protocol=args.protocol, **options)
     for name, result in results.items():

@@ -82,6 +82,14 @@ class ExampleRecorder:
             entry["predictions"][maps.layer] = predictions[r, :, : n + 1].numpy()
             entry["attention"][maps.layer] = attention[r][:, keep][:, :, keep].numpy()
 
+    def state_dict(self) -> dict[str, Any]:
+        """Nothing to snapshot: a batch fed again (after an out-of-memory split, see probes.runner.Feed)
+        writes the same entries again."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """See state_dict."""
+
     def nbytes(self) -> int:
         """Bytes held by the kept arrays."""
         return sum(e["predictions"].nbytes + e["attention"].nbytes for e in self.kept.values())

@@ -3,10 +3,20 @@
 Shapes: B batch, T subword positions, L layers, H heads, d head size (hidden / H).
 
 transformers 5.x returns no attentions under SDPA (silently), so every model is loaded with
-``attn_implementation="eager"`` and each forward pass checks that one [B,H,T,T] tensor per layer
-came back. Per-head context vectors (softmax(QKᵀ/√d)·V, before the output projection W_O) are
-read with forward hooks on the self-attention modules: DeBERTa (v1 and v2) does not go through
-``AttentionInterface``, hooks reach every family the same way.
+``attn_implementation="eager"``. Two ways to read the maps (``Encoder.capture``, CAPTURE_MODES):
+
+    hooks    (where the family allows; BERT, RoBERTa, ELECTRA, DeBERTa v1/v2) a forward hook on each
+             self-attention module reads that layer's probabilities [B,H,T,T] (and per-head context,
+             softmax(QKᵀ/√d)·V before W_O) as the layer runs and hands them on; the model runs with
+             output_attentions=False and never holds more than the layer being computed. BERT-like
+             eager attention returns its probabilities anyway; DeBERTa's DisentangledSelfAttention
+             only when its own ``output_attentions`` argument is true, which a pre-hook sets for it alone.
+    outputs  the model returns all L maps (output_attentions=True), fed to the callback afterwards:
+             the fallback for families whose modules do not return their maps, and the explicit
+             all-layers mode (``Encoder.forward``) for callers that need every layer at once.
+
+``load_encoder`` picks hooks when they give exactly the maps the outputs give, else outputs. Every
+forward pass checks that each layer's attention was captured exactly once.
 
 A model that cannot be right is refused (InputError) before anything is scored: what a checkpoint
 folder must hold is checked first (probes.checkpoint), what was loaded after (weights that fit the
@@ -14,9 +24,11 @@ config, tokenizer ids that fit the embedding table, attention that is finite and
 """
 from __future__ import annotations
 
+import inspect
 import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 from safetensors import SafetensorError
@@ -30,6 +42,9 @@ _OFFSET_POSITION_FAMILIES = {"roberta", "xlm-roberta", "camembert", "longformer"
 # What reading a bad checkpoint raises inside transformers, torch.load and safetensors.
 _LOAD_ERRORS = (OSError, ValueError, KeyError, ImportError, RuntimeError, EOFError, pickle.UnpicklingError,
                 SafetensorError)
+CAPTURE_MODES = ("hooks", "outputs")
+# on_layer(layer, attention [B,H,T,T], context [B,H,T,d] or None): called for layers 0..L-1 in order
+LayerCallback = Callable[[int, torch.Tensor, "torch.Tensor | None"], None]
 
 
 @dataclass
@@ -52,12 +67,50 @@ class Encoder:
     head_dim: int
     max_length: int  # most subword positions (special tokens included) the model accepts
     device: torch.device
+    capture: str = "hooks"  # how layerwise() reads the maps (CAPTURE_MODES); load_encoder checks the family
     _self_attention: list[torch.nn.Module] = field(default_factory=list, repr=False)
+
+    @torch.inference_mode()
+    def layerwise(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
+                  vectors: bool = False, token_type_ids: torch.Tensor | None = None) -> None:
+        """Run the model once, calling ``on_layer(layer, attention, context)`` for layers 0..L-1 in order with
+        that layer's [B,H,T,T] probabilities and [B,H,T,d] per-head context (None unless `vectors`). With
+        capture "hooks" each call happens while the model runs, and the layer's maps are dropped after it.
+        token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero)."""
+        if self.capture == "outputs":
+            captured = self.forward(input_ids, attention_mask, vectors=vectors, token_type_ids=token_type_ids)
+            for layer, attention in enumerate(captured.attentions):
+                on_layer(layer, attention, None if captured.context is None else captured.context[layer])
+            return
+        seen: list[int] = []
+
+        def read(layer: int):
+            def hook(_module, _inputs, output):
+                attention = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+                if attention is None or attention.dim() != 4 or layer != len(seen):
+                    raise InputError(f"model {self.name!r}: layer {layer}'s attention was not captured once, in "
+                                     f"order (layers seen: {seen}); its attention cannot be captured")
+                seen.append(layer)
+                on_layer(layer, attention, self._heads_of(output[0]) if vectors else None)
+            return hook
+
+        hooks = [m.register_forward_hook(read(layer)) for layer, m in enumerate(self._self_attention)]
+        hooks += [m.register_forward_pre_hook(_ask_for_attention, with_kwargs=True)
+                  for m in self._self_attention if _output_attentions_position(m) is not None]
+        try:
+            self._run(input_ids, attention_mask, token_type_ids, output_attentions=False)
+        finally:
+            for h in hooks:
+                h.remove()
+        if len(seen) != self.layers:
+            raise InputError(f"model {self.name!r}: captured attention for {len(seen)} of {self.layers} layers; "
+                             "its attention cannot be captured")
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, vectors: bool = False,
                 token_type_ids: torch.Tensor | None = None) -> Capture:
-        """Run the model once; return L attention maps (and L per-head context tensors if asked).
+        """Run the model once asking for every layer's maps (capture "outputs"); return the L attention maps
+        (and L per-head context tensors if asked). Memory grows with L: prefer ``layerwise``.
         token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero)."""
         stash: list[torch.Tensor] = []
         hooks = []
@@ -66,9 +119,7 @@ class Encoder:
                 stash.append(output[0])  # [B,T,H*d], before the output projection
             hooks = [m.register_forward_hook(keep) for m in self._self_attention]
         try:
-            types = {} if token_type_ids is None else {"token_type_ids": token_type_ids.to(self.device)}
-            out = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
-                             output_attentions=True, **types)
+            out = self._run(input_ids, attention_mask, token_type_ids, output_attentions=True)
         finally:
             for h in hooks:
                 h.remove()
@@ -80,14 +131,41 @@ class Encoder:
         if vectors:
             if len(stash) != self.layers:
                 raise InputError(f"model {self.name!r}: captured context vectors for {len(stash)} of {self.layers} layers")
-            b, t = input_ids.shape
-            context = tuple(c.view(b, t, self.heads, self.head_dim).transpose(1, 2) for c in stash)
+            context = tuple(self._heads_of(c) for c in stash)
         return Capture(attentions=attentions, context=context)
+
+    def _run(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None, *,
+             output_attentions: bool):
+        types = {} if token_type_ids is None else {"token_type_ids": token_type_ids.to(self.device)}
+        return self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
+                          output_attentions=output_attentions, **types)
+
+    def _heads_of(self, context: torch.Tensor) -> torch.Tensor:
+        """[B,T,H*d] context of a self-attention module → [B,H,T,d]."""
+        b, t, _ = context.shape
+        return context.view(b, t, self.heads, self.head_dim).transpose(1, 2)
 
     @torch.inference_mode()
     def bare_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The plain eager forward pass, no capture: the benchmarks' reference."""
         return self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)).last_hidden_state
+
+
+def _output_attentions_position(module: torch.nn.Module) -> int | None:
+    """Where a self-attention module's forward takes ``output_attentions`` (DeBERTa's, positionally from its
+    caller), or None when it takes no such argument (BERT-like modules return their probabilities anyway)."""
+    names = list(inspect.signature(module.forward).parameters)
+    return names.index("output_attentions") if "output_attentions" in names else None
+
+
+def _ask_for_attention(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Forward pre-hook: this module alone returns its attention probabilities (output_attentions=True)."""
+    position = _output_attentions_position(module)
+    if position < len(args):
+        args = (*args[:position], True, *args[position + 1:])
+    else:
+        kwargs = {**kwargs, "output_attentions": True}
+    return args, kwargs
 
 
 def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: int | None = None) -> Encoder:
@@ -242,6 +320,20 @@ def _check_capture(encoder: Encoder) -> None:
     if not torch.triu(maps, diagonal=1).any():
         raise InputError(f"{kind} attends only to earlier tokens (a decoder's causal attention); the probes read "
                          "an encoder's attention in both directions")
+    encoder.capture = "hooks" if _hooks_match(encoder, enc, capture) else "outputs"
+
+
+def _hooks_match(encoder: Encoder, enc, reference: Capture) -> bool:
+    """Whether capture "hooks" gives, layer by layer, exactly the maps and context of capture "outputs"."""
+    hooked: list[tuple[torch.Tensor, torch.Tensor]] = []
+    encoder.capture = "hooks"
+    try:
+        encoder.layerwise(enc["input_ids"], enc["attention_mask"], lambda _, a, c: hooked.append((a.clone(), c.clone())),
+                          vectors=True)
+    except InputError:
+        return False
+    return all(torch.equal(a, ref_a) and torch.equal(c, ref_c)
+               for (a, c), ref_a, ref_c in zip(hooked, reference.attentions, reference.context, strict=True))
 
 
 def first_line(e: Exception) -> str:

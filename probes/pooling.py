@@ -1,4 +1,4 @@
-"""Subword → word pooling as batched matrix products (no loops over tokens).
+"""Subword → word pooling as segment sums over each word's subwords (no loops over tokens).
 
 A pooling rule is "QUERY-KEY": how the rows of a word's subwords combine into the word's row
 (attention FROM the word), and how their columns combine into its column (attention TO it).
@@ -51,17 +51,32 @@ def _combine(onehot: torch.Tensor, rule: str) -> torch.Tensor:
 
 
 def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
-    """One layer's subword attention [B,H,T,T] → word attention [B,H,C,C]: query · A · keyᵀ.
+    """One layer's subword attention [B,H,T,T] → word attention [B,H,C,C]: query · A · keyᵀ, computed as
+    two segment sums (the key side over each word's columns, then the query side over its rows) in
+    O(B·H·T·(T + C)), where the matrix products cost O(B·H·T²·C).
 
-    Two batched GEMMs over the whole batch (batch dimension B only, so BLAS sees large matrices):
-    A·keyᵀ as [B, H·T, T] @ [B, T, C], then query · (that) as [B, C, T] @ [B, T, H·C].
+    Each subword belongs to one word, so each column of query and key [B,C,T] holds at most one nonzero:
+    a word's entry is the sum over its subwords of weight × value, the products of the matrix form,
+    added in position order.
     """
-    b, heads, t, _ = attention.shape
-    c = query.shape[1]
-    to_words = torch.bmm(attention.reshape(b, heads * t, t), key.to(attention.dtype).transpose(1, 2))  # [B,HT,C]
-    to_words = to_words.view(b, heads, t, c).transpose(1, 2).reshape(b, t, heads * c)  # [B,T,HC]
-    pooled = torch.bmm(query.to(attention.dtype), to_words)  # [B,C,HC]
-    return pooled.view(b, c, heads, c).transpose(1, 2)  # [B,H,C,C]
+    return _segment_sum(_segment_sum(attention, key, dim=3), query, dim=2)  # [B,H,T,C], then [B,H,C,C]
+
+
+def _segment_sum(values: torch.Tensor, pooling: torch.Tensor, dim: int) -> torch.Tensor:
+    """Σ along `dim` (T subwords) of values [B,H,.,.] weighted by pooling [B,C,T] (one nonzero per subword at
+    most), into C words along `dim`. Subwords of weight 0 go to a dropped extra word; weights that are all
+    0 or 1 (sum, first) skip the multiplication, which would change nothing."""
+    weight = pooling.sum(1).to(values.dtype)  # [B,T] each subword's weight (its one nonzero)
+    width = pooling.shape[1]
+    target = torch.where(weight != 0, pooling.argmax(1), width)  # [B,T] each subword's word; C: none
+    shape = [values.shape[0], 1, 1, 1]
+    shape[dim] = values.shape[dim]
+    if not ((weight == 0) | (weight == 1)).all():
+        values = values * weight.view(shape)
+    sized = list(values.shape)
+    sized[dim] = width + 1
+    summed = values.new_zeros(sized).scatter_add_(dim, target.view(shape).expand_as(values), values)
+    return summed.narrow(dim, 0, width)
 
 
 def pool_vectors(context: torch.Tensor, query: torch.Tensor) -> torch.Tensor:

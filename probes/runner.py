@@ -1,12 +1,23 @@
-"""One run: read the corpus, load the model, one forward pass per batch feeding every probe."""
+"""One run: read the corpus, load the model, one forward pass per batch feeding every probe layer by layer.
+
+Memory: the model computes one layer at a time (probes.model, capture "hooks"); each layer's maps are
+handed to every probe as a LayerMaps and dropped before the next layer, so a batch holds the model,
+its activations and ONE layer's maps ([B,H,T,T]). Batches are length-sorted and cut by a sentence cap
+(batch_size) and a token budget (max_tokens: sentences × padded length; default from the model's
+shape and the device's free memory, probes.batching.default_max_tokens). On CUDA a batch that runs out
+of memory is split in two and retried, the probes' state restored to before it (said once on stderr).
+"""
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from probes.batching import Batch, length_sorted_batches
-from probes.corpus import guess_format, read_corpus
+import torch
+
+from probes.batching import Batch, default_max_tokens, free_memory, length_sorted_batches
+from probes.corpus import check_invalid_trees, guess_format, read_corpus
 from probes.corpus.spacy_text import annotation_format
 from probes.defaults import bundled_corpus, default_model
 from probes.encoding import check_tokenize, encode, unknown_words
@@ -25,7 +36,8 @@ from probes.results import ProbeResult, RunInfo
 
 
 def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Path | Iterable[str | Path] | None = None,
-        *, format: str | None = None, batch_size: int = 32, max_length: int | None = None, limit: int | None = None,
+        *, format: str | None = None, batch_size: int | None = 32, max_tokens: int | None = None,
+        max_length: int | None = None, limit: int | None = None, invalid_trees: str = "refuse",
         device: str = "cpu", pool: str | None = None, progress: bool | None = None,
         code: str | Path | Iterable[str | Path] | None = None, encoder: Encoder | None = None,
         tokenize: str = "words", fit: str | Path | Iterable[str | Path] | None = None, fit_on: str | None = None,
@@ -36,8 +48,13 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     model: a checkpoint directory or hub name (default: the packaged MiniLM).
     corpus: one or more files (default: the bundled UD English EWT sample).
     format: corpus reader (default: from the file name, e.g. .conllu).
-    batch_size, max_length (subwords, special tokens included; longer sentences are skipped and
-    counted, never cut), limit (first N sentences), device, pool (see probes.pooling; default mean-sum).
+    batch_size: most sentences per forward pass (None: no cap); max_tokens: most padded subword positions
+    (sentences × longest length) per forward pass, a word-order twin's rows counted too (default: from
+    the model's shape and the device's free memory, probes.batching.default_max_tokens).
+    max_length (subwords, special tokens included; longer sentences are skipped and counted, never cut),
+    limit (first N sentences), device, pool (see probes.pooling; default mean-sum, or the protocol's).
+    invalid_trees: a CoNLL-U sentence whose heads are not a tree: "refuse" the file (the default) or
+    "skip" the sentence, counted by rule (probes.corpus.INVALID_TREES).
     progress: a progress bar on stderr (default: when stderr is a terminal).
     code: Python file(s) to import first, registering more probes.
     encoder: an already loaded ``probes.model.Encoder`` (saves reloading across runs).
@@ -65,7 +82,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         load_code(path)
     classes = [get_probe(n) for n in dict.fromkeys(names)]
     pool, options = apply_protocol(protocol, classes, pool, options)
-    _check_settings(batch_size, max_length, limit, pool)
+    _check_settings(batch_size, max_tokens, max_length, limit, pool)
+    check_invalid_trees(invalid_trees)
     check_tokenize(tokenize)
     _check_options(classes, options)
     plan = plan_fit(classes, [str(p) for p in _as_list(fit)], fit_on)
@@ -76,13 +94,14 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         reader_options.update(cls(1, 1, **_own(cls, options)).reader_options())
     if annotate:
         format = annotation_format(annotate, format, reader_options)
-    data = read_corpus(paths, format=format or guess_format(paths[0]) or classes[0].corpus_format, **reader_options)
+    data = read_corpus(paths, format=format or guess_format(paths[0]) or classes[0].corpus_format,
+                       invalid_trees=invalid_trees, **reader_options)
     sentences = data.sentences[:limit] if limit else data.sentences
     skipped = dict(data.skipped)
     fit_data = None
     if plan and plan.paths:
         fit_data = read_corpus(plan.paths, format=format or guess_format(plan.paths[0]) or classes[0].corpus_format,
-                               **reader_options)
+                               invalid_trees=invalid_trees, **reader_options)
 
     if encoder is None:
         encoder = load_encoder(model or default_model(), device=device, max_length=max_length)
@@ -96,6 +115,12 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     unknown = unknown_words(encoder.tokenizer.unk_token_id, usable, encoded)
     unknown.warn(paths[0])
 
+    feed = Feed(encoder, pool)
+    if max_tokens is None:
+        longest = max(len(e.input_ids) for e in encoded)
+        layers_held = 1 if encoder.capture == "hooks" else encoder.layers
+        max_tokens = feed.rows(active) * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim, longest,
+                                                         free_memory(encoder.device), layers_held)
     fit_settings = None
     fitting = [p for p in active if p.needs_fit]
     if fitting:  # fit phase: a forward pass over the fit corpus feeds fit_update before any update
@@ -107,14 +132,16 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
             if not fit_encoded:
                 raise InputError(f"no sentence of the fit corpus can be used ({_skip_summary(fit_skipped)})",
                                  plan.paths[0])
-        _feed(encoder, fit_usable, fit_encoded, fitting, "fit_update", batch_size, pool, progress)
+        feed.all(fitting, "fit_update", fit_usable,
+                 length_sorted_batches(fit_encoded, batch_size, max_tokens // feed.rows(fitting)), progress)
         fit_settings = plan.settings(fit_data.files if fit_data else data.files, len(fit_encoded), fit_skipped)
     recorder = ExampleRecorder(encoder.layers, encoder.heads, views, view_heads)
-    _feed(encoder, usable, encoded, [*active, recorder], "update", batch_size, pool, progress)
+    feed.all([*active, recorder], "update", usable,
+             length_sorted_batches(encoded, batch_size, max_tokens // feed.rows(active)), progress)
 
     info = RunInfo(model=encoder.name, corpus=data.files, layers=encoder.layers, heads=encoder.heads,
                    sentences=len(encoded), skipped=skipped,
-                   settings={"batch_size": batch_size, "pool": pool, "max_length": encoder.max_length,
+                   settings={"batch_size": batch_size, "max_tokens": max_tokens, "pool": pool, "max_length": encoder.max_length,
                              "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize,
                              **({"protocol": protocol} if protocol else {}),
                              **({"fit": fit_settings} if fit_settings else {})},
@@ -140,29 +167,73 @@ def _prepare(sentences: list, probes: list[Probe], encoder: Encoder, tokenize: s
     return usable, encoded
 
 
-def _feed(encoder: Encoder, usable: list, encoded: list, probes: list[Probe | ExampleRecorder], method: str,
-          batch_size: int, pool: str, progress: bool | None) -> None:
-    """One forward pass per length-sorted batch; each layer's maps handed to `method` ("update" or
-    "fit_update") of every probe (and of the example recorder, fed like one), layer by layer."""
-    vectors = any(p.needs_vectors for p in probes)
-    twin_seed = next((seed for p in probes if (seed := p.shuffle_seed()) is not None), None)
-    with progress_bar(len(encoded), progress, "fitting" if method == "fit_update" else "probing") as bar:
-        for items in length_sorted_batches(encoded, batch_size):
-            batch = Batch.from_encoded([usable[e.index] for e in items], items, encoder.tokenizer, pool,
-                                       shuffle_seed=twin_seed)
-            capture = encoder.forward(batch.input_ids, batch.attention_mask, vectors=vectors,
-                                      token_type_ids=batch.token_type_ids)
-            twin = None
-            if batch.twin is not None:  # a second forward pass, on the word-shuffled sentences
-                twin = encoder.forward(batch.twin.input_ids, batch.twin.attention_mask,
-                                       token_type_ids=batch.twin.token_type_ids)
-            for layer in range(encoder.layers):
-                maps = LayerMaps(batch, layer, capture.attentions[layer],
-                                 None if capture.context is None else capture.context[layer],
-                                 twin=None if twin is None else LayerMaps(batch.twin, layer, twin.attentions[layer]))
-                for p in probes:
-                    getattr(p, method)(batch, maps)
-            bar.update(len(items))
+class Feed:
+    """Feeds batches to probes (or anything with the probes' ``update``/``fit_update`` and ``state_dict``/
+    ``load_state_dict``) one layer at a time: `method` of each, called with (batch, LayerMaps) per layer.
+
+    A batch and its word-shuffled twin run in one forward pass (rows concatenated, split per layer), so
+    each layer of the twin arrives with the same layer of the batch. One Feed serves a whole run (fit and
+    scoring), so that an out-of-memory split is said once.
+    """
+
+    def __init__(self, encoder: Encoder, pool: str):
+        self.encoder, self.pool = encoder, pool
+        self.split_told = False  # whether the out-of-memory split was said on stderr
+
+    @staticmethod
+    def rows(probes: list[Probe]) -> int:
+        """Forward rows per sentence: 2 when a probe asks for the word-shuffled twin, else 1."""
+        return 1 if _twin_seed(probes) is None else 2
+
+    def all(self, probes: list[Probe], method: str, usable: list, batches: list[list], progress: bool | None) -> None:
+        """Every batch (lists of ``Encoded``; usable[e.index] is the sentence of e), with a progress bar."""
+        with progress_bar(sum(map(len, batches)), progress, "fitting" if method == "fit_update" else "probing") as bar:
+            for items in batches:
+                self.batch(probes, method, [usable[e.index] for e in items], items)
+                bar.update(len(items))
+
+    def batch(self, probes: list[Probe], method: str, sentences: list, items: list) -> None:
+        """One batch; one that runs out of memory is split in two and retried, the state restored first."""
+        before = [p.state_dict() for p in probes]
+        try:
+            batch = Batch.from_encoded(sentences, items, self.encoder.tokenizer, self.pool, shuffle_seed=_twin_seed(probes))
+            self._forward(batch, probes, method)
+        except torch.OutOfMemoryError:
+            if len(items) == 1:
+                raise
+            for p, state in zip(probes, before):
+                p.load_state_dict(state)
+            if not self.split_told:
+                print(f"probes: a batch of {len(items)} sentences ran out of memory on {self.encoder.device}; "
+                      "splitting such batches in two and retrying (a lower --max-tokens avoids this)", file=sys.stderr)
+                self.split_told = True
+            half = len(items) // 2
+            self.batch(probes, method, sentences[:half], items[:half])
+            self.batch(probes, method, sentences[half:], items[half:])
+
+    def _forward(self, batch: Batch, probes: list[Probe], method: str) -> None:
+        b = len(batch.indices)
+        twin = batch.twin
+
+        def on_layer(layer: int, attention: torch.Tensor, context: torch.Tensor | None) -> None:
+            # attention [rows·B,H,T,T]: the batch's rows, then its twin's; context [rows·B,H,T,d] or None
+            maps = LayerMaps(batch, layer, attention[:b], None if context is None else context[:b],
+                             twin=None if twin is None else LayerMaps(twin, layer, attention[b:]))
+            for p in probes:
+                getattr(p, method)(batch, maps)
+
+        inputs = [batch] if twin is None else [batch, twin]
+
+        def rows(name: str) -> torch.Tensor | None:  # [rows·B,T] the batch's inputs, then its twin's
+            return None if getattr(batch, name) is None else torch.cat([getattr(x, name) for x in inputs])
+
+        self.encoder.layerwise(rows("input_ids"), rows("attention_mask"), on_layer,
+                               vectors=any(p.needs_vectors for p in probes), token_type_ids=rows("token_type_ids"))
+
+
+def _twin_seed(probes: list[Probe]) -> int | None:
+    """The word-shuffle seed of the first probe that asks for a twin, or None."""
+    return next((seed for p in probes if (seed := p.shuffle_seed()) is not None), None)
 
 
 def _skip_summary(skipped: dict[str, int]) -> str:
@@ -189,9 +260,12 @@ def _check_options(classes: list[type[Probe]], options: dict[str, Any]) -> None:
             raise InputError(f"no selected probe has an option {key!r} (probes: {', '.join(c.name for c in classes)})")
 
 
-def _check_settings(batch_size: int, max_length: int | None, limit: int | None, pool: str) -> None:
-    if batch_size < 1:
+def _check_settings(batch_size: int | None, max_tokens: int | None, max_length: int | None, limit: int | None,
+                    pool: str) -> None:
+    if batch_size is not None and batch_size < 1:
         raise InputError(f"batch size must be at least 1, not {batch_size}")
+    if max_tokens is not None and max_tokens < 1:
+        raise InputError(f"max tokens must be at least 1, not {max_tokens}")
     if max_length is not None and max_length < 3:
         raise InputError(f"max length must be at least 3 subwords, not {max_length}")
     if limit is not None and limit < 1:

@@ -118,6 +118,11 @@ class HeadDistance(Probe):
         super().reset()
         self._stash = []
 
+    def load_state_dict(self, state: dict) -> None:
+        """Replace the state; rows stashed from a batch not finished (one that ran out of memory) are dropped."""
+        super().load_state_dict(state)
+        self._stash = []
+
     def distances(self) -> np.ndarray:
         """[L·H, L·H] JS distance, sqrt of the mean divergence in bits (head index = layer · H + head)."""
         n = self.layers * self.heads

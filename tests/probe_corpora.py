@@ -1,0 +1,105 @@
+"""Every registered probe with a small real corpus it can read, and how to compare two runs' numbers:
+shared by the tests that loop over ``probes.available()`` (test_family_ports, test_capture_invariance),
+so a probe added to the registry is covered without being named.
+
+``probe_run_arguments(name, tmp, shared)`` gives the ``probes.run`` arguments for one probe: the bundled
+EWT sample (dep, pos, the analyses, any probe added later), excerpts of the full corpora in
+../shared/corpora for ner (UNER), srl (UP), con (CRAFT), seg (GSDSimp, raw text) and frames (three
+FrameNet documents; `shared()` skips the test where that folder is absent), and a small pairs file for
+term_matching. ``same(a, b, where)`` asserts equal structure and numbers within 1e-6; ``grids(result)``
+is everything a result reports but the model's name and provenance.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+LIMIT = 8  # sentences per run (limit=), fit corpora included
+PAIRS = ("sentence1\tsentence2\tlabel\n"
+         "the cat sat on the mat\tthe dog sat on the rug\tneutral\n"
+         "a storm hit the coast last night\tthe coast was hit by a storm\tentailment\n"
+         "prices rose sharply in March\tprices fell in March\tcontradiction\n"
+         "She bought apples and pears.\tShe bought pears, not apples.\tcontradiction\n")
+FRAMENET_DOCUMENTS = ("ANC__110CYL067", "ANC__IntroHongKong", "Miscellaneous__Hijack")
+
+
+def _excerpt(path: Path, blocks: int, out: Path) -> Path:
+    """The first `blocks` blank-line-separated blocks (sentences) of a corpus file."""
+    out.write_text("\n\n".join(path.read_text(encoding="utf-8").split("\n\n")[:blocks]) + "\n\n", encoding="utf-8")
+    return out
+
+
+def _pairs(tmp: Path, shared) -> dict:
+    (tmp / "pairs.tsv").write_text(PAIRS, encoding="utf-8")
+    return {"corpus": tmp / "pairs.tsv"}
+
+
+def _uner(tmp: Path, shared) -> dict:
+    uner = shared() / "uner-english-ewt" / "en_ewt-ud-dev.iob2"
+    return {"corpus": _excerpt(uner, 40, tmp / "uner.iob2"), "fit_on": "same", "limit": None}
+
+
+def _up(tmp: Path, shared) -> dict:
+    return {"corpus": _excerpt(shared() / "up-english-ewt" / "en_ewt-up-dev.conllu", LIMIT, tmp / "up.conllu")}
+
+
+def _craft(tmp: Path, shared) -> dict:
+    craft = shared() / "craft-treebank"
+    article = (craft / "craft-ids-dev.txt").read_text().split()[0]
+    return {"corpus": craft / "penn" / f"{article}.tree", "fit_on": "same"}
+
+
+def _gsd(tmp: Path, shared) -> dict:
+    gsd = shared() / "ud-chinese-gsdsimp" / "zh_gsdsimp-ud-test.conllu"
+    return {"corpus": _excerpt(gsd, LIMIT, tmp / "gsd.conllu"), "tokenize": "text"}
+
+
+def _framenet(tmp: Path, shared) -> dict:
+    (tmp / "documents.txt").write_text("\n".join(FRAMENET_DOCUMENTS) + "\n")
+    return {"corpus": shared() / "framenet-1.7", "documents": str(tmp / "documents.txt"), "min_count": 2,
+            "limit": None}
+
+
+# probe -> probes.run arguments giving it a small real corpus it can read (shared(): ../shared/corpora, the
+# test skipped where absent). Every other probe (dep, pos, the analyses, any probe added later) reads the
+# bundled EWT sample with BUNDLED (pos fits its centroids on the same sentences).
+CORPORA = {"term_matching": _pairs, "ner": _uner, "srl": _up, "con": _craft, "seg": _gsd, "frames": _framenet}
+BUNDLED = {"fit_on": "same"}
+
+
+def same(a, b, where: str) -> None:
+    """Equal structure; numbers (and arrays) within 1e-6, NaN where the other has NaN."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for k in a:
+            same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (np.ndarray, list, tuple)) and np.asarray(a).dtype.kind in "fiub":
+        np.testing.assert_allclose(np.asarray(b, dtype=float), np.asarray(a, dtype=float), rtol=0, atol=1e-6,
+                                   equal_nan=True, err_msg=where)
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and math.isnan(a):
+        assert isinstance(b, float) and math.isnan(b), where
+    elif isinstance(a, (float, np.floating)):
+        assert abs(a - b) <= 1e-6, (where, a, b)
+    else:
+        assert a == b, (where, a, b)
+
+
+def grids(result) -> dict:
+    """Everything a result reports but the model's name and provenance: counts, score grids, baselines, extras."""
+    return {"sentences": result.info.sentences, "skipped": result.info.skipped, "options": result.options,
+            "labels": {k: {"count": v.count, "scores": v.scores, **v.extra} for k, v in result.labels.items()},
+            "overall": {"count": result.overall.count, "scores": result.overall.scores, **result.overall.extra},
+            "baselines": result.baselines, "extra": result.extra}
+
+
+
+
+def probe_run_arguments(name: str, tmp: Path, shared) -> dict:
+    """probes.run arguments (but the encoder) giving probe `name` its corpus, LIMIT sentences where not said."""
+    return {"limit": LIMIT, **(CORPORA[name](tmp, shared) if name in CORPORA else BUNDLED)}

@@ -1,0 +1,103 @@
+"""The numbers move nowhere (issue 17 item 3, issue 16 §5): every registered probe (``probes.available()``, so
+a probe added later is covered without being named), each on a small real corpus it can read
+(tests/probe_corpora.py), gives the same numbers within 1e-6 whether the maps are captured layer by layer
+by hooks or all at once from the model's outputs, at batch sizes 1 and 128, and under a small --max-tokens
+budget that forces batches of several shapes; and a batch that runs out of memory, split in two and
+retried, leaves the scores of an undisturbed run.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import probes
+from probe_corpora import CORPORA, grids, probe_run_arguments, same
+from probes.model import Encoder
+
+pytestmark = [pytest.mark.integration]
+REFERENCE_BATCH = 8
+SMALL_BUDGET = 120  # padded subword positions per forward pass: several batch shapes on the corpora here
+
+
+def _shapes(monkeypatch) -> list[tuple[int, int]]:
+    """Records the [rows, T] shape of every forward pass from now on."""
+    seen: list[tuple[int, int]] = []
+    layerwise = Encoder.layerwise
+
+    def spy(self, input_ids, *args, **kwargs):
+        seen.append(tuple(input_ids.shape))
+        return layerwise(self, input_ids, *args, **kwargs)
+
+    monkeypatch.setattr(Encoder, "layerwise", spy)
+    return seen
+
+
+def _run(names: list[str], encoder, kwargs: dict, **settings) -> dict:
+    return probes.run(names, encoder=encoder, progress=False, **{"batch_size": REFERENCE_BATCH, **kwargs, **settings})
+
+
+def _groups() -> list[tuple[str, ...]]:
+    """The probes reading the bundled sample together (one run per setting), every other probe alone."""
+    bundled = tuple(n for n in probes.available() if n not in CORPORA)
+    return [bundled, *[(n,) for n in probes.available() if n in CORPORA]]
+
+
+@pytest.mark.parametrize("names", _groups(), ids=lambda names: "+".join(names))
+def test_every_probe_gives_the_same_numbers_however_captured_and_batched(names, minilm, tmp_path, request,
+                                                                         monkeypatch):
+    kwargs = probe_run_arguments(names[0], tmp_path, lambda: request.getfixturevalue("shared_corpora"))
+    assert minilm.capture == "hooks"
+    reference = _run(list(names), minilm, kwargs)
+    shapes = _shapes(monkeypatch)
+    variants = {"outputs capture": _run(list(names), dataclasses.replace(minilm, capture="outputs"), kwargs),
+                "batch size 1": _run(list(names), minilm, kwargs, batch_size=1),
+                "batch size 128": _run(list(names), minilm, kwargs, batch_size=128)}
+    shapes.clear()
+    variants["max tokens"] = _run(list(names), minilm, kwargs, batch_size=None, max_tokens=SMALL_BUDGET)
+    rows = 2 if any(probes.get_probe(n)(1, 1).shuffle_seed() is not None for n in names) else 1
+    assert all(b * t <= SMALL_BUDGET or b == rows for b, t in shapes)  # the budget binds, twin rows counted
+    if sum(b for b, _ in shapes) * max(t for _, t in shapes) > SMALL_BUDGET:  # not all in one batch: several shapes
+        assert len(set(shapes)) > 1
+    for name in names:
+        assert reference[name].info.sentences > 0
+        for what, runs in variants.items():
+            same(grids(reference[name]), grids(runs[name]), f"{name}: {what}")
+
+
+def test_a_batch_out_of_memory_is_split_and_retried_without_counting_twice(minilm, monkeypatch, capsys):
+    """A forward pass of more than 3 sentences fails after its first layers (their updates already made):
+    the state is restored, the batch split until it fits, and the scores are those of an undisturbed run."""
+    names = ["dep", "pos", "head_distance", "word_order"]
+    settings = {"limit": 12, "batch_size": 12, "fit_on": "same"}
+    undisturbed = probes.run(names, encoder=minilm, progress=False, **settings)
+    layerwise = Encoder.layerwise
+    tried: list[int] = []
+
+    def short_of_memory(self, input_ids, attention_mask, on_layer, **kwargs):
+        tried.append(input_ids.shape[0])
+
+        def failing(layer, attention, context):
+            on_layer(layer, attention, context)
+            if layer == 2 and input_ids.shape[0] > 6:  # more than 6 rows (3 sentences and their twins)
+                raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+        return layerwise(self, input_ids, attention_mask, failing, **kwargs)
+
+    monkeypatch.setattr(Encoder, "layerwise", short_of_memory)
+    split = probes.run(names, encoder=minilm, progress=False, **settings)
+    # pos's fit (no twin): 12 → 6 + 6; scoring (with twin rows): 24 → 12 → 6 + 6, each half
+    assert tried == [12, 6, 6, 24, 12, 6, 6, 12, 6, 6]
+    assert capsys.readouterr().err.count("ran out of memory") == 1
+    for name in names:
+        same(grids(undisturbed[name]), grids(split[name]), f"{name}: split")
+
+
+def test_a_single_sentence_out_of_memory_is_raised(minilm, monkeypatch):
+    def no_memory(self, *args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(Encoder, "layerwise", no_memory)
+    with pytest.raises(torch.OutOfMemoryError):
+        probes.run(["dep"], encoder=minilm, progress=False, limit=2)

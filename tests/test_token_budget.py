@@ -1,0 +1,116 @@
+"""Token-budget batches, the default budget, per-layer capture as the model runs, segment-sum pooling
+against the matrix form, and --invalid-trees (issue 17 items 1-2, issue 16 §2's option wired to run)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import probes
+from probes.batching import (ACTIVATION_COPIES, MAP_COPIES, MEMORY_SHARE, default_max_tokens, free_memory,
+                             length_sorted_batches)
+from probes.cli import main
+from probes.defaults import bundled_corpus
+from probes.encoding import Encoded
+from probes.pooling import POOLING_RULES, pool_attention, pooling_matrices
+
+
+def _encoded(lengths: list[int]) -> list[Encoded]:
+    return [Encoded(index=i, input_ids=[0] * n, columns=np.zeros(n, dtype=np.int64), offsets=np.zeros((n, 2)))
+            for i, n in enumerate(lengths)]
+
+
+def _sizes(batches) -> list[list[int]]:
+    return [[len(e.input_ids) for e in b] for b in batches]
+
+
+def test_batches_are_length_sorted_and_cut_by_the_budget_and_the_cap():
+    items = _encoded([5, 3, 9, 4, 3, 30, 8])
+    # sorted: 3 3 4 5 8 9 30; budget 16: 3+3+4 → 3·4 = 12, adding 5 gives 4·5 = 20 > 16; 5 8 → 16; 9; 30 alone
+    assert _sizes(length_sorted_batches(items, None, 16)) == [[3, 3, 4], [5, 8], [9], [30]]
+    assert _sizes(length_sorted_batches(items, 2, 16)) == [[3, 3], [4, 5], [8], [9], [30]]
+    assert _sizes(length_sorted_batches(items, 3)) == [[3, 3, 4], [5, 8, 9], [30]]
+    assert [e.index for e in length_sorted_batches(items, None)[0][:2]] == [1, 4]  # ties in corpus order
+
+
+def test_the_default_budget_follows_the_model_shape_and_free_memory():
+    # 12 heads, hidden 384, longest 100: 4 · (8·12·100 + 16·384) = 62,976 bytes per position
+    per_token = 4 * (MAP_COPIES * 12 * 100 + ACTIVATION_COPIES * 384)
+    assert per_token == 62_976
+    assert default_max_tokens(12, 384, 100, 10 * 2**30) == int(MEMORY_SHARE * 10 * 2**30) // per_token == 85_250
+    # all 6 layers held (capture "outputs"): 4 · (8·12·100·6 + 16·384) = 254,976 bytes per position
+    assert default_max_tokens(12, 384, 100, 10 * 2**30, layers_held=6) == 5 * 2**30 // 254_976 == 21_055
+    assert default_max_tokens(12, 384, 100, 1000) == 100  # never less than one longest sentence
+    assert free_memory(torch.device("cpu")) > 0
+
+
+@pytest.mark.parametrize("family", ["bert", "deberta-v2", "deberta"])
+def test_each_layer_is_handed_over_while_the_model_runs(family, tiny_model):
+    """The callback for layer l runs before layer l+1's attention starts, and gives the outputs' maps."""
+    encoder = probes.load_encoder(str(tiny_model(family)))
+    assert encoder.capture == "hooks"
+    enc = encoder.tokenizer([["probe", "heads"], ["one", "layer", "at", "a", "time"]], is_split_into_words=True,
+                            padding=True, return_tensors="pt")
+    events: list[str] = []
+    starts = [m.register_forward_pre_hook(lambda m, a, layer=i: events.append(f"start {layer}"))
+              for i, m in enumerate(encoder._self_attention)]
+    maps: list[torch.Tensor] = []
+    try:
+        encoder.layerwise(enc["input_ids"], enc["attention_mask"],
+                          lambda layer, a, c: (events.append(f"maps {layer}"), maps.append(a.clone())))
+    finally:
+        for h in starts:
+            h.remove()
+    assert events == [e for layer in range(encoder.layers) for e in (f"start {layer}", f"maps {layer}")]
+    outputs = encoder.forward(enc["input_ids"], enc["attention_mask"]).attentions
+    assert all(torch.equal(a, b) for a, b in zip(maps, outputs, strict=True))
+
+
+@pytest.mark.parametrize("rule", POOLING_RULES)
+def test_segment_sum_pooling_is_the_matrix_product(rule):
+    """query · A · keyᵀ in float64 as the reference, on random maps with words of 1 to 4 subwords and padding."""
+    generator = torch.Generator().manual_seed(0)
+    columns = torch.tensor([[0, 1, 1, 2, 3, 3, 3, 3, 4, -2, -1, -1],
+                            [0, 1, 2, 2, 2, 3, 4, 5, 5, 6, 7, -2]])  # -2: end special, -1: padding
+    width = 9
+    columns = columns.masked_fill(columns == -2, width - 1)
+    logits = torch.randn(2, 3, 12, 12, generator=generator).masked_fill((columns < 0)[:, None, None, :], -1e9)
+    attention = logits.softmax(-1)
+    query, key = pooling_matrices(columns, width, rule)
+    expected = query.double()[:, None] @ attention.double() @ key.double().transpose(1, 2)[:, None]  # [B,H,C,C]
+    pooled = pool_attention(attention, query, key)
+    assert pooled.shape == (2, 3, width, width)
+    torch.testing.assert_close(pooled.double(), expected, rtol=0, atol=1e-6)
+    assert pooled[0, :, 5:8].abs().max() == 0  # padding word rows of the shorter sentence
+
+
+def _broken_tree(tmp_path) -> str:
+    """The bundled sample's first 3 sentences, the second's first word made its own head (a cycle)."""
+    blocks = open(bundled_corpus(), encoding="utf-8").read().split("\n\n")[:3]
+    lines = blocks[1].split("\n")
+    row = next(i for i, line in enumerate(lines) if line.split("\t")[0] == "1")
+    cells = lines[row].split("\t")
+    cells[6] = "1"
+    lines[row] = "\t".join(cells)
+    blocks[1] = "\n".join(lines)
+    path = tmp_path / "broken.conllu"
+    path.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
+    return str(path)
+
+
+def test_invalid_trees_refused_by_default_and_skipped_on_request(tmp_path, minilm, capsys):
+    path = _broken_tree(tmp_path)
+    with pytest.raises(probes.InputError, match="not a tree"):
+        probes.run(["dep"], encoder=minilm, corpus=path, progress=False)
+    with pytest.raises(probes.InputError, match="invalid_trees must be one of refuse, skip"):
+        probes.run(["dep"], encoder=minilm, corpus=path, progress=False, invalid_trees="keep")
+    result = probes.run(["dep"], encoder=minilm, corpus=path, progress=False, invalid_trees="skip")["dep"]
+    assert result.info.sentences == 2 and sum(result.info.skipped.values()) == 1
+    assert all(k.startswith("invalid_tree_") for k in result.info.skipped)
+    assert main(["run", "dep", "--corpus", path, "--quiet"]) == 2
+    assert "not a tree" in capsys.readouterr().err
+    out = tmp_path / "out"
+    assert main(["run", "dep", "--corpus", path, "--quiet", "--invalid-trees", "skip", "--no-plots", "--out",
+                 str(out), "--max-tokens", "64"]) == 0
+    saved = probes.load_result(out / "dep.json")
+    assert saved.info.sentences == 2 and saved.info.settings["max_tokens"] == 64
