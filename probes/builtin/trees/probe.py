@@ -135,8 +135,8 @@ class TreesProbe(Probe):
         grids = {}
         for d, decoder in enumerate(DECODERS):
             for f, form in enumerate(FORMS):
-                grids[f"{decoder}_{form}"] = ratio(self.hits[d, f, 0], arcs)
-                grids[f"{decoder}_{form}_undirected"] = ratio(self.hits[d, f, 1], arcs)
+                grids[f"{decoder}_{form}"] = ratio(self.hits[d, f, 0].double(), arcs)
+                grids[f"{decoder}_{form}_undirected"] = ratio(self.hits[d, f, 1].double(), arcs)
         overall = LabelScores(count=arcs, scores=grids.pop(MAIN), extra=grids)
         labels = {name: LabelScores(count=int(self.relation_arcs[name]),
                                     scores=ratio(self.relation_hits[name], self.relation_arcs[name]))
