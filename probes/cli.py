@@ -70,9 +70,10 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     run.add_argument("--corpus", action="append", metavar="FILE", type=input_path,
                      help="corpus file; repeat for several (default: the bundled UD English EWT sample)")
     run.add_argument("--format", help="corpus format (default: from the file name; e.g. conllu)")
-    run.add_argument("--fit", action="append", metavar="FILE",
+    run.add_argument("--fit", "--select-on", action="append", metavar="FILE",
                      help="pos/ner/con: fit the per-head centroids on FILE (e.g. the dev split; repeat for several), "
-                     "then score --corpus (e.g. test)")
+                     "then score --corpus (e.g. test); trees: --select-on FILE is the selection split the head "
+                     "ensemble is chosen on (default: --corpus itself)")
     run.add_argument("--fit-on", choices=("fit", "same"),
                      help="pos/ner/con: 'same' fits the centroids on --corpus itself (He & Choi 2021's same-split "
                      "setting); default: on --fit where given, else on --corpus")
