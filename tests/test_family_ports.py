@@ -4,10 +4,10 @@ registered probe must give the same scores through the three family code paths. 
 family-specific handling (position ids, the start token, token types, the length limit) with real,
 not random, weights. A probe added to the registry is covered here without being named.
 
-Each probe reads a small real corpus: the bundled EWT sample (dep, pos and the analyses), excerpts of
-the full corpora in ../shared/corpora for ner (UNER), srl (UP), con (CRAFT), seg (GSDSimp, raw text)
-and frames (three FrameNet documents; skipped with a reason where that folder is absent), and a
-small pairs file for term_matching.
+Each probe reads a small real corpus (tests/probe_corpora.py): the bundled EWT sample (dep, pos and the
+analyses), excerpts of the full corpora in ../shared/corpora for ner (UNER), srl (UP), con (CRAFT), seg
+(GSDSimp, raw text) and frames (three FrameNet documents; skipped with a reason where that folder is
+absent), and a small pairs file for term_matching.
 """
 from __future__ import annotations
 
@@ -23,18 +23,12 @@ import torch
 
 import probes
 from family_ports import PORTED, port
+from probe_corpora import BUNDLED, CORPORA, LIMIT
 from probes.corpus import read_corpus
 from probes.defaults import bundled_corpus, default_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.bert, pytest.mark.roberta, pytest.mark.electra]
 FAMILIES = ("bert", *PORTED)
-LIMIT = 8  # sentences per run (limit=), fit corpora included
-PAIRS = ("sentence1\tsentence2\tlabel\n"
-         "the cat sat on the mat\tthe dog sat on the rug\tneutral\n"
-         "a storm hit the coast last night\tthe coast was hit by a storm\tentailment\n"
-         "prices rose sharply in March\tprices fell in March\tcontradiction\n"
-         "She bought apples and pears.\tShe bought pears, not apples.\tcontradiction\n")
-FRAMENET_DOCUMENTS = ("ANC__110CYL067", "ANC__IntroHongKong", "Miscellaneous__Hijack")
 
 
 @pytest.fixture(scope="module")
@@ -95,50 +89,6 @@ def test_roberta_maps_need_its_own_position_ids(encoders):
 
 
 # ---- every registered probe, through the three families --------------------------------------------
-
-def _excerpt(path: Path, blocks: int, out: Path) -> Path:
-    """The first `blocks` blank-line-separated blocks (sentences) of a corpus file."""
-    out.write_text("\n\n".join(path.read_text(encoding="utf-8").split("\n\n")[:blocks]) + "\n\n", encoding="utf-8")
-    return out
-
-
-def _pairs(tmp: Path, shared) -> dict:
-    (tmp / "pairs.tsv").write_text(PAIRS, encoding="utf-8")
-    return {"corpus": tmp / "pairs.tsv"}
-
-
-def _uner(tmp: Path, shared) -> dict:
-    uner = shared() / "uner-english-ewt" / "en_ewt-ud-dev.iob2"
-    return {"corpus": _excerpt(uner, 40, tmp / "uner.iob2"), "fit_on": "same", "limit": None}
-
-
-def _up(tmp: Path, shared) -> dict:
-    return {"corpus": _excerpt(shared() / "up-english-ewt" / "en_ewt-up-dev.conllu", LIMIT, tmp / "up.conllu")}
-
-
-def _craft(tmp: Path, shared) -> dict:
-    craft = shared() / "craft-treebank"
-    article = (craft / "craft-ids-dev.txt").read_text().split()[0]
-    return {"corpus": craft / "penn" / f"{article}.tree", "fit_on": "same"}
-
-
-def _gsd(tmp: Path, shared) -> dict:
-    gsd = shared() / "ud-chinese-gsdsimp" / "zh_gsdsimp-ud-test.conllu"
-    return {"corpus": _excerpt(gsd, LIMIT, tmp / "gsd.conllu"), "tokenize": "text"}
-
-
-def _framenet(tmp: Path, shared) -> dict:
-    (tmp / "documents.txt").write_text("\n".join(FRAMENET_DOCUMENTS) + "\n")
-    return {"corpus": shared() / "framenet-1.7", "documents": str(tmp / "documents.txt"), "min_count": 2,
-            "limit": None}
-
-
-# probe -> probes.run arguments giving it a small real corpus it can read (shared(): ../shared/corpora, the
-# test skipped where absent). Every other probe (dep, pos, the analyses, any probe added later) reads the
-# bundled EWT sample, in one run per family (pos fits its centroids on the same sentences).
-CORPORA = {"term_matching": _pairs, "ner": _uner, "srl": _up, "con": _craft, "seg": _gsd, "frames": _framenet}
-BUNDLED = {"fit_on": "same"}
-
 
 def _run(names: list[str], encoder, **kwargs) -> dict:
     return probes.run(names, encoder=encoder, **{"limit": LIMIT, "batch_size": 8, "progress": False, **kwargs})
