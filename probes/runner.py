@@ -19,7 +19,7 @@ from probes.probe import Probe
 from probes.progress import progress_bar
 from probes.provenance import provenance
 from probes.registry import get_probe, load_code
-from probes.results import ProbeResult, RunInfo
+from probes.results import ProbeResult, RunInfo, check_output_folder
 from probes.state_files import Shard, as_shard, save_states, split
 
 
@@ -65,6 +65,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     _check_settings(batch_size, max_length, limit, pool)
     check_tokenize(tokenize)
     shard = as_shard(shard)
+    if state is not None:
+        check_output_folder(state)
     _check_options(classes, options)
     plan = plan_fit(classes, [str(p) for p in _as_list(fit)], fit_on)
 

@@ -3,6 +3,9 @@
 The merged shards give the unsharded run's results for every registered probe at N = 1, 2 and 7, on
 the small real corpora of tests/probe_corpora.py: every count exactly, every score to float64
 rounding (the shards' sums are added in another order: relative differences of 1e-15 are seen).
+The runs go one sentence a batch: in a batch of several, a sentence's float32 attention depends on
+the batch's padding at 1e-8 (as with another --batch-size), which moves the float-valued analyses
+(entropy, head_distance) by that much; one sentence a batch isolates what the merge itself does.
 Merge refuses states that do not agree (another model, option, corpus file) naming the field, and
 shards that overlap or are missing; a bad --shard exits 2 with one line; nothing is written on refusal.
 """
@@ -106,7 +109,7 @@ def sharded(minilm, tmp_path_factory, request):
                 names, kwargs = [n for n in probes.available() if n not in CORPORA], BUNDLED
 
             def run(**more):
-                return probes.run(names, encoder=minilm, **{"limit": LIMIT, "batch_size": 8, "progress": False,
+                return probes.run(names, encoder=minilm, **{"limit": LIMIT, "batch_size": 1, "progress": False,
                                                             **kwargs, **more})
 
             whole = run(state=tmp / "1")  # the unsharded run, its states saved as shard 0 of 1
