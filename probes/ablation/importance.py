@@ -84,3 +84,17 @@ def head_importance(target: ClassifierTarget, *, normalize: bool = True, batch_s
         norm = importance.norm(dim=1, keepdim=True)  # [L,1]
         importance = torch.where(norm > 0, importance / norm.clamp(min=torch.finfo(norm.dtype).tiny), importance)
     return importance.numpy()
+
+
+def importance_files(importance: np.ndarray, target: ClassifierTarget, normalize: bool) -> dict[str, object]:
+    """``ablation-importance.json`` (the [L,H] grid and what it was computed on) and its heatmap, by file name."""
+    from probes.plots import heatmap_png
+    from probes.results import short_model_name
+
+    kind = "normalised per layer (ℓ2)" if normalize else "not normalised"
+    data = {"model": target.name, "corpus": target.files, "examples": target.scored,
+            "skipped": dict(target.skipped), "normalize": normalize, "importance": importance.tolist()}
+    png = heatmap_png(importance, f"head importance E|dL/dξ|, {kind}",
+                      f"{short_model_name(target.name)} · n={target.scored}", vmin=0.0,
+                      vmax=float(np.nanmax(importance)) or 1.0)
+    return {"ablation-importance.json": data, "ablation-importance.png": png}
