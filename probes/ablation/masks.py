@@ -119,7 +119,8 @@ def keep_mask(spec: str, in_layers: str | None, layers: int, heads: int) -> Mask
         raise InputError(f"head {outside[0]} of keep-mask {spec!r} is not in the layers it applies to "
                          f"({in_layers}); it would be on anyway")
     disabled = tuple((layer, h) for layer in scope for h in range(heads) if (layer, h) not in kept.heads)
-    where = f"{scope[0]}-{scope[-1]}" if scope == list(range(scope[0], scope[-1] + 1)) else ",".join(map(str, scope))
+    contiguous = scope == list(range(scope[0], scope[-1] + 1))
+    where = ",".join(map(str, scope)) if not contiguous or len(scope) == 1 else f"{scope[0]}-{scope[-1]}"
     return Mask(f"keep {kept.name} in {where}", "keep", disabled)
 
 
