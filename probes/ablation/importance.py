@@ -38,14 +38,13 @@ class HeadGates:
         self._handles: list = []
 
     def __enter__(self) -> "HeadGates":
-        for layer, module in enumerate(self.modules):
-            self._handles.append(module.register_forward_hook(partial(self._gate, layer), prepend=True))
+        self._handles = [m.register_forward_hook(partial(self._gate, layer), prepend=True)
+                         for layer, m in enumerate(self.modules)]
         return self
 
     def __exit__(self, *exc) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
+        while self._handles:
+            self._handles.pop().remove()
         self.gates = None
 
     def reset(self, rows: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
