@@ -35,6 +35,7 @@ from probes.ablation.masks import Mask, mask_tensor
 from probes.ablation.sweep import check_settings, evaluate_masks
 from probes.errors import InputError
 from probes.results import RunInfo, json_number, short_model_name, write_result_files
+from probes.runner import run
 
 IMPORTANCE, RANDOM, PROBE = "importance", "random", "probe"
 
@@ -205,8 +206,6 @@ def ascending(scores: np.ndarray) -> list[tuple[int, int]]:
 def probe_scores(order: str, model: str, corpus: list[str], *, device: str, max_length: int | None,
                  limit: int | None) -> np.ndarray:
     """[L,H] scores of the label an order "probe:NAME[:LABEL]" names, the probe run with the classifier's encoder."""
-    from probes.runner import run
-
     _, name, *rest = order.split(":", 2)
     label = rest[0] if rest else "overall"
     if not name:
