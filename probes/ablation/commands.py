@@ -75,8 +75,9 @@ def add_commands(sub) -> None:
                    help="data for the importance and probe orders (default: --corpus)")
     p.add_argument("--prune-step", type=float, default=10.0, metavar="K", help="pruning curves: percent of the "
                    "heads between points (default 10)")
-    p.add_argument("--mode", choices=MODES, default="zero", help="zero (default): the head's output is 0; uniform: "
-                   "it attends equally to every real token (Kovaleva et al. 2019)")
+    p.add_argument("--mode", choices=MODES, default="zero", help="zero (default): the head's output is 0 (probes: its "
+                   "own cells are NaN, not scored); uniform: it attends equally to every real token (Kovaleva et al. "
+                   "2019)")
     p.add_argument("--percent", type=float, action="append", metavar="K",
                    help="random sweep: disable K%% of all heads (repeat for several; default 10)")
     p.add_argument("--repeats", type=int, default=5, help="random sweep: draws per K; pruning: random orders "
@@ -88,7 +89,7 @@ def add_commands(sub) -> None:
     p.add_argument("--top", type=int, default=5, help="masks to print that hurt (and help) most (default 5)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default 32)")
     p.add_argument("--masks-per-pass", type=int, default=16,
-                   help="classify: masks evaluated together in one forward pass (default 16)")
+                   help="masks evaluated together in one forward pass (default 16)")
     p.add_argument("--max-length", type=int, help="most tokens per sentence incl. special tokens (default: the "
                    "model's limit); longer sentences are skipped and counted")
     p.add_argument("--limit", type=int, help="use only the first N sentences")
