@@ -9,6 +9,10 @@ id2label set, ready for ``probes ablate classify --label-from sent_id-prefix``.
     probes ablate classify --model results/genre-minilm \
         --corpus ../shared/corpora/ud-english-ewt/en_ewt-ud-test.conllu --label-from sent_id-prefix \
         --sweep heads --sweep layers --out results/genre-ablation
+    probes ablate classify --model results/genre-minilm \
+        --corpus ../shared/corpora/ud-english-ewt/en_ewt-ud-test.conllu --label-from sent_id-prefix \
+        --order importance --order random --order probe:dep --order probe:dep:nsubj \
+        --order-corpus ../shared/corpora/ud-english-ewt/en_ewt-ud-dev.conllu --out results/genre-pruning
 """
 from __future__ import annotations
 

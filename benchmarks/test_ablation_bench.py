@@ -1,8 +1,13 @@
 """Head ablation of the EWT genre classifier: the full single-head and per-layer sweeps on EWT test, with
-heatmaps, and the single-head sweep's time as a ratio to (L×H+1) plain evaluations.
+heatmaps, and the single-head sweep's time as a ratio to (L×H+1) plain evaluations; and a probe target's
+single-head sweep (dep on 500 EWT dev sentences) as a ratio to (L×H+1) bare forward passes.
 
     python benchmarks/finetune_genre.py --out results/genre-minilm     # once; a few minutes on a CPU
     pytest benchmarks/test_ablation_bench.py --benchmark-enable -s     # writes results/ablation-genre/{heads,layers}/
+
+    probe ratio = time(probes.ablate("dep", sweeps=["heads"]): loading the model, reading, tokenising, every
+                  mask's passes and scores) / ((L×H+1) × time(bare eager forward over the same batches of 32))
+    (target: ≤ 1.1)
 
 The checkpoint is $PROBES_GENRE_CHECKPOINT, else results/genre-minilm (fine-tuned here first when absent).
 $PROBES_ABLATION_LIMIT=N uses only the first N test sentences (a quick check that the benchmark runs).
@@ -19,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from finetune_genre import evaluate, fine_tune
-from harness import PeakRSS
+from harness import PeakRSS, bare_forward_seconds
 
 from probes.ablation import ablate
 from probes.ablation.classifier import ClassifierTarget
@@ -89,3 +94,27 @@ def test_genre_sweeps(benchmark, genre_checkpoint, shared_corpora):
           f"peak RSS {timings['peak_rss_mb']:.0f} MB")
     assert heads.baseline["accuracy"] == pytest.approx(layers.baseline["accuracy"], abs=1.5 / target.scored)
     assert heads.info.sentences == target.scored
+
+
+def test_dep_heads_sweep_ratio(benchmark, minilm, shared_corpora):
+    dev = str(shared_corpora / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
+    timings = {}
+
+    def run():
+        bare = [bare_forward_seconds(minilm, [dev], batch_size=32, limit=500)]
+        start = time.perf_counter()
+        result = ablate("dep", corpus=dev, sweeps=["heads"], limit=500, batch_size=32, progress=False)
+        timings["sweep_s"] = time.perf_counter() - start
+        bare.append(bare_forward_seconds(minilm, [dev], batch_size=32, limit=500))
+        timings["bare_s"] = min(bare)
+        return result
+
+    result = benchmark.pedantic(run, rounds=1, iterations=1)
+    masks = len(result.masks)  # L×H + 1
+    ratio = timings["sweep_s"] / (masks * timings["bare_s"])
+    benchmark.extra_info.update({"masks": masks, "sentences": result.info.sentences, "ratio": round(ratio, 4),
+                                 **{k: round(v, 3) for k, v in timings.items()}})
+    print(f"\ndep heads sweep: {masks} masks, {result.info.sentences} sentences in {timings['sweep_s']:.1f}s; "
+          f"bare forward {timings['bare_s']:.2f}s; ratio to (L·H+1) bare passes {ratio:.3f}")
+    assert result.info.sentences == 500
+    assert ratio <= 1.1

@@ -255,15 +255,16 @@ def test_text_pairs(classifier_dir, tmp_path):
 
 @pytest.mark.integration
 def test_probe_target_matches_run(tiny_model):
-    """A probe target's baseline is probes.run's result; zero-masking the last layer leaves every dep score as is
-    (attention maps of earlier layers cannot change, and zero mode keeps the layer's own maps)."""
+    """A probe target's baseline is probes.run's result; zero-masking the last layer leaves every other dep score as
+    is (attention maps of earlier layers cannot change) and its own heads are not scored (NaN)."""
     model = str(tiny_model("bert"))
     result = ablate("dep", model=model, corpus=bundled_corpus(), masks=["1:*", "0:*"], limit=30, progress=False)
     plain = probes.run("dep", model=model, corpus=bundled_corpus(), limit=30, progress=False)["dep"]
     np.testing.assert_array_equal(result.grids[0], plain.scores["overall"])
-    np.testing.assert_array_equal(result.grids[1], plain.scores["overall"])  # 1:* changes nothing dep sees
-    np.testing.assert_array_equal(result.grids[2][0], plain.scores["overall"][0])  # 0:* keeps layer 0's maps
+    np.testing.assert_array_equal(result.grids[1][0], plain.scores["overall"][0])  # 1:* changes nothing below
+    assert np.isnan(result.grids[1][1]).all() and np.isnan(result.grids[2][0]).all()  # disabled: not scored
     assert result.values["best"][0] == np.nanmax(plain.scores["overall"])
+    assert result.values["best"][1] == np.nanmax(plain.scores["overall"][0])
     assert result.metrics == ["best", "mean"] and result.extra["label"] == "overall"
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from probes.ablation.labelled import Example, read_labelled
-from probes.ablation.sharing import SharedPrefix
+from probes.ablation.sharing import SharedPrefix, by_first_layer, mask_passes
 from probes.checkpoint import resolve_source
 from probes.errors import InputError
 from probes.model import first_line, length_limit, self_attention_modules, to_device
@@ -161,16 +161,13 @@ class ClassifierTarget:
         tokens_per_pass padded tokens.
         """
         self.counts = self.new_state(masks.shape[0])
-        groups = _by_first_layer(masks)
+        groups = by_first_layer(masks)
         with SharedPrefix(self.model, self.modules) as prefix:
             for chunk in self.chunks(batch_size):
                 rows, length = chunk.inputs["input_ids"].shape
-                size = max(1, min(masks_per_pass, tokens_per_pass // (rows * length)))
-                for start, ids in groups:
-                    for part in range(0, len(ids), size):
-                        picked = ids[part:part + size]
-                        self.update(self.counts, chunk, picked, masks[picked], masker, prefix, start)
-                        bar.update(rows * len(picked))
+                for start, picked in mask_passes(groups, rows * length, masks_per_pass, tokens_per_pass):
+                    self.update(self.counts, chunk, picked, masks[picked], masker, prefix, start)
+                    bar.update(rows * len(picked))
 
     def update(self, state: torch.Tensor, chunk: Chunk, ids: list[int], masks: torch.Tensor, masker,
                prefix: SharedPrefix | None = None, start: int = 0) -> None:
@@ -204,17 +201,6 @@ def confusion_scores(counts: torch.Tensor) -> dict[str, np.ndarray]:
     accuracy = tp.sum(1) / total
     macro = f1.sum(1) / present.sum(1)
     return {"accuracy": accuracy.numpy(), "macro_f1": macro.numpy()}
-
-
-def _by_first_layer(masks: torch.Tensor) -> list[tuple[int, list[int]]]:
-    """(first layer with a disabled head, mask indices) per group, lowest first; the empty mask counts as layer L."""
-    layers = masks.shape[1]
-    touched = masks.any(dim=2)  # [M,L]
-    first = torch.where(touched.any(dim=1), touched.float().argmax(dim=1), torch.tensor(layers)).tolist()
-    groups: dict[int, list[int]] = {}
-    for i, layer in enumerate(first):
-        groups.setdefault(layer, []).append(i)
-    return sorted(groups.items())
 
 
 def _label_ids(examples: list[Example], labels: list[str]) -> torch.Tensor:

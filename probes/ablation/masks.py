@@ -10,6 +10,9 @@ A ``Mask`` names a set of (layer, head) pairs, 0-indexed. Sweeps:
              k, from a seeded generator ("random 10% #0")
     list     masks the user writes: comma-separated LAYER:HEAD items, LAYER:* for a whole layer
              ("2:3,4:0", "2:*")
+    keep     keep-masks: only the heads named stay on in the layers given (``in_layers``, e.g. "0-5"
+             or "1,3-4"; default every layer); every other head of those layers is disabled
+             ("keep 2:3,3:1 in 0-5")
 
 The run's baseline is the empty mask ("none"), evaluated in the same passes.
 """
@@ -25,6 +28,7 @@ from probes.errors import InputError
 
 SWEEPS = ("heads", "layers", "halves", "random")
 _ITEM = re.compile(r"^(\d+):(\d+|\*)$")
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
 @dataclass(frozen=True)
@@ -90,13 +94,46 @@ def parse_mask(spec: str, layers: int, heads: int) -> Mask:
     return Mask(",".join(items), "list", tuple(sorted(picked)))
 
 
+def parse_layers(spec: str, layers: int) -> list[int]:
+    """Layers written as "0-5", "2", "1,3-4" (0-indexed, ranges inclusive), sorted without repeats."""
+    picked: set[int] = set()
+    for item in (x.strip() for x in spec.split(",")):
+        match = _RANGE.match(item)
+        if not match:
+            raise InputError(f"bad layers {item!r} in {spec!r}: expected LAYER or FIRST-LAST (0-indexed)")
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) is not None else first
+        if first > last or last >= layers:
+            raise InputError(f"layers {item!r} in {spec!r} are out of range or reversed: the model has {layers} "
+                             f"layers (0-{layers - 1})")
+        picked.update(range(first, last + 1))
+    return sorted(picked)
+
+
+def keep_mask(spec: str, in_layers: str | None, layers: int, heads: int) -> Mask:
+    """Disable every head of `in_layers` (default: every layer) except those `spec` names ("2:3,3:1")."""
+    kept = parse_mask(spec, layers, heads)
+    scope = parse_layers(in_layers, layers) if in_layers else list(range(layers))
+    outside = [f"{layer}:{h}" for layer, h in kept.heads if layer not in scope]
+    if outside:
+        raise InputError(f"head {outside[0]} of keep-mask {spec!r} is not in the layers it applies to "
+                         f"({in_layers}); it would be on anyway")
+    disabled = tuple((layer, h) for layer in scope for h in range(heads) if (layer, h) not in kept.heads)
+    contiguous = scope == list(range(scope[0], scope[-1] + 1))
+    where = ",".join(map(str, scope)) if not contiguous or len(scope) == 1 else f"{scope[0]}-{scope[-1]}"
+    return Mask(f"keep {kept.name} in {where}", "keep", disabled)
+
+
 def build_masks(layers: int, heads: int, sweeps: list[str], specs: list[str], *, percents: list[float],
-                repeats: int, seed: int) -> list[Mask]:
-    """The baseline first, then the masks of each sweep named, then the user's masks."""
+                repeats: int, seed: int, keeps: list[str] = (), in_layers: str | None = None) -> list[Mask]:
+    """The baseline first, then the masks of each sweep named, then the user's masks, then the keep-masks
+    (`keeps`, each over the layers `in_layers`)."""
     unknown = [s for s in sweeps if s not in SWEEPS]
     if unknown:
         raise InputError(f"unknown sweep {unknown[0]!r}; choose from {', '.join(SWEEPS)} (or give --mask)")
-    if not sweeps and not specs:
+    if in_layers is not None and not keeps:
+        raise InputError("in-layers applies to keep-masks: give --keep too")
+    if not sweeps and not specs and not keeps:
         raise InputError(f"nothing to ablate: name a sweep ({', '.join(SWEEPS)}) or give a mask such as 2:3,4:0")
     makers = {"heads": single_heads, "layers": whole_layers, "halves": halves,
               "random": lambda n_layers, n_heads: random_heads(n_layers, n_heads, percents, repeats, seed)}
@@ -104,6 +141,7 @@ def build_masks(layers: int, heads: int, sweeps: list[str], specs: list[str], *,
     for sweep in dict.fromkeys(sweeps):
         masks += makers[sweep](layers, heads)
     masks += [parse_mask(s, layers, heads) for s in specs]
+    masks += [keep_mask(s, in_layers, layers, heads) for s in keeps]
     return masks
 
 

@@ -7,8 +7,8 @@ grid, ``layers`` an [L] list, ``halves`` bottom/top, ``random`` mean, sample sta
 min and max of the deltas over the repeats of each k%. ``DIR/ablation-<target>.csv`` has one row
 per mask × metric; heatmaps ``ablation-<target>-heads-<metric>.png`` and
 ``ablation-<target>-layers-<metric>.png`` show the deltas (red: removal hurts, blue: it helps),
-and for a probe target each user-given mask gets ``ablation-<target>-mask-<name>.png``, the
-change of the label's [L,H] grid. Numbers are written at full precision; files are written
+and for a probe target each user-given mask and keep-mask gets ``ablation-<target>-mask-<name>.png``,
+the change of the label's [L,H] grid (in zero mode the mask's disabled heads are blank: not scored). Numbers are written at full precision; files are written
 atomically. ``print(result)`` shows the summary (``summary()``), not the arrays.
 """
 from __future__ import annotations
@@ -108,7 +108,7 @@ class AblationResult:
             if heads:
                 lines.append(f"{m}, single heads, hurt most: {_listed(heads[:top])}")
                 lines.append(f"{m}, single heads, help most: {_listed(heads[::-1][:top])}")
-            for sweep in ("layers", "halves", "list"):
+            for sweep in ("layers", "halves", "list", "keep"):
                 ranked = sorted(self.ranked(m, sweep), key=lambda md: self.masks.index(md[0]))
                 if ranked:
                     lines.append(f"{m}, {sweep}: {_listed(ranked)}")
@@ -186,7 +186,7 @@ class AblationResult:
                                                                      **_diverging(column))))
         if self.grids is not None:
             label = self.extra.get("label", "overall")
-            for k in self._of_sweep("list"):
+            for k in self._of_sweep("list") + self._of_sweep("keep"):
                 change = self.grids[k] - self.grids[0]
                 title = f"{self.target} {label}: change of each head's score, heads {self.masks[k].name} disabled"
                 pngs.append((f"{stem}-mask-{safe_name(self.masks[k].name)}.png",

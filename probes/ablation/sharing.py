@@ -60,6 +60,26 @@ class SharedPrefix:
         return (hidden, *rest), kwargs
 
 
+def by_first_layer(masks: torch.Tensor) -> list[tuple[int, list[int]]]:
+    """(first layer with a disabled head, mask indices) per group, lowest first; the empty mask counts as layer L."""
+    layers = masks.shape[1]
+    touched = masks.any(dim=2)  # [M,L]
+    first = torch.where(touched.any(dim=1), touched.float().argmax(dim=1), torch.tensor(layers)).tolist()
+    groups: dict[int, list[int]] = {}
+    for i, layer in enumerate(first):
+        groups.setdefault(layer, []).append(i)
+    return sorted(groups.items())
+
+
+def mask_passes(groups: list[tuple[int, list[int]]], tokens: int, masks_per_pass: int,
+                tokens_per_pass: int) -> list[tuple[int, list[int]]]:
+    """(start layer, mask indices) of each pass over a batch of `tokens` padded tokens: the groups of
+    ``by_first_layer`` cut into parts of G = masks_per_pass masks, lowered so that G·tokens ≤ tokens_per_pass
+    (at least 1)."""
+    size = max(1, min(masks_per_pass, tokens_per_pass // tokens))
+    return [(start, ids[part:part + size]) for start, ids in groups for part in range(0, len(ids), size)]
+
+
 def _repeat_batch(mask: torch.Tensor, batch: int, copies: int) -> torch.Tensor:
     """An attention mask of `batch` rows repeated `copies` times (mask-major); one of batch 1 broadcasts as it is."""
     if mask.shape[0] != batch or batch == 1:

@@ -8,7 +8,7 @@ at most ``tokens_per_pass`` padded tokens). Masks are grouped by their first lay
 disabled head, and the layers below it run once per batch, not G times (probes.ablation.sharing):
 a single-head sweep then costs about 0.62 × (L·H + 1) plain evaluations for 6 × 12 heads. The
 baseline and every mask see identical inputs.
-Probe targets run the probe once per mask (``probes.run`` with the mask on every row).
+Probe targets read and tokenise the corpus once and batch the masks the same way (probes.ablation.probe_target).
 """
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ CLASSIFY = "classify"
 
 
 def ablate(target: str = CLASSIFY, model: str | None = None, corpus: str | Path | Iterable[str | Path] | None = None,
-           *, sweeps: Iterable[str] | None = None, masks: Iterable[str] = (), mode: str = "zero",
+           *, sweeps: Iterable[str] | None = None, masks: Iterable[str] = (), keeps: Iterable[str] = (),
+           in_layers: str | None = None, mode: str = "zero",
            percents: Iterable[float] = (10.0,), repeats: int = 5, seed: int = 0, format: str | None = None,
            label_from: str = "label", label: str = "overall", batch_size: int = 32, masks_per_pass: int = 16,
            tokens_per_pass: int = 16384, max_length: int | None = None, limit: int | None = None,
@@ -42,9 +43,12 @@ def ablate(target: str = CLASSIFY, model: str | None = None, corpus: str | Path 
       label (`label_from`: a comment key such as "label", or "sent_id-prefix"); for a probe, its
       corpus (default: the bundled sample).
     sweeps: any of "heads" (every single head), "layers", "halves", "random" (k% of heads for each k
-      in `percents`, `repeats` draws, seeded by `seed`); masks: user masks such as "2:3,4:0" or "2:*".
-      With neither, every single head is swept.
+      in `percents`, `repeats` draws, seeded by `seed`); masks: user masks such as "2:3,4:0" or "2:*";
+      keeps: keep-masks such as "2:3,3:1": every other head of the layers `in_layers` ("0-5"; default
+      every layer) is disabled. With none of these, every single head is swept.
     mode: "zero" (a disabled head's output is 0) or "uniform" (it attends equally to all real tokens).
+      In zero mode a probe target's grid has NaN at each mask's disabled heads: a head whose output is
+      gone is not scored (its attention is still computed, but nothing reads it), and it is never "best".
     batch_size: sentences per batch; masks_per_pass, tokens_per_pass: how many masks share a pass
       (classify). format, max_length, limit, device as in ``probes.run``.
     run_options: for probe targets, anything else ``probes.run`` takes (pool, tokenize, fit, probe
@@ -52,12 +56,8 @@ def ablate(target: str = CLASSIFY, model: str | None = None, corpus: str | Path 
     Returns an AblationResult; masks[0] is the baseline, evaluated in the same passes.
     """
     started = time.perf_counter()
-    if mode not in MODES:
-        raise InputError(f"unknown masking mode {mode!r}; choose one of {', '.join(MODES)}")
-    for name, value, least in [("batch size", batch_size, 1), ("masks per pass", masks_per_pass, 1),
-                               ("tokens per pass", tokens_per_pass, 1), ("limit", limit, 1)]:
-        if value is not None and value < least:
-            raise InputError(f"{name} must be at least {least}, not {value}")
+    check_settings(mode, batch_size=batch_size, masks_per_pass=masks_per_pass, tokens_per_pass=tokens_per_pass,
+                   limit=limit)
     paths = [str(p) for p in ([corpus] if isinstance(corpus, (str, Path)) else list(corpus or []))]
     if target == CLASSIFY:
         if run_options:
@@ -69,22 +69,38 @@ def ablate(target: str = CLASSIFY, model: str | None = None, corpus: str | Path 
         evaluated = ClassifierTarget(model, paths, format=format, label_from=label_from, limit=limit, device=device,
                                      max_length=max_length)
     else:
-        evaluated = ProbeTarget(target, model, paths, label=label, device=device, max_length=max_length,
+        evaluated = ProbeTarget(target, model, paths, label=label, mode=mode, device=device, max_length=max_length,
                                 run_options={"format": format, "batch_size": batch_size, "limit": limit,
                                              **run_options})
-    masks = list(masks)
-    sweeps = list(sweeps) if sweeps is not None else ([] if masks else ["heads"])
+    masks, keeps = list(masks), list(keeps)
+    sweeps = list(sweeps) if sweeps is not None else ([] if masks or keeps else ["heads"])
     mask_list = build_masks(evaluated.layers, evaluated.heads, sweeps, masks, percents=list(percents),
-                            repeats=repeats, seed=seed)
+                            repeats=repeats, seed=seed, keeps=keeps, in_layers=in_layers)
     table = mask_tensor(mask_list, evaluated.layers, evaluated.heads)  # [M,L,H]
-    with HeadMasker(evaluated.model, evaluated.modules, evaluated.heads, evaluated.head_dim, mode) as masker, \
-            progress_bar(len(mask_list) * evaluated.units, progress, "ablating") as bar:
-        evaluated.evaluate(table, masker, bar, batch_size=batch_size, masks_per_pass=masks_per_pass,
-                           tokens_per_pass=tokens_per_pass)
+    evaluate_masks(evaluated, table, mode, batch_size=batch_size, masks_per_pass=masks_per_pass,
+                   tokens_per_pass=tokens_per_pass, progress=progress)
     settings = {"mode": mode, "batch_size": batch_size, "masks_per_pass": masks_per_pass,
                 "tokens_per_pass": tokens_per_pass, "limit": limit, "device": device, "format": format,
-                "seed": seed, "percents": list(percents), "repeats": repeats,
+                "seed": seed, "percents": list(percents), "repeats": repeats, "in_layers": in_layers,
                 **({"label_from": label_from} if target == CLASSIFY else {})}
     values, grids, extra, info = evaluated.finish(settings, time.perf_counter() - started)
     return AblationResult(target=target, mode=mode, masks=mask_list, values=values, info=info, grids=grids,
                           extra=extra)
+
+
+def check_settings(mode: str, **values: int | None) -> None:
+    """InputError for an unknown mode or a count below 1 (batch_size=32, limit=None, ...: None is not checked)."""
+    if mode not in MODES:
+        raise InputError(f"unknown masking mode {mode!r}; choose one of {', '.join(MODES)}")
+    for name, value in values.items():
+        if value is not None and value < 1:
+            raise InputError(f"{name.replace('_', ' ')} must be at least 1, not {value}")
+
+
+def evaluate_masks(evaluated: ClassifierTarget | ProbeTarget, table, mode: str, *, batch_size: int,
+                   masks_per_pass: int, tokens_per_pass: int, progress: bool | None) -> None:
+    """Evaluate the target under each mask of `table` ([M,L,H] bool), with a progress bar."""
+    with HeadMasker(evaluated.model, evaluated.modules, evaluated.heads, evaluated.head_dim, mode) as masker, \
+            progress_bar(table.shape[0] * evaluated.units, progress, "ablating") as bar:
+        evaluated.evaluate(table, masker, bar, batch_size=batch_size, masks_per_pass=masks_per_pass,
+                           tokens_per_pass=tokens_per_pass)
