@@ -157,14 +157,15 @@ def test_an_unknown_kind_and_a_layout_without_value_projection_are_refused(encod
     assert "\n" not in str(raised.value)
 
 
-@pytest.mark.shared
-def test_on_minilm_the_mass_on_special_tokens_drops_under_norm(minilm, shared_corpora):
-    """Kobayashi et al. 2020 (§4): weighting by ‖f(x)‖ takes most of the mass off [CLS]/[SEP]."""
-    dev = shared_corpora / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
-    kinds = {w: probes.run(["mass"], encoder=minilm, corpus=dev, limit=100, progress=False, weights=w)["mass"]
+def test_on_minilm_the_mass_on_special_tokens_drops_under_norm(minilm):
+    """Kobayashi et al. 2020 (§4): weighting by ‖f(x)‖ takes most of the mass off the special tokens. MiniLM
+    puts its vertical mass on [CLS] (EWT dev, 2001 sentences: 0.428 mean over heads, [SEP] 0.031); under norm
+    [CLS] falls to 0.095 and [CLS] + [SEP] from 0.459 to 0.138, lower in every head, while [SEP] alone rises
+    a little (0.043). On the first 100 sentences of the bundled EWT dev sample the same directions hold."""
+    kinds = {w: probes.run(["mass"], encoder=minilm, limit=100, progress=False, weights=w)["mass"]
              for w in ("attention", "norm")}
     special = {w: r.overall.scores for w, r in kinds.items()}  # [L,H] mean mass on [CLS] + [SEP]
-    sep = {w: r.labels["sep"].scores for w, r in kinds.items()}
-    assert (special["norm"] < special["attention"]).mean() > 0.75
-    assert (sep["norm"] < sep["attention"]).mean() > 0.75
-    assert special["norm"].mean() < 0.6 * special["attention"].mean()
+    cls = {w: r.labels["cls"].scores for w, r in kinds.items()}
+    assert (special["norm"] < special["attention"]).mean() > 0.9
+    assert (cls["norm"] < cls["attention"]).mean() > 0.9
+    assert special["norm"].mean() < 0.5 * special["attention"].mean()
