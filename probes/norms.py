@@ -17,7 +17,8 @@ is not kept. Padding columns stay 0 (α is 0 there).
 
 ‖v W_O^h‖ is computed as ‖v R_hᵀ‖, where W_O^hᵀ = Q_h R_h is the QR factorisation of the [D,d] slice
 (Q_h's columns are orthonormal, so the norm is the same): d² instead of d·D multiplications per token and
-head, and no [B,H,T,D] tensor. R is factorised in float64 from the weights each forward pass.
+head, and no [B,H,T,D] tensor. R is factorised in float64 once per output projection and kept while its
+weight stays the same tensor, unmodified (``head_factors``).
 
 Families: the value projection is ``value`` (BERT, RoBERTa, ELECTRA), ``value_proj`` (DeBERTa v2) or the
 value third of each head's slice of the fused ``in_proj`` (per head [q | k | v]) plus ``v_bias`` (DeBERTa
@@ -26,6 +27,7 @@ layout is refused (InputError), as is a forward pass in which a layer's values w
 """
 from __future__ import annotations
 
+import weakref
 from functools import partial
 from typing import Callable
 
@@ -34,6 +36,9 @@ import torch
 from probes.errors import InputError
 
 WEIGHT_KINDS = ("attention", "norm")  # what LayerMaps.attention holds: the probabilities, or the norm-based map
+# output projection -> (its weight tensor, that tensor's version counter, R [H,d,d]) when factorised
+_FACTORS: "weakref.WeakKeyDictionary[torch.nn.Linear, tuple[torch.Tensor, int, torch.Tensor]]" = \
+    weakref.WeakKeyDictionary()
 
 
 def check_weights(kind: str) -> None:
@@ -55,10 +60,16 @@ def norm_attention(attention: torch.Tensor, norms: torch.Tensor) -> torch.Tensor
 
 def head_factors(output: torch.nn.Linear, heads: int, head_dim: int) -> torch.Tensor:
     """R [H,d,d] with W_O^hᵀ = Q_h R_h, from the output projection (weight [D,H·d], y = x Wᵀ + b), so that
-    ‖v W_O^h‖ = ‖v R_hᵀ‖ for any v [d]."""
-    weight = output.weight.detach()  # [D,H*d]
-    slices = weight.double().view(weight.shape[0], heads, head_dim).permute(1, 0, 2)  # [H,D,d] = W_O^hᵀ
-    return torch.linalg.qr(slices, mode="r").R.to(weight.dtype)  # [H,d,d]
+    ‖v W_O^h‖ = ‖v R_hᵀ‖ for any v [d]. Kept per projection until its weight is replaced or changed in place
+    (the tensor's version counter), since a batched float64 QR costs more than a forward pass on CPU."""
+    weight = output.weight  # [D,H*d]
+    kept = _FACTORS.get(output)
+    if kept is not None and kept[0] is weight and kept[1] == weight._version and kept[2].shape[:2] == (heads, head_dim):
+        return kept[2]
+    slices = weight.detach().double().view(weight.shape[0], heads, head_dim).permute(1, 0, 2)  # [H,D,d] = W_O^hᵀ
+    factors = torch.linalg.qr(slices, mode="r").R.to(weight.dtype)  # [H,d,d]
+    _FACTORS[output] = (weight, weight._version, factors)
+    return factors
 
 
 class NormWeights:

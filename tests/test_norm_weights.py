@@ -118,6 +118,10 @@ def test_the_factorised_norm_is_the_norm_of_v_times_the_head_slice():
     v = torch.randn(2, 5, heads, d, generator=gen)  # [B,T,H,d]
     explicit = torch.einsum("bthd,hdD->bhtD", v, dense.weight.T.reshape(heads, d, hidden)).norm(dim=-1)
     torch.testing.assert_close(value_norms(v, head_factors(dense, heads, d)), explicit, rtol=1e-5, atol=1e-5)
+    assert head_factors(dense, heads, d) is head_factors(dense, heads, d)  # factorised once ...
+    with torch.no_grad():
+        dense.weight.mul_(2)  # ... until the weight changes in place
+    torch.testing.assert_close(value_norms(v, head_factors(dense, heads, d)), 2 * explicit, rtol=1e-5, atol=1e-5)
 
 
 def test_results_record_the_weights_kind_and_batch_size_moves_nothing(encoders, tmp_path):
