@@ -18,9 +18,9 @@ transformers 5.x returns no attentions under SDPA (silently), so every model is 
 ``load_encoder`` picks hooks when they give exactly the maps the outputs give, else outputs. Every
 forward pass checks that each layer's attention was captured exactly once.
 
-Both take ``weights``: "attention" (the probabilities) or "norm", the norm-based map of Kobayashi et al.
-2020 (probes.norms: forward hooks on the value projections read each layer's values as it runs, and the
-map handed on in place of the probabilities is α_ij‖f_h(x_j)‖ with rows renormalised to sum to 1).
+``layerwise`` and ``forward`` take ``weights``: "attention" (the probabilities) or "norm", the norm-based
+map of Kobayashi et al. 2020 (probes.norms: forward hooks on the value projections read each layer's values
+as it runs; the map handed on in place of the probabilities is α_ij‖f_h(x_j)‖, rows renormalised to sum to 1).
 
 A model that cannot be right is refused (InputError) before anything is scored: what a checkpoint
 folder must hold is checked first (probes.checkpoint), what was loaded after (weights that fit the

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 
 import numpy as np
@@ -34,14 +35,8 @@ LIMIT = 12
 
 @pytest.fixture(scope="module")
 def encoders(tiny_model):
-    cache = {}
-
-    def get(family):
-        if family not in cache:
-            cache[family] = load_encoder(str(tiny_model(family)))
-        return cache[family]
-
-    return get
+    """encoders(family): the tiny model of that family, loaded once per module."""
+    return functools.cache(lambda family: load_encoder(str(tiny_model(family))))
 
 
 def _spy(monkeypatch) -> list[tuple]:
