@@ -14,10 +14,11 @@ from probes.probe import LabelSums, Option, Probe
 from probes.registry import available, get_probe, load_code, register
 from probes.results import BestHead, LabelScores, ProbeResult, RunInfo, load_result
 from probes.runner import run
+from probes.state_files import merge
 from probes.compare import checkpoint_similarity, compare_results, correlate, load_any
 from probes.ablation import AblationResult, ablate
 
 __all__ = ["__version__", "InputError", "Encoder", "load_encoder", "Option", "Probe", "LabelSums", "register",
            "available", "get_probe", "load_code", "BestHead", "LabelScores", "ProbeResult", "RunInfo",
-           "load_result", "run", "compare_results", "checkpoint_similarity", "correlate", "load_any",
+           "load_result", "run", "merge", "compare_results", "checkpoint_similarity", "correlate", "load_any",
            "ablate", "AblationResult"]

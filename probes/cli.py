@@ -21,6 +21,7 @@ from probes.builtin.seg.show import parse_head
 from probes.examples import DEFAULT_SENTENCES, parse_heads
 from probes.presentation import PLOT_KINDS
 from probes.results import check_output_file, check_output_folder
+from probes.state_files import parse_shard
 
 PROBE_OPTION_COMMANDS = ("run", "ablate")  # the commands that take every registered probe's options
 
@@ -71,9 +72,10 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     run.add_argument("--corpus", action="append", metavar="FILE", type=input_path,
                      help="corpus file; repeat for several (default: the bundled UD English EWT sample)")
     run.add_argument("--format", help="corpus format (default: from the file name; e.g. conllu)")
-    run.add_argument("--fit", action="append", metavar="FILE",
+    run.add_argument("--fit", "--select-on", action="append", metavar="FILE",
                      help="pos/ner/con: fit the per-head centroids on FILE (e.g. the dev split; repeat for several), "
-                     "then score --corpus (e.g. test)")
+                     "then score --corpus (e.g. test); trees: --select-on FILE is the selection split the head "
+                     "ensemble is chosen on (default: --corpus itself)")
     run.add_argument("--fit-on", choices=("fit", "same"),
                      help="pos/ner/con: 'same' fits the centroids on --corpus itself (He & Choi 2021's same-split "
                      "setting); default: on --fit where given, else on --corpus")
@@ -114,6 +116,11 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                      help="keep these heads' attention maps of the example sentences too (e.g. 2:8,4:9), besides "
                      "each label's best head; the number of example sentences is --examples (default 20; 0 for none)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--shard", metavar="I/N", type=parse_shard,
+                     help="score only shard I of N (0 ≤ I < N), a fixed split by sentence; `probes merge` adds the "
+                     "shards' --state files up into the unsharded run's results")
+    run.add_argument("--state", metavar="DIR", type=check_output_folder,
+                     help="save each probe's additive state to DIR/<probe>.<I>-of-<N>.state.pt, for `probes merge`")
 
     listing = sub.add_parser("list", help="list the registered probes", description="List the registered probes.")
     add_code_argument(listing)
@@ -147,6 +154,16 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                         help="results folders of `probes run --out` (or results files)")
     report.add_argument("-o", "--output", default="report.html", metavar="REPORT.html", type=check_output_file,
                         help="the HTML file to write (default report.html)")
+    merge = sub.add_parser("merge", help="add up the states of a sharded run into its results",
+                           description="Add the states saved by `probes run --shard I/N --state DIR` and write the "
+                           "results of the unsharded run. States that do not agree (model, tokenizer, corpus, probe "
+                           "options, settings, version) and shards given twice or missing are refused.")
+    merge.add_argument("states", nargs="+", metavar="STATE_DIR", type=input_path,
+                       help="folders of state files (every *.state.pt in them) or state files")
+    merge.add_argument("--out", metavar="DIR", type=check_output_folder,
+                       help="write DIR/<probe>.json, .csv and heatmaps, as `probes run --out` (default: print a table)")
+    merge.add_argument("--no-plots", action="store_true", help="write JSON and CSV only, no heatmaps")
+    add_code_argument(merge)
     add_compare_commands(sub)  # compare, similarity, correlate, plot (probes.compare.commands)
     add_ablation_commands(sub)  # ablate (probes.ablation.commands)
     return parser, sub.choices
@@ -188,7 +205,6 @@ def _preload_code(argv: list[str]) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from probes.runner import run
-    from probes.show import format_result
 
     from probes.registry import get_probe
 
@@ -201,15 +217,33 @@ def cmd_run(args: argparse.Namespace) -> int:
                   limit=args.limit, device=args.device, pool=args.pool,
                   progress=False if args.quiet else None, tokenize=args.tokenize, fit=args.fit, fit_on=args.fit_on,
                   annotate=args.annotate, views=views, view_heads=args.heads, protocol=args.protocol,
-                  weights=args.weights, **options)
+                  weights=args.weights, shard=args.shard, state=args.state, **options)
+    if args.state:
+        shard = f"shard {args.shard} " if args.shard else ""
+        print(f"saved the {shard}states of {', '.join(results)} to {args.state}")
+    if args.out or not args.state:
+        _report(results, args.out, "none" if args.no_plots else args.plots)
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from probes.state_files import merge
+
+    _report(merge(args.states), args.out, not args.no_plots)  # main imported the --code files
+    return 0
+
+
+def _report(results: dict, out, plots: bool | str) -> None:
+    """Save each result to `out`, or print its table where no folder is given."""
+    from probes.show import format_result
+
     for name, result in results.items():
-        if args.out:
-            written = result.save(args.out, plots="none" if args.no_plots else args.plots)
+        if out:
+            written = result.save(out, plots=plots)
             print(f"{name}: {result.info.sentences} sentences scored, {sum(result.info.skipped.values())} skipped; "
-                  f"wrote {len(written)} files to {args.out}")
+                  f"wrote {len(written)} files to {out}")
         else:
             print(format_result(result))
-    return 0
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
@@ -251,7 +285,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "report": cmd_report, "list": cmd_list, "show": cmd_show, "annotate": cmd_annotate, **COMPARE_COMMANDS,
+COMMANDS = {"run": cmd_run, "report": cmd_report, "merge": cmd_merge, "list": cmd_list, "show": cmd_show, "annotate": cmd_annotate, **COMPARE_COMMANDS,
             **ABLATION_COMMANDS}
 
 if __name__ == "__main__":

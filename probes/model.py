@@ -78,7 +78,8 @@ class Encoder:
 
     @torch.inference_mode()
     def layerwise(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
-                  vectors: bool = False, token_type_ids: torch.Tensor | None = None, weights: str = "attention") -> None:
+                  vectors: bool = False, token_type_ids: torch.Tensor | None = None,
+                  weights: str = "attention") -> None:
         """Run the model once, calling ``on_layer(layer, attention, context)`` for layers 0..L-1 in order with
         that layer's [B,H,T,T] probabilities and [B,H,T,d] per-head context (None unless `vectors`). With
         capture "hooks" each call happens while the model runs, and the layer's maps are dropped after it.

@@ -228,7 +228,8 @@ class LabelSums:
         target += (onehot @ values).reshape(target.shape)
 
     def merge(self, other: "LabelSums") -> None:
-        self.add(self.ids(other.names), other.sums)
+        if other.names:  # a table that saw no label (a shard without any) adds nothing
+            self.add(self.ids(other.names), other.sums)
 
     def total(self) -> torch.Tensor:
         """The sum over labels, of `shape` (zeros when no label was added)."""

@@ -21,7 +21,7 @@ from probes.errors import InputError
 
 ENTRY_POINT_GROUP = "probes.probes"
 BUILTIN_MODULES = ("probes.builtin.dep", "probes.builtin.seg.probe", "probes.builtin.srl", "probes.builtin.frames",
-                   "probes.builtin.pos", "probes.builtin.ner", "probes.builtin.con",
+                   "probes.builtin.pos", "probes.builtin.ner", "probes.builtin.con", "probes.builtin.trees.probe",
                    "probes.builtin.analyses.mass", "probes.builtin.analyses.entropy",
                    "probes.builtin.analyses.positional", "probes.builtin.analyses.rare",
                    "probes.builtin.analyses.patterns", "probes.builtin.analyses.head_distance",

@@ -33,7 +33,8 @@ from probes.progress import progress_bar
 from probes.protocols import apply_protocol
 from probes.provenance import provenance
 from probes.registry import get_probe, load_code
-from probes.results import ProbeResult, RunInfo
+from probes.results import ProbeResult, RunInfo, check_output_folder
+from probes.state_files import Shard, as_shard, save_states, split
 
 
 def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Path | Iterable[str | Path] | None = None,
@@ -43,7 +44,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         code: str | Path | Iterable[str | Path] | None = None, encoder: Encoder | None = None,
         tokenize: str = "words", fit: str | Path | Iterable[str | Path] | None = None, fit_on: str | None = None,
         annotate: str | None = None, views: int = DEFAULT_SENTENCES, view_heads: Iterable[tuple[int, int]] = (),
-        protocol: str | None = None, weights: str = "attention", **options: Any) -> dict[str, ProbeResult]:
+        protocol: str | None = None, shard: Shard | tuple[int, int] | str | None = None,
+        state: str | Path | None = None, weights: str = "attention", **options: Any) -> dict[str, ProbeResult]:
     """Score every head of `model` with each named probe on `corpus`; one forward pass feeds them all.
 
     model: a checkpoint directory or hub name (default: the packaged MiniLM).
@@ -75,6 +77,10 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     weights: what every probe reads as the attention: "attention" (the probabilities, default) or "norm",
     the norm-based maps of Kobayashi et al. 2020, α_ij‖f_h(x_j)‖ with rows renormalised to sum to 1
     (probes.norms). Recorded in settings as "weights".
+    shard: (i, n) or "i/n": score only shard i of n, a deterministic split by sentence (see
+    probes.state_files; --limit, prepare and the fit phase still see the whole corpus); the results
+    are the shard's, with settings["shard"] = "i/n". state: a folder to save each probe's additive state
+    in (DIR/<probe>.<i>-of-<n>.state.pt), for ``probes.merge`` to add up into the unsharded run's results.
     options: probe options by name (e.g. ``subtypes=True`` for dep).
     Returns {probe name: ProbeResult}.
     """
@@ -90,6 +96,9 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     check_invalid_trees(invalid_trees)
     check_tokenize(tokenize)
     check_weights(weights)
+    shard = as_shard(shard)
+    if state is not None:
+        check_output_folder(state)
     _check_options(classes, options)
     plan = plan_fit(classes, [str(p) for p in _as_list(fit)], fit_on)
 
@@ -102,7 +111,6 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     data = read_corpus(paths, format=format or guess_format(paths[0]) or classes[0].corpus_format,
                        invalid_trees=invalid_trees, **reader_options)
     sentences = data.sentences[:limit] if limit else data.sentences
-    skipped = dict(data.skipped)
     fit_data = None
     if plan and plan.paths:
         fit_data = read_corpus(plan.paths, format=format or guess_format(plan.paths[0]) or classes[0].corpus_format,
@@ -113,8 +121,19 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     active: list[Probe] = [cls(encoder.layers, encoder.heads, **_own(cls, options)) for cls in classes]
     for p in active:
         p.prepare(sentences)
-    usable, encoded = _prepare(sentences, active, encoder, tokenize, skipped)
-    if not encoded:
+    part = split(sentences, shard)
+    whole = None  # the whole corpus, where a sharded run fits on it (fit_on "same")
+    if shard.count > 1 and plan and not plan.paths:
+        before = [p.state_dict() for p in active]
+        whole = _prepare(sentences, active, encoder, tokenize, {})
+        for p, saved in zip(active, before):  # undo what skip_reason counted (frames): the shard counts its own
+            p.load_state_dict(saved)
+    shard_skipped: dict[str, int] = {}
+    usable, encoded = _prepare(part.sentences, active, encoder, tokenize, shard_skipped)
+    skipped = dict(data.skipped)
+    for reason, n in shard_skipped.items():
+        skipped[reason] = skipped.get(reason, 0) + n
+    if not encoded and shard.count == 1:
         raise InputError(f"no sentence can be scored (of {len(sentences)}: {_skip_summary(skipped)}; "
                          f"model limit {encoder.max_length} subwords)", paths[0])
     unknown = unknown_words(encoder.tokenizer.unk_token_id, usable, encoded)
@@ -129,7 +148,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     fit_settings = None
     fitting = [p for p in active if p.needs_fit]
     if fitting:  # fit phase: a forward pass over the fit corpus feeds fit_update before any update
-        fit_usable, fit_encoded, fit_skipped = usable, encoded, {}
+        fit_usable, fit_encoded, fit_skipped = *(whole or (usable, encoded)), {}
         if fit_data is not None:
             fit_skipped = dict(fit_data.skipped)
             fit_usable, fit_encoded = _prepare(fit_data.sentences[:limit] if limit else fit_data.sentences,
@@ -150,10 +169,13 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                              "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize,
                              "weights": weights,
                              **({"protocol": protocol} if protocol else {}),
-                             **({"fit": fit_settings} if fit_settings else {})},
+                             **({"fit": fit_settings} if fit_settings else {}),
+                             **({"shard": str(shard)} if shard.count > 1 else {})},
                    provenance=provenance(encoder, data.files, time.perf_counter() - started,
                                          unknown_words=unknown.provenance(), skipped_ids=data.skipped_ids),
                    notes=dict(data.notes))
+    if state is not None:
+        save_states(state, active, info, part, encoder.tokenizer, data.skipped, shard_skipped)
     return {p.name: recorder.attach(p.compute(info)) for p in active}
 
 

@@ -25,7 +25,7 @@ PAIRS = ("sentence1\tsentence2\tlabel\n"
 FRAMENET_DOCUMENTS = ("ANC__110CYL067", "ANC__IntroHongKong", "Miscellaneous__Hijack")
 
 
-def _excerpt(path: Path, blocks: int, out: Path) -> Path:
+def excerpt(path: Path, blocks: int, out: Path) -> Path:
     """The first `blocks` blank-line-separated blocks (sentences) of a corpus file."""
     out.write_text("\n\n".join(path.read_text(encoding="utf-8").split("\n\n")[:blocks]) + "\n\n", encoding="utf-8")
     return out
@@ -38,11 +38,11 @@ def _pairs(tmp: Path, shared) -> dict:
 
 def _uner(tmp: Path, shared) -> dict:
     uner = shared() / "uner-english-ewt" / "en_ewt-ud-dev.iob2"
-    return {"corpus": _excerpt(uner, 40, tmp / "uner.iob2"), "fit_on": "same", "limit": None}
+    return {"corpus": excerpt(uner, 40, tmp / "uner.iob2"), "fit_on": "same", "limit": None}
 
 
 def _up(tmp: Path, shared) -> dict:
-    return {"corpus": _excerpt(shared() / "up-english-ewt" / "en_ewt-up-dev.conllu", LIMIT, tmp / "up.conllu")}
+    return {"corpus": excerpt(shared() / "up-english-ewt" / "en_ewt-up-dev.conllu", LIMIT, tmp / "up.conllu")}
 
 
 def _craft(tmp: Path, shared) -> dict:
@@ -53,7 +53,7 @@ def _craft(tmp: Path, shared) -> dict:
 
 def _gsd(tmp: Path, shared) -> dict:
     gsd = shared() / "ud-chinese-gsdsimp" / "zh_gsdsimp-ud-test.conllu"
-    return {"corpus": _excerpt(gsd, LIMIT, tmp / "gsd.conllu"), "tokenize": "text"}
+    return {"corpus": excerpt(gsd, LIMIT, tmp / "gsd.conllu"), "tokenize": "text"}
 
 
 def _framenet(tmp: Path, shared) -> dict:

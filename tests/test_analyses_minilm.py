@@ -56,7 +56,7 @@ def test_every_analysis_ran_on_the_same_sentences(runs):
         assert data["sentences"] == LIMIT and data["skipped"] == 0 and (data["layers"], data["heads"]) == (6, 12)
     assert sorted(p.name for p in (runs / "plots").iterdir()) == [
         "head_distance-dendrogram.png", "head_distance-layout.png", "head_distance-matrix.png",
-        "head_distance-nearest.png", "head_distance-overall.png"]
+        "head_distance-nearest.png", "head_distance-overall.png", "head_distance.png"]
     assert (runs / "similarity" / "similarity-overall.png").exists()
     assert (runs / "similarity" / "similarity-change.png").exists()
 

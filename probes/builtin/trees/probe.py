@@ -1,0 +1,182 @@
+"""trees: a dependency tree decoded from each head's word-level attention, scored by UAS.
+
+For every head and sentence, the word-level attention over the root ([CLS], column 0) and the words
+(probes.builtin.trees.scoring; the end column is never a target) is decoded into a tree two ways —
+maximum spanning arborescence (Chu–Liu–Edmonds) and best projective tree (Eisner) — on two forms of the
+matrix, the attention itself (arc h → d scored by A[d, h]) and its symmetrised form. Every tree has
+exactly one word attached to the root (probes.builtin.trees.decoders). Scores: the share of gold arcs
+whose dependent gets its gold head (directed UAS); undirected UAS also accepts the gold head hanging
+from the dependent. Every word counts, punctuation included.
+
+Main variant (``scores``): Chu–Liu–Edmonds on the attention form, directed UAS. ``extra`` grids:
+``<decoder>_<form>`` and ``<decoder>_<form>_undirected`` for the other variants (cle_attention_undirected
+is the main variant's undirected UAS). Labels: the main variant's directed accuracy per relation.
+Baselines: right-branching (every word heads the next; word 1 hangs from the root) and left-branching
+(every word heads the previous; word n hangs from the root), directed and undirected.
+
+Head ensemble (``--ensemble-heads``, 0 for none): heads chosen greedily on a bounded sample of the
+selection split (the fit phase: ``--select-on FILE``, else the scored corpus itself), their matrices
+averaged per sentence and decoded with the main variant (probes.builtin.trees.ensemble, .sample).
+
+Sentences of different lengths share a batch: each is decoded over its own n+1 nodes only, so padding
+changes no tree. All L×H trees of a batch-layer, both forms, are decoded in one call per decoder.
+"""
+from __future__ import annotations
+
+import torch
+
+from probes.batching import Batch
+from probes.builtin.trees.decoders import chu_liu_edmonds, eisner
+from probes.builtin.trees.details import format_trees
+from probes.builtin.trees.ensemble import decode_main, select_heads
+from probes.builtin.trees.sample import SelectionSample, sentence_keys
+from probes.builtin.trees.scoring import FORMS, arc_scores, attached
+from probes.errors import InputError
+from probes.maps import LayerMaps
+from probes.probe import LabelSums, Option, Probe, ratio
+from probes.registry import register
+from probes.results import LabelScores, ProbeResult, RunInfo
+
+DECODERS = ("cle", "eisner")
+MAIN = "cle_attention"
+BASELINES = ("right_branching", "left_branching")
+
+
+@register
+class TreesProbe(Probe):
+    name = "trees"
+    description = "dependency trees decoded from each head's attention (Chu–Liu–Edmonds, Eisner): UAS per head"
+    needs = ("head", "deprel")
+    needs_fit = True  # the selection split of the head ensemble (an instance with no ensemble needs none)
+    details = classmethod(lambda cls, result, head=None, sentences=3: format_trees(result))
+    options = (
+        Option("ensemble_heads", 4, "trees: most heads in the greedy head ensemble, chosen on the selection split "
+               "(--select-on); 0: no ensemble and no selection pass", int),
+        Option("select_sentences", 500, "trees: most sentences of the selection split kept to choose the ensemble "
+               "on (a hash-chosen sample)", int),
+    )
+
+    def __init__(self, layers: int, heads: int, **options):
+        super().__init__(layers, heads, **options)
+        if self.config["ensemble_heads"] < 0 or self.config["select_sentences"] < 1:
+            raise InputError("trees: --ensemble-heads must be 0 or more and --select-sentences 1 or more")
+        self.needs_fit = self.config["ensemble_heads"] > 0
+        shape = (len(DECODERS), len(FORMS), 2, layers, heads)  # [decoder, form, directed/undirected, L, H]
+        self.add_state("hits", torch.zeros(shape, dtype=torch.int64))
+        self.add_state("arcs", torch.zeros((), dtype=torch.int64))
+        self.add_state("relation_hits", LabelSums((layers, heads)))  # [labels, L, H] main variant, directed
+        self.add_state("relation_arcs", LabelSums(()))
+        self.add_state("baseline_hits", torch.zeros((len(BASELINES), 2), dtype=torch.int64))  # [baseline, way]
+        self.add_state("ensemble_hits", torch.zeros(2, dtype=torch.int64))  # [way]
+        self.add_state("sample", SelectionSample(self.config["select_sentences"], layers, heads), fit=True)
+        self._ensemble: list[tuple[int, int, float]] | None = None  # chosen from `sample` when first needed
+        self._pending: torch.Tensor | None = None  # [B,M,M] this batch's sum of the ensemble heads' attention
+
+    def fit_update(self, batch: Batch, maps: LayerMaps) -> None:
+        keys = batch.memo("trees.keys", lambda: sentence_keys(batch))
+        if maps.layer == 0:
+            self.sample.admit(keys, [s.ann["head"] for s in batch.sentences])
+        self.sample.fill(keys, maps.layer, maps.word_attention, batch.n_words)
+
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
+        attention = maps.word_attention[..., :-1, :-1].double().cpu()  # [B,H,M,M] root and words
+        b, h, m = attention.shape[0], attention.shape[1], attention.shape[-1]
+        stack = torch.stack([arc_scores(attention, form) for form in FORMS]).reshape(-1, m, m)  # [F·B·H,M,M]
+        lengths = batch.n_words[None, :, None].expand(len(FORMS), b, h).reshape(-1)
+        predicted = torch.stack([decode(stack, lengths) for decode in (chu_liu_edmonds, eisner)])  # [D,F·B·H,M]
+        predicted = predicted.view(len(DECODERS), len(FORMS), b, h, m).transpose(3, 2)[:, :, :, rows]  # [D,F,H,N,M]
+        directed, undirected = attached(predicted, dependents, heads)  # [D,F,H,N]
+        self.hits[:, :, 0, maps.layer] += directed.sum(-1)
+        self.hits[:, :, 1, maps.layer] += undirected.sum(-1)
+        self.relation_hits.add(self.relation_hits.ids(labels), directed[0, 0].T, at=(maps.layer,))
+        if maps.layer == 0:  # arcs and baselines do not depend on the layer
+            self.arcs += len(labels)
+            self.relation_arcs.add(self.relation_arcs.ids(labels), torch.ones(len(labels)))
+            self.baseline_hits += _baselines(dependents, heads, batch.n_words[rows])
+        self._ensemble_update(attention, batch.n_words, maps.layer, rows, dependents, heads)
+
+    def _ensemble_update(self, attention: torch.Tensor, n_words: torch.Tensor, layer: int, rows: torch.Tensor,
+                         dependents: torch.Tensor, heads: torch.Tensor) -> None:
+        """Add this layer's ensemble heads to the batch's sum; at the last layer decode the average and score it."""
+        chosen = self.ensemble()
+        if not chosen:
+            return
+        if layer == 0:
+            self._pending = torch.zeros_like(attention[:, 0])
+        mine = [h for lay, h, _ in chosen if lay == layer]
+        self._pending += attention[:, mine].sum(1)
+        if layer == self.layers - 1:
+            predicted = decode_main(self._pending / len(chosen), n_words)  # [B,M]
+            directed, undirected = attached(predicted[rows], dependents, heads)
+            self.ensemble_hits += torch.stack([directed.sum(), undirected.sum()])
+            self._pending = None
+
+    def ensemble(self) -> list[tuple[int, int, float]]:
+        """The greedy head ensemble on the selection sample: (layer, head, sample UAS so far) per head."""
+        if self._ensemble is None:
+            self._ensemble = select_heads(self.sample, self.config["ensemble_heads"])
+        return self._ensemble
+
+    def merge_fit(self, other: "TreesProbe") -> None:
+        super().merge_fit(other)
+        self._ensemble = None
+
+    def reset(self) -> None:
+        super().reset()
+        self._ensemble = self._pending = None
+
+    def load_state_dict(self, state) -> None:
+        super().load_state_dict(state)
+        self._ensemble = None
+
+    def compute(self, info: RunInfo) -> ProbeResult:
+        arcs = int(self.arcs)
+        grids = {}
+        for d, decoder in enumerate(DECODERS):
+            for f, form in enumerate(FORMS):
+                grids[f"{decoder}_{form}"] = ratio(self.hits[d, f, 0].double(), arcs)
+                grids[f"{decoder}_{form}_undirected"] = ratio(self.hits[d, f, 1].double(), arcs)
+        overall = LabelScores(count=arcs, scores=grids.pop(MAIN), extra=grids)
+        labels = {name: LabelScores(count=int(self.relation_arcs[name]),
+                                    scores=ratio(self.relation_hits[name], self.relation_arcs[name]))
+                  for name in self.relation_arcs.names}
+        baselines = {name: {"uas": _share(self.baseline_hits[i, 0], arcs),
+                            "undirected_uas": _share(self.baseline_hits[i, 1], arcs), "count": arcs}
+                     for i, name in enumerate(BASELINES)}
+        chosen = self.ensemble() if self.needs_fit else []
+        ensemble = None
+        if chosen:
+            ensemble = {"heads": [[lay, h] for lay, h, _ in chosen],
+                        "selection_uas": [uas for _, _, uas in chosen],
+                        "uas": _share(self.ensemble_hits[0], arcs),
+                        "undirected_uas": _share(self.ensemble_hits[1], arcs), "count": arcs,
+                        "selected_on": info.settings.get("fit"), "sample_sentences": len(self.sample),
+                        "sample_limit": self.config["select_sentences"]}
+        return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
+                           baselines=baselines, extra={"main": MAIN, "ensemble": ensemble})
+
+
+def _share(hits: torch.Tensor, count: int) -> float:
+    return float(hits) / count if count else float("nan")
+
+
+def _arcs(batch: Batch):
+    """The batch's gold arcs, flattened: sentence row, dependent column, head column [N] each, relation."""
+    gold = [s.ann["head"] for s in batch.sentences]
+    rows = torch.repeat_interleave(torch.arange(len(gold)), torch.tensor([len(g) for g in gold]))
+    dependents = torch.cat([torch.arange(1, len(g) + 1) for g in gold])
+    heads = torch.tensor([h for g in gold for h in g], dtype=torch.long)
+    labels = [r for s in batch.sentences for r in s.ann["deprel"]]
+    return rows, dependents, heads, labels
+
+
+def _baselines(dependents: torch.Tensor, heads: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """[2,2] gold arcs right (directed, undirected) for right- and left-branching trees of each arc's sentence.
+    Right-branching: head(d) = d − 1 (word 1 from the root); left-branching: head(d) = d + 1, word n from the root."""
+    right = heads == dependents - 1
+    left = heads == torch.where(dependents == lengths, 0, dependents + 1)
+    right_reverse = (heads >= 1) & (heads - 1 == dependents)  # the gold head's own right-branching head
+    left_reverse = (heads >= 1) & (heads < lengths) & (heads + 1 == dependents)
+    return torch.stack([torch.stack([right.sum(), (right | right_reverse).sum()]),
+                        torch.stack([left.sum(), (left | left_reverse).sum()])])

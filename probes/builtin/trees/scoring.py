@@ -1,0 +1,30 @@
+"""What a tree is decoded from and how it is scored: the arc-score matrix of each form, and attachment.
+
+Word-level attention A [..,M,M] holds the root ([CLS], column 0) and the words (1..n); the end column is
+dropped before (never a target). An arc h → d is scored by the dependent's attention to the head, A[d, h]:
+    attention   scores[h, d] = A[d, h]                    (the matrix, transposed to head × dependent)
+    symmetric   scores[h, d] = (A[d, h] + A[h, d]) / 2    (its symmetrised form; the root's arcs then
+                                                           also use the [CLS] row's attention to the word)
+"""
+from __future__ import annotations
+
+import torch
+
+FORMS = ("attention", "symmetric")
+
+
+def arc_scores(attention: torch.Tensor, form: str) -> torch.Tensor:
+    """[..,M,M] arc scores (head × dependent) of word-level attention [..,M,M] (rows: from, columns: to)."""
+    transposed = attention.transpose(-1, -2)
+    return transposed if form == "attention" else (attention + transposed) / 2
+
+
+def attached(predicted: torch.Tensor, dependents: torch.Tensor, heads: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Whether each gold arc is in predicted trees, directed and undirected.
+
+    predicted [..,N,M]: for each gold arc's sentence, the predicted head of every node (−1 at the root);
+    dependents, heads [N]: the gold arcs (head 0: the root). Directed: the dependent's predicted head is
+    the gold head; undirected: that, or the gold head's predicted head is the dependent. Returns two [..,N]."""
+    directed = predicted.gather(-1, dependents[:, None].expand(*predicted.shape[:-1], 1))[..., 0] == heads
+    reverse = predicted.gather(-1, heads[:, None].expand(*predicted.shape[:-1], 1))[..., 0] == dependents
+    return directed, directed | (reverse & (heads > 0))

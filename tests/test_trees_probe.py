@@ -1,0 +1,144 @@
+"""trees on hand-built attention: every expected number below is worked out in the comments."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from probes.builtin.trees.probe import TreesProbe
+from probes.errors import InputError
+from helpers import E, attention, batch, feed, sentence
+from state_checks import assert_same, check_state, info, two_layers
+
+# Sentence 1: "The playing cat", tokens [CLS] The play ##ing cat [SEP] (positions 0..5); gold heads [3, 3, 0].
+# Sentence 2: "Hi", tokens [CLS] Hi [SEP]; gold head [0]. Four gold arcs in all.
+S1 = sentence(["The", "playing", "cat"], head=[3, 3, 0], deprel=["det", "amod", "root"])
+S2 = sentence(["Hi"], head=[0], deprel=["root"])
+C1 = [0, 1, 2, 2, 3, E]
+C2 = [0, 1, E]
+
+# Head 0 looks from each word at its gold head ([CLS] for cat); word level (rows mean, columns sum):
+# A[The, cat] = A[playing, cat] = A[cat, CLS] = 1. Directed arc scores S[h, d] = A[d, h]: 3→1, 3→2, 0→3 score 1,
+# every other arc 0: the one tree of score 3 is gold, [3, 3, 0]. Symmetric: the same three pairs score 0.5 each
+# way, and only 0→3 of the root arcs scores: again [3, 3, 0]. Every variant: S1 all right.
+H0_S1 = attention(6, {1: {4: 1.0}, 2: {4: 1.0}, 3: {4: 1.0}, 4: {0: 1.0}})
+H0_S2 = attention(3, {1: {0: 1.0}})
+# Head 1 looks at the previous token: The → CLS, play → The, ##ing → play, cat → ##ing. Word level:
+# A[The, CLS] = 1, A[playing, The] = 0.5 (and 0.5 on itself), A[cat, playing] = 1. Directed: 0→1 (1), 1→2 (0.5),
+# 2→3 (1) are the only positive arcs: tree [0, 1, 2]. Symmetric: 0→1 0.5, 1–2 0.25, 2–3 0.5; root→1 then the
+# chain scores 1.25, root→2 or root→3 at most 0.75: [0, 1, 2] again. Against gold [3, 3, 0]: no directed arc
+# right; undirected, the gold arc cat → playing is there reversed (pred[cat] = playing): 1 of 3.
+H1_S1 = attention(6, {1: {0: 1.0}, 2: {1: 1.0}, 3: {2: 1.0}, 4: {3: 1.0}})
+H1_S2 = attention(3, {1: {0: 1.0}})
+# "Hi" alone: every decoder gives [0], right in every variant for both heads.
+
+
+def _hand(groups):
+    return [batch(sentences, columns, maps) for sentences, columns, maps in groups]
+
+
+ONE_BATCH = [([S1, S2], [C1, C2], [[H0_S1, H1_S1], [H0_S2, H1_S2]])]
+TWO_BATCHES = [([S1], [C1], [[H0_S1, H1_S1]]), ([S2], [C2], [[H0_S2, H1_S2]])]
+
+
+def _run(groups, **options):
+    probe = TreesProbe(1, 2, **options)
+    hands = _hand(groups)
+    for hand in hands:
+        feed(probe, hand, "fit_update")  # the selection split: the same sentences
+    for hand in hands:
+        feed(probe, hand)
+    return probe.compute(info(1, 2))
+
+
+def test_uas_per_head_worked_out_by_hand():
+    r = _run(ONE_BATCH)
+    assert r.overall.count == 4
+    # head 0: 4 of 4 in every variant; head 1: Hi only directed (1/4), Hi and cat–playing undirected (2/4)
+    np.testing.assert_array_equal(r.overall.scores, [[1.0, 0.25]])
+    for decoder in ("cle", "eisner"):
+        for form in ("attention", "symmetric"):
+            if (decoder, form) != ("cle", "attention"):
+                np.testing.assert_array_equal(r.overall.extra[f"{decoder}_{form}"], [[1.0, 0.25]])
+            np.testing.assert_array_equal(r.overall.extra[f"{decoder}_{form}_undirected"], [[1.0, 0.5]])
+    assert "cle_attention" not in r.overall.extra and r.extra["main"] == "cle_attention"
+
+
+def test_per_relation():
+    r = _run(ONE_BATCH)
+    assert {k: v.count for k, v in r.labels.items()} == {"det": 1, "amod": 1, "root": 2}
+    np.testing.assert_array_equal(r.labels["det"].scores, [[1.0, 0.0]])
+    np.testing.assert_array_equal(r.labels["amod"].scores, [[1.0, 0.0]])
+    np.testing.assert_array_equal(r.labels["root"].scores, [[1.0, 0.5]])  # head 1: Hi right, cat wrong
+
+
+def test_baselines():
+    r = _run(ONE_BATCH)
+    # right-branching: S1 [0, 1, 2] (no arc right; cat → playing reversed: 1 undirected), Hi [0] right.
+    assert r.baselines["right_branching"] == {"uas": 0.25, "undirected_uas": 0.5, "count": 4}
+    # left-branching: S1 [2, 3, 0] (playing → cat and cat → root right; The → playing no, nor reversed), Hi right.
+    assert r.baselines["left_branching"] == {"uas": 0.75, "undirected_uas": 0.75, "count": 4}
+
+
+def test_ensemble():
+    r = _run(ONE_BATCH)
+    # on the sample (both sentences): head 0 alone scores 4/4; adding head 1 cannot improve on 1.0: one head.
+    e = r.extra["ensemble"]
+    assert e["heads"] == [[0, 0]] and e["selection_uas"] == [1.0]
+    assert e["uas"] == 1.0 and e["undirected_uas"] == 1.0 and e["count"] == 4 and e["sample_sentences"] == 2
+
+
+def test_ensemble_of_two_heads():
+    # Sentence 1 alone, two heads each right on two of its three arcs:
+    # head A: The → cat (1), playing → The (0.6, 0.4 on itself), cat → CLS (1): arcs 3→1 (1), 1→2 (.6), 0→3 (1),
+    #   the only positive ones: tree [3, 1, 0], 2 of 3 right.
+    # head B: The → playing (0.6, 0.4 on itself), playing → cat (1), cat → CLS (1): arcs 2→1 (.6), 3→2 (1), 0→3 (1):
+    #   tree [2, 3, 0], 2 of 3 right. A and B tie at 2/3: the greedy step takes the lower head, A.
+    # A and B averaged: 3→1 .5, 3→2 .5, 1→2 .3, 2→1 .3, 0→3 1 (the only root arc): [3, 3, 0] scores 2.0 against
+    #   1.8 for [3, 1, 0] or [2, 3, 0]: the gold tree, 3 of 3 > 2/3, so B joins; no third head.
+    a = attention(6, {1: {4: 1.0}, 2: {1: 0.6, 2: 0.4}, 3: {1: 0.6, 3: 0.4}, 4: {0: 1.0}})
+    b = attention(6, {1: {2: 0.6, 1: 0.4}, 2: {4: 1.0}, 3: {4: 1.0}, 4: {0: 1.0}})
+    r = _run([([S1], [C1], [[a, b]])])
+    e = r.extra["ensemble"]
+    assert e["heads"] == [[0, 0], [0, 1]]
+    assert e["selection_uas"] == [2 / 3, 1.0] and e["uas"] == 1.0 and e["count"] == 3
+    np.testing.assert_array_equal(r.overall.scores, [[2 / 3, 2 / 3]])
+
+
+def test_batching_changes_nothing():
+    """Both sentences in one padded batch, or one per batch: the same result."""
+    assert_same(_run(ONE_BATCH), _run(TWO_BATCHES))
+
+
+def test_no_ensemble_needs_no_selection():
+    probe = TreesProbe(1, 2, ensemble_heads=0)
+    assert not probe.needs_fit
+    for hand in _hand(ONE_BATCH):
+        feed(probe, hand)
+    r = probe.compute(info(1, 2))
+    assert r.extra["ensemble"] is None
+    np.testing.assert_array_equal(r.overall.scores, [[1.0, 0.25]])
+
+
+@pytest.mark.parametrize("options", [{"ensemble_heads": -1}, {"select_sentences": 0}])
+def test_bad_options(options):
+    with pytest.raises(InputError):
+        TreesProbe(1, 2, **options)
+
+
+def test_selection_sample_is_bounded_and_order_free():
+    """select_sentences=1 keeps the one sentence of smallest key, whichever batch it came in."""
+    forward, backward = TreesProbe(1, 2, select_sentences=1), TreesProbe(1, 2, select_sentences=1)
+    hands = _hand(TWO_BATCHES)
+    for hand in hands:
+        feed(forward, hand, "fit_update")
+    for hand in reversed(hands):
+        feed(backward, hand, "fit_update")
+    assert len(forward.sample) == 1
+    assert_same(forward.sample.state_dict(), backward.sample.state_dict())
+
+
+def test_state():
+    make = lambda: TreesProbe(2, 2)  # noqa: E731
+    hands = [two_layers(h) for h in _hand(TWO_BATCHES)]
+    r = check_state(make, hands, info(2, 2), fit=tuple(hands))
+    np.testing.assert_array_equal(r.overall.scores, [[1.0, 0.25], [0.25, 1.0]])
