@@ -55,6 +55,7 @@ def probe_option_parsers() -> dict[str, argparse.ArgumentParser]:
 
 def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     from probes import __version__
+    from probes.norms import WEIGHT_KINDS
     from probes.pooling import POOLING_RULES
     from probes.protocols import PROTOCOLS
 
@@ -99,6 +100,9 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                      "subwords' rows, its column the sum of their columns, as in Clark et al. 2019)")
     run.add_argument("--protocol", choices=PROTOCOLS, help="a paper's reading, every choice set at once: "
                      "hechoi2021 (dep, the defaults), clark2019 (dep as Clark et al.'s code), kovaleva2019 (frames)")
+    run.add_argument("--weights", choices=WEIGHT_KINDS, default="attention",
+                     help="what every probe reads: the attention probabilities (default) or norm, the norm-based "
+                     "maps of Kobayashi et al. 2020 (α·‖f(x)‖, each row renormalised to sum to 1)")
     add_code_argument(run)
     run.add_argument("--tokenize", choices=("words", "text"), default="words",
                      help="what the tokenizer reads: the pre-split words (default) or each sentence's raw text "
@@ -213,7 +217,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                   limit=args.limit, device=args.device, pool=args.pool,
                   progress=False if args.quiet else None, tokenize=args.tokenize, fit=args.fit, fit_on=args.fit_on,
                   annotate=args.annotate, views=views, view_heads=args.heads, protocol=args.protocol,
-                  shard=args.shard, state=args.state, **options)
+                  weights=args.weights, shard=args.shard, state=args.state, **options)
     if args.state:
         shard = f"shard {args.shard} " if args.shard else ""
         print(f"saved the {shard}states of {', '.join(results)} to {args.state}")

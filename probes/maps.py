@@ -20,7 +20,8 @@ from probes.pooling import pool_attention, pool_vectors
 class LayerMaps:
     """Layer `layer`'s attention (and per-head context vectors, when a probe asked) for `batch`.
 
-    attention: [B,H,T,T] attention probabilities (rows: from, columns: to)
+    attention: [B,H,T,T] attention probabilities (rows: from, columns: to); in a run with weights "norm",
+               the norm-based map α_ij‖f_h(x_j)‖ instead, rows renormalised to sum to 1 (probes.norms)
     context:   [B,H,T,d] per-head context vectors softmax(QKᵀ/√d)·V before W_O, or None
     twin:      the same layer of the batch's word-shuffled twin (``batch.twin``), or None
     """

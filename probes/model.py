@@ -18,6 +18,10 @@ transformers 5.x returns no attentions under SDPA (silently), so every model is 
 ``load_encoder`` picks hooks when they give exactly the maps the outputs give, else outputs. Every
 forward pass checks that each layer's attention was captured exactly once.
 
+``layerwise`` and ``forward`` take ``weights``: "attention" (the probabilities) or "norm", the norm-based
+map of Kobayashi et al. 2020 (probes.norms: forward hooks on the value projections read each layer's values
+as it runs; the map handed on in place of the probabilities is α_ij‖f_h(x_j)‖, rows renormalised to sum to 1).
+
 A model that cannot be right is refused (InputError) before anything is scored: what a checkpoint
 folder must hold is checked first (probes.checkpoint), what was loaded after (weights that fit the
 config, tokenizer ids that fit the embedding table, attention that is finite and looks both ways).
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import inspect
 import pickle
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -36,6 +41,7 @@ from safetensors import SafetensorError
 from probes.checkpoint import check_tokenizer_files, check_weight_files, resolve_source
 from probes.defaults import default_model
 from probes.errors import InputError
+from probes.norms import NormWeights, check_weights
 
 # Families whose position ids start after the padding index (positions = pad_token_id + 1 + i).
 _OFFSET_POSITION_FAMILIES = {"roberta", "xlm-roberta", "camembert", "longformer", "xlm-roberta-xl", "data2vec-text"}
@@ -72,13 +78,16 @@ class Encoder:
 
     @torch.inference_mode()
     def layerwise(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
-                  vectors: bool = False, token_type_ids: torch.Tensor | None = None) -> None:
+                  vectors: bool = False, token_type_ids: torch.Tensor | None = None,
+                  weights: str = "attention") -> None:
         """Run the model once, calling ``on_layer(layer, attention, context)`` for layers 0..L-1 in order with
         that layer's [B,H,T,T] probabilities and [B,H,T,d] per-head context (None unless `vectors`). With
         capture "hooks" each call happens while the model runs, and the layer's maps are dropped after it.
-        token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero)."""
+        token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero).
+        weights: "attention", or "norm" to hand on the norm-based map instead (probes.norms; rows sum to 1)."""
         if self.capture == "outputs":
-            captured = self.forward(input_ids, attention_mask, vectors=vectors, token_type_ids=token_type_ids)
+            captured = self.forward(input_ids, attention_mask, vectors=vectors, token_type_ids=token_type_ids,
+                                    weights=weights)
             for layer, attention in enumerate(captured.attentions):
                 on_layer(layer, attention, None if captured.context is None else captured.context[layer])
             return
@@ -91,14 +100,17 @@ class Encoder:
                     raise InputError(f"model {self.name!r}: layer {layer}'s attention was not captured once, in "
                                      f"order (layers seen: {seen}); its attention cannot be captured")
                 seen.append(layer)
-                on_layer(layer, attention, self._heads_of(output[0]) if vectors else None)
+                on_layer(layer, attention if norms is None else norms.weigh(layer, attention),
+                         self._heads_of(output[0]) if vectors else None)
             return hook
 
+        norms = self._norm_weights(weights)
         hooks = [m.register_forward_hook(read(layer)) for layer, m in enumerate(self._self_attention)]
         hooks += [m.register_forward_pre_hook(_ask_for_attention, with_kwargs=True)
                   for m in self._self_attention if _output_attentions_position(m) is not None]
         try:
-            self._run(input_ids, attention_mask, token_type_ids, output_attentions=False)
+            with norms or nullcontext():
+                self._run(input_ids, attention_mask, token_type_ids, output_attentions=False)
         finally:
             for h in hooks:
                 h.remove()
@@ -108,10 +120,12 @@ class Encoder:
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, vectors: bool = False,
-                token_type_ids: torch.Tensor | None = None) -> Capture:
+                token_type_ids: torch.Tensor | None = None, weights: str = "attention") -> Capture:
         """Run the model once asking for every layer's maps (capture "outputs"); return the L attention maps
         (and L per-head context tensors if asked). Memory grows with L: prefer ``layerwise``.
-        token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero)."""
+        token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero).
+        weights: "attention", or "norm" for the L norm-based maps instead (probes.norms; rows sum to 1)."""
+        norms = self._norm_weights(weights)
         stash: list[torch.Tensor] = []
         hooks = []
         if vectors:
@@ -119,14 +133,17 @@ class Encoder:
                 stash.append(output[0])  # [B,T,H*d], before the output projection
             hooks = [m.register_forward_hook(keep) for m in self._self_attention]
         try:
-            out = self._run(input_ids, attention_mask, token_type_ids, output_attentions=True)
+            with norms or nullcontext():
+                out = self._run(input_ids, attention_mask, token_type_ids, output_attentions=True)
+                attentions = tuple(out.attentions or ())
+                if len(attentions) != self.layers or any(a is None or a.dim() != 4 for a in attentions):
+                    raise InputError(f"model {self.name!r} returned attention for {len(attentions)} of {self.layers} "
+                                     "layers; its attention cannot be captured")
+                if norms is not None:
+                    attentions = tuple(norms.weigh(layer, a) for layer, a in enumerate(attentions))
         finally:
             for h in hooks:
                 h.remove()
-        attentions = tuple(out.attentions or ())
-        if len(attentions) != self.layers or any(a is None or a.dim() != 4 for a in attentions):
-            raise InputError(f"model {self.name!r} returned attention for {len(attentions)} of {self.layers} layers;"
-                             " its attention cannot be captured")
         context = None
         if vectors:
             if len(stash) != self.layers:
@@ -139,6 +156,13 @@ class Encoder:
         types = {} if token_type_ids is None else {"token_type_ids": token_type_ids.to(self.device)}
         return self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
                           output_attentions=output_attentions, **types)
+
+    def _norm_weights(self, weights: str) -> NormWeights | None:
+        """The value-norm capture for weights "norm" (refused where the family's layout is unknown), else None."""
+        check_weights(weights)
+        if weights != "norm":
+            return None
+        return NormWeights(self.model, self._self_attention, self.heads, self.head_dim, self.name)
 
     def _heads_of(self, context: torch.Tensor) -> torch.Tensor:
         """[B,T,H*d] context of a self-attention module → [B,H,T,d]."""

@@ -26,6 +26,7 @@ from probes.examples import DEFAULT_SENTENCES, ExampleRecorder
 from probes.fitting import plan_fit
 from probes.maps import LayerMaps
 from probes.model import Encoder, load_encoder
+from probes.norms import check_weights
 from probes.pooling import parse_rule
 from probes.probe import Probe
 from probes.progress import progress_bar
@@ -44,7 +45,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         tokenize: str = "words", fit: str | Path | Iterable[str | Path] | None = None, fit_on: str | None = None,
         annotate: str | None = None, views: int = DEFAULT_SENTENCES, view_heads: Iterable[tuple[int, int]] = (),
         protocol: str | None = None, shard: Shard | tuple[int, int] | str | None = None,
-        state: str | Path | None = None, **options: Any) -> dict[str, ProbeResult]:
+        state: str | Path | None = None, weights: str = "attention", **options: Any) -> dict[str, ProbeResult]:
     """Score every head of `model` with each named probe on `corpus`; one forward pass feeds them all.
 
     model: a checkpoint directory or hub name (default: the packaged MiniLM).
@@ -73,6 +74,9 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     attention maps the views keep besides each label's best head.
     protocol: a named protocol (probes.protocols: "hechoi2021", "clark2019", "kovaleva2019") setting the
     pooling and the probes' options at once; a contrary `pool` or option is refused. Recorded in settings.
+    weights: what every probe reads as the attention: "attention" (the probabilities, default) or "norm",
+    the norm-based maps of Kobayashi et al. 2020, α_ij‖f_h(x_j)‖ with rows renormalised to sum to 1
+    (probes.norms). Recorded in settings as "weights".
     shard: (i, n) or "i/n": score only shard i of n, a deterministic split by sentence (see
     probes.state_files; --limit, prepare and the fit phase still see the whole corpus); the results
     are the shard's, with settings["shard"] = "i/n". state: a folder to save each probe's additive state
@@ -91,6 +95,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     _check_settings(batch_size, max_tokens, max_length, limit, pool)
     check_invalid_trees(invalid_trees)
     check_tokenize(tokenize)
+    check_weights(weights)
     shard = as_shard(shard)
     if state is not None:
         check_output_folder(state)
@@ -134,7 +139,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     unknown = unknown_words(encoder.tokenizer.unk_token_id, usable, encoded)
     unknown.warn(paths[0])
 
-    feed = Feed(encoder, pool)
+    feed = Feed(encoder, pool, weights)
     if max_tokens is None:
         longest = max(len(e.input_ids) for e in encoded)
         layers_held = 1 if encoder.capture == "hooks" else encoder.layers
@@ -162,6 +167,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                    sentences=len(encoded), skipped=skipped,
                    settings={"batch_size": batch_size, "max_tokens": max_tokens, "pool": pool, "max_length": encoder.max_length,
                              "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize,
+                             "weights": weights,
                              **({"protocol": protocol} if protocol else {}),
                              **({"fit": fit_settings} if fit_settings else {}),
                              **({"shard": str(shard)} if shard.count > 1 else {})},
@@ -195,11 +201,12 @@ class Feed:
 
     A batch and its word-shuffled twin run in one forward pass (rows concatenated, split per layer), so
     each layer of the twin arrives with the same layer of the batch. One Feed serves a whole run (fit and
-    scoring), so that an out-of-memory split is said once.
+    scoring), so that an out-of-memory split is said once. weights: what the LayerMaps' attention holds
+    (probes.norms.WEIGHT_KINDS: the probabilities, or the norm-based maps).
     """
 
-    def __init__(self, encoder: Encoder, pool: str):
-        self.encoder, self.pool = encoder, pool
+    def __init__(self, encoder: Encoder, pool: str, weights: str = "attention"):
+        self.encoder, self.pool, self.weights = encoder, pool, weights
         self.split_told = False  # whether the out-of-memory split was said on stderr
 
     @staticmethod
@@ -250,7 +257,8 @@ class Feed:
             return None if getattr(batch, name) is None else torch.cat([getattr(x, name) for x in inputs])
 
         self.encoder.layerwise(rows("input_ids"), rows("attention_mask"), on_layer,
-                               vectors=any(p.needs_vectors for p in probes), token_type_ids=rows("token_type_ids"))
+                               vectors=any(p.needs_vectors for p in probes), token_type_ids=rows("token_type_ids"),
+                               weights=self.weights)
 
 
 def _twin_seed(probes: list[Probe]) -> int | None:

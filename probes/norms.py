@@ -1,0 +1,147 @@
+"""Norm-based attention (Kobayashi et al. 2020, "Attention is Not Only a Weight"): what token j brings to
+token i through head h is ‖α_ij · f_h(x_j)‖, with f_h(x) = (x W_V^h + b_V^h) W_O^h.
+
+Shapes: B batch, T subword positions, H heads, d head size, D hidden size.
+
+W_O^h [d,D] is head h's slice of the attention output projection (rows h·d..(h+1)·d of W_O, the output
+dense layer's weight transposed); the output bias is shared by all heads and left out, as in the paper.
+Since α_ij ≥ 0 the contribution is α_ij · ‖f_h(x_j)‖: per layer, each token's per-head value vector
+v_j^h = x_j W_V^h + b_V^h [B,T,H,d], read by a forward hook on the value projection as the model computes
+it, gives norms [B,H,T] = ‖v_j^h W_O^h‖, and the map is α · norms[:, :, None, :] [B,H,T,T].
+
+Convention: every row of the map is renormalised to sum to 1 (divided by Σ_j α_ij ‖f_h(x_j)‖), so it reads
+as proportions, like the attention it replaces: the share of row i's norm-weighted input that comes from
+token j. Kobayashi et al. compare such proportions (e.g. the share on [CLS]/[SEP]), and the analyses (mass,
+entropy, ...) need rows that are distributions. The scale of ‖f_h(x)‖ itself (how much a head adds in all)
+is not kept. Padding columns stay 0 (α is 0 there).
+
+‖v W_O^h‖ is computed as ‖v R_hᵀ‖, where W_O^hᵀ = Q_h R_h is the QR factorisation of the [D,d] slice
+(Q_h's columns are orthonormal, so the norm is the same): d² instead of d·D multiplications per token and
+head, and no [B,H,T,D] tensor. R is factorised in float64 once per output projection and kept while its
+weight stays the same tensor, unmodified (``head_factors``).
+
+Families: the value projection is ``value`` (BERT, RoBERTa, ELECTRA), ``value_proj`` (DeBERTa v2) or the
+value third of each head's slice of the fused ``in_proj`` (per head [q | k | v]) plus ``v_bias`` (DeBERTa
+v1); the output projection is ``output.dense`` of the self-attention module's parent (all five). Another
+layout is refused (InputError), as is a forward pass in which a layer's values were not read exactly once.
+"""
+from __future__ import annotations
+
+import weakref
+from functools import partial
+from typing import Callable
+
+import torch
+
+from probes.errors import InputError
+
+WEIGHT_KINDS = ("attention", "norm")  # what LayerMaps.attention holds: the probabilities, or the norm-based map
+# output projection -> (its weight tensor, that tensor's version counter, R [H,d,d]) when factorised
+_FACTORS: "weakref.WeakKeyDictionary[torch.nn.Linear, tuple[torch.Tensor, int, torch.Tensor]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def check_weights(kind: str) -> None:
+    """A weights kind the runner knows (WEIGHT_KINDS), else InputError."""
+    if kind not in WEIGHT_KINDS:
+        raise InputError(f"unknown weights {kind!r}; choose one of {', '.join(WEIGHT_KINDS)}")
+
+
+def value_norms(values: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
+    """‖v_j^h W_O^h‖: values [B,T,H,d] and the heads' factors R [H,d,d] (``head_factors``) → [B,H,T]."""
+    return torch.linalg.vector_norm(torch.einsum("bthd,hed->bhte", values, factors), dim=-1)
+
+
+def norm_attention(attention: torch.Tensor, norms: torch.Tensor) -> torch.Tensor:
+    """α_ij ‖f_h(x_j)‖ with rows renormalised to sum to 1: attention [B,H,T,T], norms [B,H,T] → [B,H,T,T]."""
+    weighted = attention * norms[:, :, None, :]  # [B,H,T,T]
+    return weighted / weighted.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(weighted.dtype).tiny)
+
+
+def head_factors(output: torch.nn.Linear, heads: int, head_dim: int) -> torch.Tensor:
+    """R [H,d,d] with W_O^hᵀ = Q_h R_h, from the output projection (weight [D,H·d], y = x Wᵀ + b), so that
+    ‖v W_O^h‖ = ‖v R_hᵀ‖ for any v [d]. Kept per projection until its weight is replaced or changed in place
+    (the tensor's version counter), since a batched float64 QR costs more than a forward pass on CPU."""
+    weight = output.weight  # [D,H*d]
+    kept = _FACTORS.get(output)
+    if kept is not None and kept[0] is weight and kept[1] == weight._version and kept[2].shape[:2] == (heads, head_dim):
+        return kept[2]
+    slices = weight.detach().double().view(weight.shape[0], heads, head_dim).permute(1, 0, 2)  # [H,D,d] = W_O^hᵀ
+    factors = torch.linalg.qr(slices, mode="r").R.to(weight.dtype)  # [H,d,d]
+    _FACTORS[output] = (weight, weight._version, factors)
+    return factors
+
+
+class NormWeights:
+    """Context manager: while active, a forward hook on each layer's value projection keeps that layer's
+    value norms [B,H,T]; ``weigh(layer, attention)`` turns the layer's attention [B,H,T,T] into the
+    norm-based map and drops them, so at most the layers not yet weighed are held (one, layer by layer).
+
+        with NormWeights(model, modules, heads, head_dim, name) as norms:
+            model(...)   # inside the self-attention hook of layer l: norms.weigh(l, attention)
+
+    modules: the L self-attention modules in layer order (``probes.model.self_attention_modules``).
+    Refuses (InputError, one line) a model whose value or output projection is not found.
+    """
+
+    def __init__(self, model: torch.nn.Module, modules: list[torch.nn.Module], heads: int, head_dim: int, name: str):
+        self.name = name
+        self.parts = [_layer_parts(model, m, heads, head_dim, name) for m in modules]  # per layer (projection, read, R)
+        self.norms: dict[int, torch.Tensor] = {}  # layer -> [B,H,T], read but not yet weighed
+        self._handles: list = []
+
+    def __enter__(self) -> "NormWeights":
+        for layer, (projection, _, _) in enumerate(self.parts):
+            self._handles.append(projection.register_forward_hook(partial(self._keep, layer)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self.norms.clear()
+
+    def _keep(self, layer: int, _module, _inputs, output: torch.Tensor) -> None:
+        if layer in self.norms:
+            raise InputError(f"model {self.name!r}: layer {layer}'s value projection ran twice in one forward pass; "
+                             "norm-based weights cannot be computed")
+        _, read, factors = self.parts[layer]
+        self.norms[layer] = value_norms(read(output), factors.to(device=output.device, dtype=output.dtype))
+
+    def weigh(self, layer: int, attention: torch.Tensor) -> torch.Tensor:
+        """Layer `layer`'s norm-based map [B,H,T,T] (rows sum to 1) from its attention [B,H,T,T]."""
+        norms = self.norms.pop(layer, None)  # [B,H,T]
+        if norms is None or norms.shape != attention.shape[:3]:
+            raise InputError(f"model {self.name!r}: layer {layer}'s value vectors were not read with its attention; "
+                             "norm-based weights cannot be computed")
+        return norm_attention(attention, norms.to(attention.dtype))
+
+
+def _layer_parts(model: torch.nn.Module, module: torch.nn.Module, heads: int, head_dim: int,
+                 name: str) -> tuple[torch.nn.Module, Callable[[torch.Tensor], torch.Tensor], torch.Tensor]:
+    """A self-attention module's value projection, the function turning its output into values [B,T,H,d],
+    and the output projection's factors R [H,d,d]."""
+    refuse = InputError(f"model {name!r} ({type(module).__name__}): norm-based weights need each layer's value "
+                        "projection and attention output projection, found only for BERT, RoBERTa, ELECTRA and "
+                        "DeBERTa v1/v2 layouts")
+    parent = _parent(model, module)
+    output = getattr(getattr(parent, "output", None), "dense", None)
+    if not isinstance(output, torch.nn.Linear) or output.weight.shape[1] != heads * head_dim:
+        raise refuse
+    factors = head_factors(output, heads, head_dim)
+    for attribute in ("value", "value_proj"):  # BERT, RoBERTa, ELECTRA / DeBERTa v2
+        projection = getattr(module, attribute, None)
+        if isinstance(projection, torch.nn.Linear) and projection.out_features == heads * head_dim:
+            return projection, lambda out: out.unflatten(-1, (heads, head_dim)), factors
+    projection, bias = getattr(module, "in_proj", None), getattr(module, "v_bias", None)
+    if isinstance(projection, torch.nn.Linear) and bias is not None and projection.out_features == 3 * heads * head_dim:
+        def fused(out: torch.Tensor) -> torch.Tensor:  # [B,T,3·H·d], per head [q | k | v] → [B,T,H,d]
+            return out.unflatten(-1, (heads, 3 * head_dim))[..., 2 * head_dim:] + bias.view(heads, head_dim)
+        return projection, fused, factors
+    raise refuse
+
+
+def _parent(model: torch.nn.Module, module: torch.nn.Module) -> torch.nn.Module | None:
+    """The module holding `module` as a direct child (None for the root or a module not in `model`)."""
+    path = next((n for n, m in model.named_modules() if m is module), "")
+    return model.get_submodule(path.rpartition(".")[0]) if path else None
