@@ -141,7 +141,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
 
     feed = Feed(encoder, pool, weights)
     if max_tokens is None:
-        longest = max(len(e.input_ids) for e in encoded)
+        longest = max((len(e.input_ids) for e in encoded), default=encoder.max_length)  # an empty shard: any
         layers_held = 1 if encoder.capture == "hooks" else encoder.layers
         max_tokens = feed.rows(active) * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim, longest,
                                                          free_memory(encoder.device), layers_held)

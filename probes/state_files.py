@@ -120,6 +120,11 @@ def tokenizer_sha256(tokenizer) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# settings that only decide how sentences are batched and where they run: shards may differ in them (the
+# default token budget follows each machine's free memory); scores move by float32 rounding at most
+BATCHING = ("batch_size", "max_tokens", "device")
+
+
 def state_file_name(probe: str, shard: Shard) -> str:
     return f"{probe}.{shard.index}-of-{shard.count}{STATE_SUFFIX}"
 
@@ -137,7 +142,7 @@ def save_states(directory: str | Path, probes: list[Probe], info: RunInfo, part:
         "model_weights_sha256": info.provenance.get("model_weights_sha256") or f"unknown (model {info.model})",
         "tokenizer_sha256": tokenizer_sha256(tokenizer),
         "corpus_sha256": [info.provenance["corpus_sha256"][f] for f in info.corpus],
-        **{k: v for k, v in info.settings.items() if k not in ("fit", "shard")},
+        **{k: v for k, v in info.settings.items() if k not in ("fit", "shard", *BATCHING)},
         "fit": None if fit is None else {**{k: v for k, v in fit.items() if k != "corpus"},
                                          "corpus_sha256": [sha256(f) for f in fit["corpus"]]},
         "corpus_sentences": part.corpus_sentences, "corpus_digest": part.corpus_digest,

@@ -6,7 +6,8 @@ rounding (the shards' sums are added in another order: relative differences of 1
 The runs go one sentence a batch: in a batch of several, a sentence's float32 attention depends on
 the batch's padding at 1e-8 (as with another --batch-size), which moves the float-valued analyses
 (entropy, head_distance) by that much; one sentence a batch isolates what the merge itself does.
-Not compared: seg's "examples" (the sentences kept for `probes show`, no score), which each shard
+Not compared: the batching settings (batch size, token budget, device), the per-sentence views, and
+seg's "examples" (the sentences kept for `probes show`, no score), which each shard
 keeps as its own first N sentences, numbered within the shard (a known gap: see the README).
 Merge refuses states that do not agree (another model, option, corpus file) naming the field, and
 shards that overlap or are missing; a bad --shard exits 2 with one line; nothing is written on refusal.
@@ -24,12 +25,13 @@ import torch
 
 import probes
 from probe_corpora import BUNDLED, CORPORA, LIMIT, excerpt
+from probes.builtin.dep import DependencyProbe
 from probes.checkpoint import weights_sha256
 from probes.cli import main
 from probes.corpus import read_corpus
 from probes.defaults import bundled_corpus
 from probes.provenance import sha256
-from probes.state_files import Shard, parse_shard, sentence_key, split
+from probes.state_files import BATCHING, Shard, parse_shard, sentence_key, split
 from tiny_models import build_tiny_model
 
 SHARDS = (1, 2, 7)
@@ -89,7 +91,8 @@ def _reported(result) -> dict:
     """Everything a result reports but its provenance: counts, score grids, baselines, extras, settings."""
     i = result.info
     return {"model": i.model, "corpus": i.corpus, "layers": i.layers, "heads": i.heads, "sentences": i.sentences,
-            "skipped": i.skipped, "notes": i.notes, "settings": i.settings, "options": result.options,
+            "skipped": i.skipped, "notes": i.notes, "options": result.options,
+            "settings": {k: v for k, v in i.settings.items() if k not in BATCHING},  # the token budget follows free memory
             "labels": {k: {"count": v.count, "scores": v.scores, **v.extra} for k, v in result.labels.items()},
             "overall": {"count": result.overall.count, "scores": result.overall.scores, **result.overall.extra},
             "baselines": result.baselines, "extra": result.extra}
@@ -138,9 +141,8 @@ def test_merged_shards_give_the_unsharded_run(name, n, sharded):
     if n > 1:  # the sentences were really split
         assert sum(k > 0 for k in per_shard) > 1, per_shard
     reported = [_reported(expected), _reported(result)]
-    if name == "seg":  # the example sentences of `probes show`: each shard's first ones (see the docstring)
-        for r in reported:
-            r["extra"] = {k: v for k, v in r["extra"].items() if k != "examples"}
+    for r in reported:  # seg's examples and the per-sentence views: each shard's first sentences (see the docstring)
+        r["extra"] = {k: v for k, v in r["extra"].items() if k not in ("examples", "sentence_views")}
     _same(*reported, f"{name} N={n}")
 
 
@@ -170,7 +172,8 @@ def test_state_files(tiny, tmp_path):
     _shard(tiny[0], "1/2", tmp_path / "s", corpus=str(corpus), subtypes=True)
     data = torch.load(tmp_path / "s" / "dep.1-of-2.state.pt", weights_only=True)
     fp = data["fingerprint"]
-    assert (fp["probe"], fp["options"], fp["shards"], data["shard"]) == ("dep", {"subtypes": True}, 2, 1)
+    assert (fp["probe"], fp["options"]["subtypes"], fp["shards"], data["shard"]) == ("dep", True, 2, 1)
+    assert fp["options"] == DependencyProbe(1, 1, subtypes=True).config
     assert fp["model_weights_sha256"] == weights_sha256(str(tiny[0]))
     assert fp["corpus_sha256"] == [sha256(str(corpus))] and fp["corpus_sentences"] == 6
     assert (fp["pool"], fp["tokenize"], fp["limit"], fp["probes_version"]) == ("mean-sum", "words", 6,
