@@ -75,7 +75,7 @@ def same(a, b, where: str) -> None:
         assert isinstance(b, dict) and a.keys() == b.keys(), where
         for k in a:
             same(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, (np.ndarray, list, tuple)) and np.asarray(a).dtype.kind in "fiub":
+    elif isinstance(a, (np.ndarray, list, tuple)) and _numeric(a):
         np.testing.assert_allclose(np.asarray(b, dtype=float), np.asarray(a, dtype=float), rtol=0, atol=1e-6,
                                    equal_nan=True, err_msg=where)
     elif isinstance(a, (list, tuple)):
@@ -88,6 +88,14 @@ def same(a, b, where: str) -> None:
         assert abs(a - b) <= 1e-6, (where, a, b)
     else:
         assert a == b, (where, a, b)
+
+
+def _numeric(a) -> bool:
+    """Whether `a` is a rectangular array of numbers (a ragged list, e.g. per-sentence views, is not)."""
+    try:
+        return np.asarray(a).dtype.kind in "fiub"
+    except ValueError:
+        return False
 
 
 def grids(result) -> dict:
