@@ -57,7 +57,7 @@ def test_every_analysis_ran_on_the_same_sentences(runs):
     assert sorted(p.name for p in (runs / "plots").iterdir()) == [
         "head_distance-dendrogram.png", "head_distance-layout.png", "head_distance-matrix.png",
         "head_distance-nearest.png", "head_distance-overall.png", "head_distance.png"]
-    assert (runs / "similarity" / "similarity-overall.png").exists()
+    assert (runs / "similarity" / "similarity.png").exists()
     assert (runs / "similarity" / "similarity-change.png").exists()
 
 

@@ -40,7 +40,7 @@ def test_cli_end_to_end(family, tiny_model, tmp_path, capsys):
     for entry in [data["overall"], *data["labels"].values()]:
         grid = np.array(entry["scores"], dtype=float)
         assert grid.shape == (2, 4) and np.all((grid >= 0) & (grid <= 1))
-    assert (out / "dep.csv").exists() and (out / "dep-overall.png").exists()
+    assert (out / "dep.csv").exists() and (out / "dep.png").exists()  # the overview figure
     assert data["provenance"]["model_type"] == family
 
 

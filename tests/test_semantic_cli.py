@@ -66,7 +66,7 @@ def up_run(up_dev, tmp_path_factory):
 @pytest.fixture(scope="module")
 def frames_run(framenet, tmp_path_factory):
     out = tmp_path_factory.mktemp("frames")
-    assert main(["run", "frames", "--corpus", str(framenet), "--out", str(out), "--quiet"]) == 0
+    assert main(["run", "frames", "--corpus", str(framenet), "--out", str(out), "--quiet", "--plots", "labels"]) == 0
     return out
 
 
@@ -137,7 +137,7 @@ def test_frames_on_all_framenet_documents(frames_run):
     extra = result.overall.extra
     assert (result.overall.scores >= np.maximum(extra["weight_target_to_fe"], extra["weight_fe_to_target"])).all()
     assert sorted(p.name for p in frames_run.glob("*.png")) == [
-        "frames-Agent.png", "frames-Figure.png", "frames-Theme.png", "frames-overall.png"]
+        "frames-Agent.png", "frames-Figure.png", "frames-Theme.png", "frames-overall.png", "frames.png"]
 
 
 @pytest.fixture(scope="module")
