@@ -128,17 +128,28 @@ def _layer_parts(model: torch.nn.Module, module: torch.nn.Module, heads: int, he
     output = getattr(getattr(parent, "output", None), "dense", None)
     if not isinstance(output, torch.nn.Linear) or output.weight.shape[1] != heads * head_dim:
         raise refuse
-    factors = head_factors(output, heads, head_dim)
+    found = value_reader(module, heads, head_dim)
+    if found is None:
+        raise refuse
+    return (*found, head_factors(output, heads, head_dim))
+
+
+def value_reader(module: torch.nn.Module, heads: int, head_dim: int
+                 ) -> tuple[torch.nn.Linear, Callable[[torch.Tensor], torch.Tensor]] | None:
+    """A self-attention module's value projection, and the function turning its output into the per-head
+    value vectors [B,T,H,d] (x W_V^h + b_V^h); None for a layout other than BERT's, RoBERTa's, ELECTRA's
+    (``value``), DeBERTa v2's (``value_proj``) and DeBERTa v1's (the fused ``in_proj``, per head [q | k | v],
+    plus ``v_bias``)."""
     for attribute in ("value", "value_proj"):  # BERT, RoBERTa, ELECTRA / DeBERTa v2
         projection = getattr(module, attribute, None)
         if isinstance(projection, torch.nn.Linear) and projection.out_features == heads * head_dim:
-            return projection, lambda out: out.unflatten(-1, (heads, head_dim)), factors
+            return projection, lambda out: out.unflatten(-1, (heads, head_dim))
     projection, bias = getattr(module, "in_proj", None), getattr(module, "v_bias", None)
     if isinstance(projection, torch.nn.Linear) and bias is not None and projection.out_features == 3 * heads * head_dim:
         def fused(out: torch.Tensor) -> torch.Tensor:  # [B,T,3·H·d], per head [q | k | v] → [B,T,H,d]
             return out.unflatten(-1, (heads, 3 * head_dim))[..., 2 * head_dim:] + bias.view(heads, head_dim)
-        return projection, fused, factors
-    raise refuse
+        return projection, fused
+    return None
 
 
 def _parent(model: torch.nn.Module, module: torch.nn.Module) -> torch.nn.Module | None:

@@ -34,6 +34,7 @@ from typing import Callable
 import torch
 
 from probes.errors import InputError
+from probes.norms import value_reader
 
 MODES = ("zero", "uniform")
 
@@ -133,19 +134,10 @@ class HeadMasker:
 
 
 def _value_reader(module: torch.nn.Module, heads: int, head_dim: int) -> tuple[torch.nn.Module, Callable]:
-    """The submodule whose output holds the value vectors, and a function turning that output into [B,T,H,d]."""
-    def per_head(_module, out):
-        return out.reshape(*out.shape[:2], heads, head_dim)
-
-    for name in ("value", "value_proj"):  # BERT, RoBERTa, ELECTRA / DeBERTa-v2
-        projection = getattr(module, name, None)
-        if isinstance(projection, torch.nn.Linear):
-            return projection, per_head
-    projection, bias = getattr(module, "in_proj", None), getattr(module, "v_bias", None)
-    if isinstance(projection, torch.nn.Linear) and bias is not None:  # DeBERTa v1: per head [q | k | v]
-        def deberta_values(_module, out):
-            qkv = out.reshape(*out.shape[:2], heads, 3 * head_dim)
-            return qkv[..., 2 * head_dim:] + bias.view(heads, head_dim)
-        return projection, deberta_values
-    raise InputError(f"uniform masking needs the value projection, and {type(module).__name__} has none this "
-                     "tool knows (value, value_proj, in_proj); use mode zero")
+    """The submodule whose output holds the value vectors, and a function (module, output) → values [B,T,H,d]."""
+    found = value_reader(module, heads, head_dim)
+    if found is None:
+        raise InputError(f"uniform masking needs the value projection, and {type(module).__name__} has none this "
+                         "tool knows (value, value_proj, in_proj); use mode zero")
+    projection, read = found
+    return projection, lambda _module, out: read(out)
