@@ -59,3 +59,15 @@ def sentence(words: list[str], head: list[int] | None = None, deprel: list[str] 
     if deprel is not None:
         ann["deprel"] = deprel
     return Sentence(words=words, ann=ann)
+
+
+# A two-sentence treebank batch for the tree probes' hand-built tests (dep, trees).
+# "The playing cat": [CLS] The play ##ing cat [SEP] (positions 0..5); arcs The -det-> cat (1→3),
+# playing -amod-> cat (2→3), cat -root-> [CLS] (3→0). "Hi": [CLS] Hi [SEP]; arc Hi -root-> [CLS] (1→0).
+CAT = sentence(["The", "playing", "cat"], head=[3, 3, 0], deprel=["det", "amod", "root"])
+HI = sentence(["Hi"], head=[0], deprel=["root"])
+CAT_COLUMNS = [0, 1, 2, 2, 3, E]
+HI_COLUMNS = [0, 1, E]
+# A perfect dependent→head head: each word's subwords look at its head's subword, the root at [CLS].
+CAT_TO_HEADS = attention(6, {1: {4: 1.0}, 2: {4: 1.0}, 3: {4: 1.0}, 4: {0: 1.0}})
+HI_TO_HEADS = attention(3, {1: {0: 1.0}})

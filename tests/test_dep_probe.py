@@ -8,20 +8,16 @@ import torch
 from probes.builtin.dep import OFFSETS, DependencyProbe
 from probes.maps import LayerMaps
 from probes.results import RunInfo
-from helpers import E, attention, batch, feed, sentence
+from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
 from state_checks import check_state, info, two_layers
 
 # Sentence 1: "The playing cat", tokens [CLS] The play ##ing cat [SEP] (positions 0..5).
 #   arcs: The -det-> cat (1→3), playing -amod-> cat (2→3), cat -root-> [CLS] (3→0)
 # Sentence 2: "Hi", tokens [CLS] Hi [SEP]; arc Hi -root-> [CLS] (1→0).
-S1 = sentence(["The", "playing", "cat"], head=[3, 3, 0], deprel=["det", "amod", "root"])
-S2 = sentence(["Hi"], head=[0], deprel=["root"])
-C1 = [0, 1, 2, 2, 3, E]
-C2 = [0, 1, E]
+S1, S2, C1, C2 = CAT, HI, CAT_COLUMNS, HI_COLUMNS  # see tests/helpers.py
 
 # Head 0 is a perfect dependent→head head: each word's subwords look at its head's subword, the root at [CLS].
-H0_S1 = attention(6, {1: {4: 1.0}, 2: {4: 1.0}, 3: {4: 1.0}, 4: {0: 1.0}})
-H0_S2 = attention(3, {1: {0: 1.0}})
+H0_S1, H0_S2 = CAT_TO_HEADS, HI_TO_HEADS
 # Head 1 puts most weight on [SEP] (column never a target); the argmax is taken over the rest:
 #   The   (pos 1): 0.7 SEP + 0.3 on "play"                 → pred = playing (2)  det wrong
 #   playing (pos 2, 3): 0.6 SEP + 0.4 The / 0.5 SEP + 0.5 cat; mean row: The 0.20, cat 0.25 → pred = cat (3)

@@ -6,22 +6,18 @@ import pytest
 
 from probes.builtin.trees.probe import TreesProbe
 from probes.errors import InputError
-from helpers import E, attention, batch, feed, sentence
+from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
 from state_checks import assert_same, check_state, info, two_layers
 
 # Sentence 1: "The playing cat", tokens [CLS] The play ##ing cat [SEP] (positions 0..5); gold heads [3, 3, 0].
 # Sentence 2: "Hi", tokens [CLS] Hi [SEP]; gold head [0]. Four gold arcs in all.
-S1 = sentence(["The", "playing", "cat"], head=[3, 3, 0], deprel=["det", "amod", "root"])
-S2 = sentence(["Hi"], head=[0], deprel=["root"])
-C1 = [0, 1, 2, 2, 3, E]
-C2 = [0, 1, E]
+S1, S2, C1, C2 = CAT, HI, CAT_COLUMNS, HI_COLUMNS  # see tests/helpers.py
 
 # Head 0 looks from each word at its gold head ([CLS] for cat); word level (rows mean, columns sum):
 # A[The, cat] = A[playing, cat] = A[cat, CLS] = 1. Directed arc scores S[h, d] = A[d, h]: 3→1, 3→2, 0→3 score 1,
 # every other arc 0: the one tree of score 3 is gold, [3, 3, 0]. Symmetric: the same three pairs score 0.5 each
 # way, and only 0→3 of the root arcs scores: again [3, 3, 0]. Every variant: S1 all right.
-H0_S1 = attention(6, {1: {4: 1.0}, 2: {4: 1.0}, 3: {4: 1.0}, 4: {0: 1.0}})
-H0_S2 = attention(3, {1: {0: 1.0}})
+H0_S1, H0_S2 = CAT_TO_HEADS, HI_TO_HEADS
 # Head 1 looks at the previous token: The → CLS, play → The, ##ing → play, cat → ##ing. Word level:
 # A[The, CLS] = 1, A[playing, The] = 0.5 (and 0.5 on itself), A[cat, playing] = 1. Directed: 0→1 (1), 1→2 (0.5),
 # 2→3 (1) are the only positive arcs: tree [0, 1, 2]. Symmetric: 0→1 0.5, 1–2 0.25, 2–3 0.5; root→1 then the
