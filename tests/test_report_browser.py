@@ -114,8 +114,20 @@ def test_report_in_chromium(report, browser, tmp_path):
     assert margins == sorted(margins, reverse=True)
     browser.find_element(By.CSS_SELECTOR, '#labels tr[data-label="det"]').click()
     assert browser.find_element(By.ID, "grids-title").text == "dep: det"
+    # across models: a line per label (overall and the 10 most frequent), one point per model; the label picked
+    # in the table is the highlighted line, and clicking another line's name picks that label
+    series = browser.find_elements(By.CSS_SELECTOR, "#across g.series")
+    assert len(series) == int(browser.find_element(By.CSS_SELECTOR, "#across svg").get_attribute("data-series")) == 11
+    assert all(len(s.find_elements(By.CSS_SELECTOR, "circle")) == 2 for s in series)
+    assert [s.get_attribute("data-label") for s in series if "on" in s.get_attribute("class").split()] == ["det"]
+    series[0].find_element(By.CSS_SELECTOR, "text").click()
+    assert browser.find_element(By.ID, "grids-title").text == "dep: overall"
+    browser.find_element(By.CSS_SELECTOR, '#probes button[data-probe="mass"]').click()
+    assert browser.find_elements(By.CSS_SELECTOR, "#across g.series")
+    browser.find_element(By.CSS_SELECTOR, '#probes button[data-probe="dep"]').click()
 
-    for name, selector in (("report", "body"), ("report-grids", "#grids-panel"), ("report-sentence", "#sentence-panel")):
+    for name, selector in (("report", "body"), ("report-grids", "#grids-panel"), ("report-sentence", "#sentence-panel"),
+                           ("report-across", "#across-panel")):
         png = browser.find_element(By.CSS_SELECTOR, selector).screenshot_as_png
         (out / f"{name}.png").write_bytes(png)
         not_blank(png)

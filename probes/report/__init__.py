@@ -10,7 +10,8 @@ of the chosen label for every model, and with several models the delta grid agai
 hovering a cell shows its score, other grids (directions, intervals where a probe has them), count and
 baseline; clicking it shows that head's details and its per-sentence view (probes.examples): the attention
 map as lines between the words (like bertviz's head view) and, for dep and srl, the gold arcs above the
-sentence, green where the head gets them and red where not, with the head's argmax arcs below.
+sentence, green where the head gets them and red where not, with the head's argmax arcs below. With several
+models (a study's checkpoints, in the order given), a chart of each label's best-head score against the model.
 
 Data is embedded once as JSON; per-sentence argmax columns and attention maps as the results keep them (base64,
 see probes.examples), each sentence's maps stored once per model even when several probes kept them.

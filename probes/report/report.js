@@ -95,7 +95,7 @@
         `<td class="num">${r.baseline === null ? "–" : fmt(r.baseline) + off}</td>` +
         `<td class="num">${r.margin === null ? "–" : (r.margin >= 0 ? "+" : "") + r.margin.toFixed(3)}</td>`;
       tr.firstChild.textContent = r.name;
-      tr.onclick = () => { state.label = r.name; labels(); grids(); };
+      tr.onclick = () => { state.label = r.name; labels(); grids(); across(); };
       body.appendChild(tr);
     });
     document.querySelectorAll("#labels th").forEach(th => {
@@ -344,9 +344,59 @@
     return svg;
   }
 
+  // ---- across models (a study's checkpoints): each label's best-head score against the model ----------
+  const PALETTE = ["#263238", "#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#ad1457",
+                   "#4e342e", "#558b2f", "#283593"];
+  function acrossSeries() {
+    const first = models.findIndex(x => x.probes[state.probe]);
+    const p = probeOf(first);
+    const names = ["overall", ...p.labels.slice().sort((a, b) => b.count - a.count).map(l => l.name)].slice(0, 11);
+    if (!names.includes(state.label)) names.push(state.label);
+    return names.map(name => ({ name, points: models.map((_, m) => {
+      const label = labelOf(m, name), b = label ? best(label.scores) : null;
+      return b ? { m, v: b.v, head: `L${b.l}-H${b.h}`, count: label.count } : null;
+    }) }));
+  }
+  function across() {
+    const box = $("across");
+    box.innerHTML = "";
+    $("across-panel").style.display = models.length > 1 ? "" : "none";
+    if (models.length < 2) return;
+    const series = acrossSeries();
+    const values = series.flatMap(s => s.points.filter(p => p).map(p => p.v));
+    const lo = Math.min(0, ...values), hi = Math.max(1e-9, ...values);
+    const left = 90, top = 10, width = Math.max(320, 110 * (models.length - 1)), height = 220, legend = 170;
+    const x = m => left + (models.length === 1 ? 0 : m * width / (models.length - 1));
+    const y = v => top + height - (v - lo) / (hi - lo) * height;
+    const svg = el("svg", { width: left + width + legend + 20, height: top + height + 40, "data-series": series.length });
+    [lo, (lo + hi) / 2, hi].forEach(v => {
+      el("line", { x1: left, x2: left + width, y1: y(v), y2: y(v), stroke: "#ddd" }, svg);
+      el("text", { x: left - 6, y: y(v) + 4, "text-anchor": "end" }, svg).textContent = fmt(v);
+    });
+    models.forEach((model, m) => {
+      const t = el("text", { x: x(m), y: top + height + 18, "text-anchor": "middle" }, svg);
+      t.textContent = `${String.fromCharCode(65 + m)}: ${model.name}`.slice(0, 22);
+    });
+    series.forEach((s, i) => {
+      const colour = PALETTE[i % PALETTE.length];
+      const g = el("g", { class: "series" + (s.name === state.label ? " on" : ""), "data-label": s.name }, svg);
+      const pts = s.points.filter(p => p);
+      el("path", { d: pts.map((p, k) => `${k ? "L" : "M"}${x(p.m)},${y(p.v)}`).join(""), fill: "none", stroke: colour,
+                   "stroke-width": 1.6 }, g);
+      pts.forEach(p => {
+        const c = el("circle", { cx: x(p.m), cy: y(p.v), r: 3, fill: colour }, g);
+        el("title", {}, c).textContent = `${s.name} · ${models[p.m].name}: best ${p.head} ${fmt(p.v)} (n=${p.count})`;
+      });
+      const t = el("text", { x: left + width + 16, y: top + 12 + 15 * i, fill: colour }, g);
+      t.textContent = s.name;
+      g.onclick = () => { state.label = s.name; labels(); grids(); across(); };
+    });
+    box.appendChild(svg);
+  }
+
   function all() {
     document.querySelectorAll("#probes button").forEach(b => b.classList.toggle("on", b.dataset.probe === state.probe));
-    labels(); grids(); sentences();
+    labels(); grids(); across(); sentences();
   }
   header();
   all();
