@@ -6,6 +6,7 @@ trained on dev and evaluated on test. The checkpoint is a BertForSequenceClassif
 id2label set, ready for ``probes ablate classify --label-from sent_id-prefix``.
 
     python benchmarks/finetune_genre.py --out results/genre-minilm
+    python benchmarks/finetune_genre.py --out results/genre-trajectory --save-every 126   # + step-0000 ... step-0378
     probes ablate classify --model results/genre-minilm \
         --corpus ../shared/corpora/ud-english-ewt/en_ewt-ud-test.conllu --label-from sent_id-prefix \
         --sweep heads --sweep layers --out results/genre-ablation
@@ -32,8 +33,11 @@ GENRES = ("answers", "email", "newsgroup", "reviews", "weblog")
 
 
 def fine_tune(out: Path, *, train: Path, epochs: int = 3, lr: float = 1e-4, batch_size: int = 16,
-              max_length: int = 128, seed: int = 0, base: str | None = None) -> dict:
-    """Train on `train` (CoNLL-U, genre = sent_id prefix), save the checkpoint in `out`; return timings."""
+              max_length: int = 128, seed: int = 0, base: str | None = None, save_every: int = 0) -> dict:
+    """Train on `train` (CoNLL-U, genre = sent_id prefix), save the checkpoint in `out`; return timings.
+
+    save_every K > 0: also save the trajectory, ``out/step-NNNN`` every K optimizer steps, step 0 being the
+    packaged encoder (with the new, untrained classifier layer) and the last step the final model."""
     import transformers
 
     transformers.utils.logging.set_verbosity_error()
@@ -52,6 +56,17 @@ def fine_tune(out: Path, *, train: Path, epochs: int = 3, lr: float = 1e-4, batc
     schedule = transformers.get_linear_schedule_with_warmup(optimizer, steps // 10, steps)
     generator = torch.Generator().manual_seed(seed)
     model.train()
+    saved = []
+
+    def save_step(step: int) -> None:
+        if save_every > 0 and (step % save_every == 0 or step == steps):
+            where = out / f"step-{step:04d}"
+            model.save_pretrained(where)
+            tokenizer.save_pretrained(where)
+            saved.append(where.name)
+
+    step = 0
+    save_step(step)
     started = time.perf_counter()
     lengths = [len(ids) for ids in enc["input_ids"]]
     for epoch in range(epochs):
@@ -66,6 +81,8 @@ def fine_tune(out: Path, *, train: Path, epochs: int = 3, lr: float = 1e-4, batc
             schedule.step()
             optimizer.zero_grad()
             total += loss.item() * len(picked)
+            step += 1
+            save_step(step)
         elapsed = time.perf_counter() - started
         print(f"epoch {epoch + 1}/{epochs}: mean loss {total / len(examples):.4f} ({elapsed:.0f}s)", flush=True)
     model.eval()
@@ -73,7 +90,7 @@ def fine_tune(out: Path, *, train: Path, epochs: int = 3, lr: float = 1e-4, batc
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return {"train_sentences": len(examples), "epochs": epochs, "steps": steps,
-            "train_seconds": round(time.perf_counter() - started, 1)}
+            "train_seconds": round(time.perf_counter() - started, 1), **({"trajectory": saved} if saved else {})}
 
 
 def _length_buckets(lengths: list[int], batch_size: int, generator: torch.Generator) -> list[list[int]]:
@@ -107,9 +124,11 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--save-every", type=int, default=0, metavar="K",
+                        help="also save OUT/step-NNNN every K steps (step 0: the packaged encoder; 126 steps = 1 epoch)")
     args = parser.parse_args()
     report = fine_tune(args.out, train=args.corpora / "en_ewt-ud-dev.conllu", epochs=args.epochs, lr=args.lr,
-                       batch_size=args.batch_size, seed=args.seed)
+                       batch_size=args.batch_size, seed=args.seed, save_every=args.save_every)
     report.update(evaluate(args.out, args.corpora / "en_ewt-ud-test.conllu"))
     (args.out / "finetune.json").write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1))
