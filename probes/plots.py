@@ -3,7 +3,7 @@ overview of many grids as small multiples in one picture.
 
 Drawing is most of the cost of a figure, so the many-grid paths never build a figure per grid: ``heatmap_pngs``
 reuses one figure (new data, limits, title and box per grid) and ``overview_png`` tiles every grid into one
-image drawn by a single ``imshow``.
+image drawn by a single ``imshow``. ``lines_png`` draws values against checkpoints (a study's best-head scores).
 """
 from __future__ import annotations
 
@@ -108,6 +108,29 @@ def overview_png(grids: list[Grid], title: str, *, cmap: str = "viridis") -> byt
         ax.text(left - 0.5, top - 0.8, grid.title, fontsize=6.5, va="bottom", ha="left", clip_on=False)
     ax.set_axis_off()
     fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    data = png_bytes(fig)
+    plt.close(fig)
+    return data
+
+
+def lines_png(series: dict[str, list[float]], xticks: list[str], title: str, *, xlabel: str = "checkpoint",
+              ylabel: str = "best-head score") -> bytes:
+    """A line chart: each series (a label: one value per x position, NaN where it has none) against the
+    positions 0..n-1 named by `xticks` (e.g. a study's checkpoints, each label's best-head score), the first
+    series drawn thick and black (e.g. "overall"), a legend on the right."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(xticks) + 3.5), 3.6), dpi=100)
+    x = np.arange(len(xticks))
+    for i, (name, values) in enumerate(series.items()):
+        style = {"color": "black", "linewidth": 2.4} if i == 0 else {"linewidth": 1.3}
+        ax.plot(x, np.asarray(values, dtype=float), marker="o", markersize=3, label=name, **style)
+    ax.set_xticks(x, xticks, rotation=30 if max(map(len, xticks), default=0) > 10 else 0, ha="right", fontsize=7)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     data = png_bytes(fig)
