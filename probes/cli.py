@@ -30,6 +30,7 @@ examples:
   probes run dep                                   # bundled EWT sample + packaged MiniLM
   probes run dep --model bert-base-cased --corpus en_ewt-ud-test.conllu --out results/
   probes run dep --model ./my-finetuned-checkpoint --corpus dev.conllu --batch-size 64 --subtypes
+  probes run dep --model ./base --model ./tuned --out results/   # results/base/, results/tuned/ (a small study)
 
 Several probes in one run share one forward pass. Sentences longer than the model accepts are
 skipped and counted (never cut). Results: DIR/<probe>.json, .csv and an overview figure DIR/<probe>.png

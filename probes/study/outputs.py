@@ -2,7 +2,7 @@
 table of the whole study (``study.parquet``, ``study.csv``) and ``study.json``.
 
 A model's results for a corpus group are rewritten only when the units they are merged from changed
-(their keys, recorded in study.json, differ) or a file is missing; the table and study.json only when
+(their keys, recorded in study.json, differ), the figures asked for changed, or a file is missing; the table and study.json only when
 something else was written or they are missing: a study run again unchanged rewrites nothing.
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ def results(spec: StudySpec, units: list[Unit], store: UnitStore, out: Path, bef
     for model in spec.models:
         for index, group in enumerate(spec.groups):
             mine = [u for u in units if u.model == model and u.group_index == index]
-            digest = hashlib.sha256(" ".join(u.key for u in mine).encode()).hexdigest()
+            digest = hashlib.sha256(" ".join([*(u.key for u in mine), f"plots={plots}"]).encode()).hexdigest()
             files = [out / model.name / f"{p}.json" for p in group.probes]
             pair = f"{model.name}/{index}"
             if before.get("results", {}).get(pair) == digest and all(f.is_file() for f in files):

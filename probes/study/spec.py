@@ -26,6 +26,7 @@ path (``corpora[1].probes``).
 from __future__ import annotations
 
 import glob as globbing
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -144,7 +145,7 @@ class _Reader:
         return items
 
     def file(self, path: str, *keys: str | int) -> Path:
-        full = self.base / Path(path).expanduser()
+        full = _under(self.base, path)
         if not full.exists():
             raise self.fail(f"file not found: {full}", *keys)
         return full
@@ -178,7 +179,7 @@ class _Reader:
             raise self.fail("the model list is empty", "models")
         models = []
         for name, path in pairs:
-            local = self.base / Path(path).expanduser()
+            local = _under(self.base, path)
             try:
                 source = resolve_source(str(local) if local.exists() else path)
             except InputError as e:
@@ -274,6 +275,8 @@ class _Reader:
             except InputError as e:
                 raise self.fail(e.problem, "corpora", i) from None
             name = entry.get("name", Path(corpus[0]).name if corpus else f"corpora[{i}]")
+            if not isinstance(name, str):
+                raise self.fail("must be text", "corpora", i, "name")
             if not corpus:
                 raise self.fail("no corpus file given", "corpora", i, "corpus")
             count = self.whole_number(entry.get("shards", shards), "corpora", i, "shards")
@@ -297,6 +300,11 @@ class _Reader:
 
 
 _UNSET = object()
+
+
+def _under(base: Path, path: str) -> Path:
+    """`path` (~ expanded) relative to `base`, with its ``..`` resolved."""
+    return Path(os.path.normpath(base / Path(path).expanduser()))
 
 
 def _get(data: dict[str, Any], keys: tuple, default: Any) -> Any:
