@@ -171,7 +171,7 @@ probes = ["dep", "mass"]
 def test_killed_study_resumes_to_the_uninterrupted_results(models, tmp_path):
     """SIGKILL the `probes study` process once some units are finished (not all), start it again: the results
     equal an uninterrupted run's, number for number."""
-    study_file = write_toml(tmp_path / "study.toml", models, shards=5)
+    study_file = write_toml(tmp_path / "study.toml", models, shards=4)
     out = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(probes.__file__).parents[1]),
                                                         os.environ.get("PYTHONPATH", "")])}
@@ -187,12 +187,12 @@ def test_killed_study_resumes_to_the_uninterrupted_results(models, tmp_path):
     process.wait()
     finished = [p for p in units.iterdir() if not p.name.startswith(".")]
     assert process.returncode == -signal.SIGKILL, process.stderr.read().decode()
-    assert 2 <= len(finished) < 10 and not (out / "study.json").exists()
+    assert 2 <= len(finished) < 8 and not (out / "study.json").exists()
 
     resumed = probes.study(study_file, out, plots="none", progress=False)
-    assert len(resumed.ran) == 10 - len(finished)
+    assert len(resumed.ran) == 8 - len(finished)
     whole = probes.study(study_file, tmp_path / "whole", plots="none", progress=False)
-    assert len(whole.ran) == 10
+    assert len(whole.ran) == 8
     pd.testing.assert_frame_equal(resumed.frame, whole.frame, check_exact=True)
     for name in models:
         for probe in ("dep", "mass"):

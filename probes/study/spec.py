@@ -28,10 +28,15 @@ from __future__ import annotations
 import glob as globbing
 import os
 import re
-import tomllib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser as the tomli package
+    import tomli as tomllib
 
 from probes.checkpoint import resolve_source
 from probes.corpus import check_invalid_trees
