@@ -31,7 +31,7 @@ from tiny_models import build_tiny_model
 
 pytestmark = pytest.mark.integration
 
-LIMIT = 10
+LIMIT = 6
 
 
 @pytest.fixture(scope="module")
