@@ -22,6 +22,7 @@ from probes.examples import DEFAULT_SENTENCES, parse_heads
 from probes.presentation import PLOT_KINDS
 from probes.results import check_output_file, check_output_folder
 from probes.state_files import parse_shard
+from probes.study.driver import StudyFailed
 
 PROBE_OPTION_COMMANDS = ("run", "ablate")  # the commands that take every registered probe's options
 
@@ -195,7 +196,8 @@ def _inputs_and_output(parser: argparse.ArgumentParser, name: str, metavar: str,
 def main(argv: list[str] | None = None) -> int:
     """Run one command. The one place where errors become the one-line message, exit 2: the library's
     InputError, and an OSError on a path (unreadable, a folder where a file was expected, ...), which names
-    the path. Anything else is a bug and keeps its traceback."""
+    the path; a study's units that failed twice are named one a line, exit 1. Anything else is a bug and
+    keeps its traceback."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         _preload_code(argv)
@@ -210,6 +212,12 @@ def main(argv: list[str] | None = None) -> int:
         path = f"{e.filename} → {e.filename2}" if e.filename2 else e.filename
         print(f"probes: error: {path}: {e.strerror or e}", file=sys.stderr)
         return 2
+    except StudyFailed as e:  # units of a study that failed twice: one line each, exit 1
+        for name, error in e.failures.items():
+            print(f"probes: error: unit {name} failed twice: {error}", file=sys.stderr)
+        print(f"probes: {len(e.failures)} unit(s) failed; the finished ones are kept, run the study again to retry",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("probes: interrupted; nothing written", file=sys.stderr)
         return 130
@@ -291,17 +299,10 @@ def _run_models(args: argparse.Namespace, options: dict, views: int) -> int:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
-    from probes.study import StudyFailed, study
+    from probes.study import study
 
-    try:
-        done = study(args.study_file, args.out, engine=args.engine, workers=args.workers, address=args.address,
-                     plots="none" if args.no_plots else args.plots, progress=False if args.quiet else None)
-    except StudyFailed as e:
-        for name, error in e.failures.items():
-            print(f"probes: error: unit {name} failed twice: {error}", file=sys.stderr)
-        print(f"probes: {len(e.failures)} unit(s) failed; the finished ones are kept, run the study again to retry",
-              file=sys.stderr)
-        return 1
+    done = study(args.study_file, args.out, engine=args.engine, workers=args.workers, address=args.address,
+                 plots="none" if args.no_plots else args.plots, progress=False if args.quiet else None)
     units = len(done.units)
     print(f"study: {len(done.ran)} of {units} units run, {units - len(done.ran)} already finished; "
           f"{len(done.written)} files written to {done.out}" if done.written else
