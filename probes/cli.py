@@ -22,6 +22,7 @@ from probes.examples import DEFAULT_SENTENCES, parse_heads
 from probes.presentation import PLOT_KINDS
 from probes.results import check_output_file, check_output_folder
 from probes.state_files import parse_shard
+from probes.study.driver import StudyFailed
 
 PROBE_OPTION_COMMANDS = ("run", "ablate")  # the commands that take every registered probe's options
 
@@ -30,6 +31,7 @@ examples:
   probes run dep                                   # bundled EWT sample + packaged MiniLM
   probes run dep --model bert-base-cased --corpus en_ewt-ud-test.conllu --out results/
   probes run dep --model ./my-finetuned-checkpoint --corpus dev.conllu --batch-size 64 --subtypes
+  probes run dep --model ./base --model ./tuned --out results/   # results/base/, results/tuned/ (a small study)
 
 Several probes in one run share one forward pass. Sentences longer than the model accepts are
 skipped and counted (never cut). Results: DIR/<probe>.json, .csv and an overview figure DIR/<probe>.png
@@ -68,7 +70,8 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                          description="Score every attention head of a model with one or more probes on a corpus.",
                          epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("probes", nargs="+", metavar="PROBE", help="probe names (see `probes list`)")
-    run.add_argument("--model", help="checkpoint directory or hub name (default: the packaged all-MiniLM-L6-v2)")
+    run.add_argument("--model", action="append", help="checkpoint directory or hub name (default: the packaged "
+                     "all-MiniLM-L6-v2); repeat for several: a small study, one results folder per model under --out")
     run.add_argument("--corpus", action="append", metavar="FILE", type=input_path,
                      help="corpus file; repeat for several (default: the bundled UD English EWT sample)")
     run.add_argument("--format", help="corpus format (default: from the file name; e.g. conllu)")
@@ -150,6 +153,22 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                             "head's per-sentence view (attention map, gold arcs against its argmax).")
     _inputs_and_output(report, "folders", "DIR", "results folders of `probes run --out` (or results files)",
                        "REPORT.html", "the HTML file to write (default report.html)", default="report.html")
+    study = sub.add_parser("study", help="run a study file: models × probes × corpora, sharded, resumable",
+                           description="Run the study a TOML file declares (models, probes and their options, corpora, "
+                           "shards; see README, Studies): each (model, corpus, shard) unit is one forward pass feeding "
+                           "every probe of that corpus. Finished units are kept in OUT/.units, so running it again "
+                           "does only what is new. Writes OUT/<model>/<probe>.json as `probes run`, and the tidy "
+                           "table OUT/study.parquet, OUT/study.csv with OUT/study.json.")
+    study.add_argument("study_file", metavar="STUDY.toml", type=input_path, help="the study file")
+    study.add_argument("--out", metavar="DIR", type=check_output_folder, help="output folder (default: the file's out)")
+    study.add_argument("--engine", choices=("local", "ray"), default="local",
+                       help="local (default: this process, or --workers processes) or ray (needs attention-probes[ray])")
+    study.add_argument("--workers", type=int, default=1, help="worker processes or Ray actors (default 1)")
+    study.add_argument("--address", help="with --engine ray: the cluster to join ('auto': the running one; "
+                       "default: start a local Ray instance)")
+    study.add_argument("--plots", choices=PLOT_KINDS, default="overview", help="figures of each result, as `run`")
+    study.add_argument("--no-plots", action="store_true", help="the same as --plots none: JSON and CSV only")
+    study.add_argument("--quiet", action="store_true", help="no progress bar")
     merge = sub.add_parser("merge", help="add up the states of a sharded run into its results",
                            description="Add the states saved by `probes run --shard I/N --state DIR` and write the "
                            "results of the unsharded run. States that do not agree (model, tokenizer, corpus, probe "
@@ -177,7 +196,8 @@ def _inputs_and_output(parser: argparse.ArgumentParser, name: str, metavar: str,
 def main(argv: list[str] | None = None) -> int:
     """Run one command. The one place where errors become the one-line message, exit 2: the library's
     InputError, and an OSError on a path (unreadable, a folder where a file was expected, ...), which names
-    the path. Anything else is a bug and keeps its traceback."""
+    the path; a study's units that failed twice are named one a line, exit 1. Anything else is a bug and
+    keeps its traceback."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         _preload_code(argv)
@@ -192,6 +212,12 @@ def main(argv: list[str] | None = None) -> int:
         path = f"{e.filename} → {e.filename2}" if e.filename2 else e.filename
         print(f"probes: error: {path}: {e.strerror or e}", file=sys.stderr)
         return 2
+    except StudyFailed as e:  # units of a study that failed twice: one line each, exit 1
+        for name, error in e.failures.items():
+            print(f"probes: error: unit {name} failed twice: {error}", file=sys.stderr)
+        print(f"probes: {len(e.failures)} unit(s) failed; the finished ones are kept, run the study again to retry",
+              file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("probes: interrupted; nothing written", file=sys.stderr)
         return 130
@@ -217,7 +243,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     views = options.get("examples", DEFAULT_SENTENCES)  # --examples: the views' sentences, and seg's own option
     if not any(o.name == "examples" for name in args.probes for o in get_probe(name).options):
         options.pop("examples", None)
-    results = run(args.probes, model=args.model, corpus=args.corpus, format=args.format, batch_size=args.batch_size,
+    if args.model and len(args.model) > 1:
+        return _run_models(args, options, views)
+    results = run(args.probes, model=args.model[0] if args.model else None, corpus=args.corpus, format=args.format, batch_size=args.batch_size,
                   max_tokens=args.max_tokens, invalid_trees=args.invalid_trees, max_length=args.max_length,
                   limit=args.limit, device=args.device, pool=args.pool,
                   progress=False if args.quiet else None, tokenize=args.tokenize, fit=args.fit, fit_on=args.fit_on,
@@ -228,6 +256,57 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"saved the {shard}states of {', '.join(results)} to {args.state}")
     if args.out or not args.state:
         _report(results, args.out, "none" if args.no_plots else args.plots)
+    return 0
+
+
+def _run_models(args: argparse.Namespace, options: dict, views: int) -> int:
+    """`probes run --model A --model B ...`: a small study, one results folder per model under --out (named by a
+    short model name), or each model's tables printed."""
+    import tempfile
+
+    from probes.defaults import bundled_corpus
+    from probes.registry import get_probe
+    from probes.results import safe_name, short_model_name
+    from probes.study import study
+
+    if args.shard or args.state:
+        raise InputError("--shard and --state take one --model; for several, write a study file (`probes study`)")
+    names: dict[str, str] = {}
+    for i, model in enumerate(args.model):
+        name = safe_name(short_model_name(model))
+        names[name if name not in names else f"{name}-{i + 1}"] = model
+    settings = {k: getattr(args, k) for k in ("max_tokens", "max_length", "limit", "pool", "protocol")
+                if getattr(args, k) is not None}
+    settings.update(batch_size=args.batch_size, invalid_trees=args.invalid_trees, device=args.device,
+                    tokenize=args.tokenize, weights=args.weights, views=views,
+                    view_heads=[list(h) for h in args.heads])
+    group = {"corpus": [str(c) for c in args.corpus or [bundled_corpus()]], "probes": args.probes,
+             **{k: getattr(args, k) for k in ("fit", "fit_on", "format", "annotate") if getattr(args, k)}}
+    own = {name: {k: v for k, v in options.items() if any(o.name == k for o in get_probe(name).options)}
+           for name in dict.fromkeys(args.probes)}
+    spec = {"models": names, "settings": settings, "corpora": [group], "probes": {k: v for k, v in own.items() if v},
+            **({"code": args.code} if args.code else {})}
+    plots = "none" if args.no_plots else args.plots
+    with tempfile.TemporaryDirectory(prefix="probes-models-") as scratch:
+        done = study(spec, args.out or scratch, plots=plots, progress=False if args.quiet else None)
+        for model, results in done.results.items():
+            if args.out:
+                print(f"{model}: {', '.join(results)} in {args.out / model}")
+            else:
+                print(f"== {model} ({names[model]})")
+                _report(results, None, plots)
+    return 0
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    from probes.study import study
+
+    done = study(args.study_file, args.out, engine=args.engine, workers=args.workers, address=args.address,
+                 plots="none" if args.no_plots else args.plots, progress=False if args.quiet else None)
+    units = len(done.units)
+    print(f"study: {len(done.ran)} of {units} units run, {units - len(done.ran)} already finished; "
+          f"{len(done.written)} files written to {done.out}" if done.written else
+          f"study: all {units} units already finished and {done.out} is up to date; nothing written")
     return 0
 
 
@@ -290,7 +369,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "report": cmd_report, "merge": cmd_merge, "list": cmd_list, "show": cmd_show, "annotate": cmd_annotate, **COMPARE_COMMANDS,
+COMMANDS = {"run": cmd_run, "study": cmd_study, "report": cmd_report, "merge": cmd_merge, "list": cmd_list, "show": cmd_show, "annotate": cmd_annotate, **COMPARE_COMMANDS,
             **ABLATION_COMMANDS}
 
 if __name__ == "__main__":

@@ -1,0 +1,146 @@
+"""Running a study: plan its units, run the ones not already finished, write what they add up to.
+
+A failed unit is retried once (in a second round, on the same engine); one that fails again is
+reported by name (StudyFailed, exit 1 in the CLI) and nothing but the finished units is written.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from probes.errors import InputError
+from probes.results import ProbeResult, check_output_folder
+from probes.study import outputs
+from probes.study.engines import check_engine, execute
+from probes.study.spec import StudySpec, read_study
+from probes.study.units import Unit, UnitStore, plan_units
+
+ATTEMPTS = 2  # a failed unit is tried once more
+
+
+class StudyFailed(Exception):
+    """Units that failed twice, by name with their errors (the finished ones are kept in OUT/.units)."""
+
+    def __init__(self, failures: dict[str, str]):
+        self.failures = failures
+        lines = [f"{name}: {error}" for name, error in failures.items()]
+        super().__init__(f"{len(failures)} unit{'s' if len(failures) > 1 else ''} failed twice; "
+                         f"the finished ones are kept, run the study again to retry: " + "; ".join(lines))
+
+
+@dataclass
+class Study:
+    """A finished study: the tidy table (``frame``), each model's results, and what ran."""
+
+    spec: StudySpec
+    out: Path
+    frame: Any  # pandas DataFrame: model, probe, label, layer, head, score, count
+    results: dict[str, dict[str, ProbeResult]]  # model name -> probe -> result
+    units: list[dict[str, Any]]  # per unit: its record, and "status" ran (now) or cached
+    written: list[Path]  # the files this run wrote (none for a study run again unchanged)
+
+    @property
+    def reference(self) -> str:
+        return self.spec.reference
+
+    @property
+    def ran(self) -> list[str]:
+        """The units that ran (did model work) in this call."""
+        return [u["unit"] for u in self.units if u["status"] == "ran"]
+
+
+def study(source: str | Path | dict[str, Any], out: str | Path | None = None, *, engine: str = "local",
+          workers: int = 1, address: str | None = None, plots: bool | str = "overview",
+          progress: bool | None = None) -> Study:
+    """Run a study (a TOML file or a dict of the same shape; see probes.study.spec) into `out` (default: the
+    file's ``out``). engine "local" (`workers` processes; 1: this process) or "ray" (`address`: "auto" joins
+    a running cluster; none: a local Ray instance with `workers` CPUs). plots: the figures of each result, as
+    ``ProbeResult.save``. progress: a bar over units on stderr (default: when stderr is a terminal); one line
+    per unit run is printed on stderr either way. Returns the Study; raises StudyFailed naming the units
+    that failed twice, InputError for a bad study (before anything is run or written)."""
+    started = time.perf_counter()
+    spec = read_study(source)
+    check_engine(engine, workers, address)
+    folder = out if out is not None else spec.out
+    if folder is None:
+        raise InputError("no output folder: give out = \"...\" in the study file, or --out DIR",
+                         spec.source or "study")
+    folder = check_output_folder(folder)
+    units = plan_units(spec)
+    store = UnitStore(folder)
+    store.clean()
+    todo = list({u.key: u for u in units if not store.done(u)}.values())
+    ran = _run(todo, store, engine, workers, address, progress, len({u.key for u in units}))
+    before = outputs.previous(folder)
+    made, record, written = outputs.results(spec, units, store, folder, before, plots)
+    records = [{**store.record(u), "model": u.model.name, "status": "ran" if u.key in ran else "cached"}
+               for u in units]
+    table = outputs.frame(made)
+    if written or before.get("results") != record or not all((folder / f).is_file() for f in outputs.TABLES):
+        summary = outputs.summary(spec, folder, {"engine": engine, "workers": workers, "address": address}, records,
+                                  record, time.perf_counter() - started)
+        written += outputs.write_study(folder, table, summary)
+    return Study(spec, folder, table, made, records, written)
+
+
+def _run(todo: list[Unit], store: UnitStore, engine: str, workers: int, address: str | None,
+         progress: bool | None, total: int) -> set[str]:
+    """Run `todo` (retrying failures once), saving each finished unit; the keys of those that ran."""
+    ran: set[str] = set()
+    failures: dict[str, str] = {}
+    with _Progress(total, total - len(todo), progress) as bar:
+        for attempt in range(1, ATTEMPTS + 1):
+            by_key = {u.key: u for u in todo}
+            failures = {}
+            for outcome in execute(todo, engine, workers, address):
+                unit = by_key[outcome.key]
+                if outcome.files is None:
+                    failures[unit.key] = outcome.error
+                    bar.log(f"{unit.name}: failed{' (will retry)' if attempt < ATTEMPTS else ''}: {outcome.error}")
+                    continue
+                store.save(unit, outcome, attempt)
+                ran.add(unit.key)
+                load = f", model loaded in {outcome.load_seconds:.1f} s" if outcome.load_seconds else ""
+                bar.log(f"{unit.name}: {outcome.sentences} sentences in {outcome.seconds:.1f} s{load} "
+                        f"({outcome.worker})")
+                bar.update()
+            todo = [by_key[k] for k in failures]
+            if not todo:
+                break
+    if failures:
+        raise StudyFailed({by_key[k].name: e for k, e in failures.items()})
+    return ran
+
+
+class _Progress:
+    """One bar over units on stderr (tqdm) and one line per unit, printed above the bar."""
+
+    def __init__(self, total: int, cached: int, enabled: bool | None):
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.total, self.cached = total, cached
+
+    def __enter__(self) -> "_Progress":
+        if self.cached:
+            print(f"probes study: {self.cached} of {self.total} units already finished", file=sys.stderr)
+        if self.enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=self.total, initial=self.cached, unit="unit", desc="study", file=sys.stderr)
+        return self
+
+    def log(self, line: str) -> None:
+        if self.enabled:
+            self.bar.write(f"probes study: {line}", file=sys.stderr)
+        else:
+            print(f"probes study: {line}", file=sys.stderr)
+
+    def update(self) -> None:
+        if self.enabled:
+            self.bar.update(1)
+
+    def __exit__(self, *exc) -> None:
+        if self.enabled:
+            self.bar.close()

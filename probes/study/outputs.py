@@ -1,0 +1,104 @@
+"""What a study writes from its finished units: per model the results files of ``probes run``, one tidy
+table of the whole study (``study.parquet``, ``study.csv``) and ``study.json``.
+
+A model's results for a corpus group are rewritten only when the units they are merged from changed
+(their keys, recorded in study.json, differ), the figures asked for changed, or a file is missing; the table and study.json only when
+something else was written or they are missing: a study run again unchanged rewrites nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import platform
+import shlex
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from probes.provenance import probes_version
+from probes.results import ProbeResult, load_result, write_result_files
+from probes.state_files import merge
+from probes.study.spec import StudySpec
+from probes.study.units import Unit, UnitStore
+
+STUDY_JSON = "study.json"
+TABLES = ("study.parquet", "study.csv")
+COLUMNS = ["model", "probe", "label", "layer", "head", "score", "count"]
+
+
+def previous(out: Path) -> dict[str, Any]:
+    """The study.json of an earlier run into `out` ({} where there is none or it cannot be read)."""
+    try:
+        return json.loads((out / STUDY_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def results(spec: StudySpec, units: list[Unit], store: UnitStore, out: Path, before: dict[str, Any],
+            plots: bool | str) -> tuple[dict[str, dict[str, ProbeResult]], dict[str, Any], list[Path]]:
+    """{model: {probe: result}}, the record of which units each came from, and the files written."""
+    made: dict[str, dict[str, ProbeResult]] = {m.name: {} for m in spec.models}
+    record, written = {}, []
+    for model in spec.models:
+        for index, group in enumerate(spec.groups):
+            mine = [u for u in units if u.model == model and u.group_index == index]
+            digest = hashlib.sha256(" ".join([*(u.key for u in mine), f"plots={plots}"]).encode()).hexdigest()
+            files = [out / model.name / f"{p}.json" for p in group.probes]
+            pair = f"{model.name}/{index}"
+            if before.get("results", {}).get(pair) == digest and all(f.is_file() for f in files):
+                made[model.name].update({p: load_result(f) for p, f in zip(group.probes, files)})
+            else:
+                merged = merge([store.folder(u) for u in mine], code=spec.code)
+                views = store.views(mine[0]) if group.shards == 1 else {}
+                for name in group.probes:
+                    if views.get(name):
+                        merged[name].extra["sentence_views"] = views[name]
+                    written += merged[name].save(out / model.name, plots=plots)
+                made[model.name].update(merged)
+            record[pair] = digest
+    return made, record, written
+
+
+def frame(made: dict[str, dict[str, ProbeResult]]):
+    """The tidy table: one row per model × probe × label × layer × head (the label "overall" included)."""
+    import pandas as pd
+
+    parts = []
+    for model, by_probe in made.items():
+        for probe, result in by_probe.items():
+            rows = result.to_frame()[["label", "layer", "head", "score", "count"]]
+            parts.append(rows.assign(model=model, probe=probe))
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+    return table[COLUMNS].astype({"layer": "int64", "head": "int64", "count": "int64", "score": "float64"})
+
+
+def write_study(out: Path, table, summary: dict[str, Any]) -> list[Path]:
+    """study.parquet, study.csv and study.json, each atomically."""
+    parquet = io.BytesIO()
+    table.to_parquet(parquet, index=False)
+    return write_result_files(out, {TABLES[0]: parquet.getvalue(), TABLES[1]: table, STUDY_JSON: summary})
+
+
+def summary(spec: StudySpec, out: Path, engine: dict[str, Any], units: list[dict[str, Any]],
+            record: dict[str, str], seconds: float) -> dict[str, Any]:
+    """What study.json records: the study, what ran (each unit: ran now or cached, where, how long), the
+    results' unit digests, timings and provenance."""
+    import torch
+    import transformers
+
+    ran = [u for u in units if u["status"] == "ran"]
+    return {
+        "kind": "probes-study", "study": spec.source, "out": str(out), "reference": spec.reference,
+        "models": [{"name": m.name, "path": m.path} for m in spec.models],
+        "corpora": [{"name": g.name, "corpus": list(g.corpus), "probes": list(g.probes), "options": g.options,
+                     "settings": g.settings, "shards": g.shards} for g in spec.groups],
+        "engine": engine, "units": units, "results": record,
+        "timings": {"seconds": round(seconds, 3), "units_run": len(ran), "units_cached": len(units) - len(ran),
+                    "unit_seconds": round(sum(u["seconds"] for u in ran), 3),
+                    "load_seconds": round(sum(u["load_seconds"] for u in ran), 3)},
+        "provenance": {"probes": probes_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+                       "python": platform.python_version(), "platform": platform.platform(),
+                       "command": shlex.join(sys.argv), "created": datetime.now(timezone.utc).isoformat(timespec="seconds")},
+    }
