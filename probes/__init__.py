@@ -17,7 +17,7 @@ from probes.runner import run
 from probes.state_files import merge
 from probes.compare import checkpoint_similarity, compare_results, correlate, load_any
 from probes.ablation import AblationResult, ablate
-from probes.study import Study, study
+from probes.studies import Study, study
 
 __all__ = ["__version__", "InputError", "Encoder", "load_encoder", "Option", "Probe", "LabelSums", "register",
            "available", "get_probe", "load_code", "BestHead", "LabelScores", "ProbeResult", "RunInfo",

@@ -22,7 +22,7 @@ from probes.examples import DEFAULT_SENTENCES, parse_heads
 from probes.presentation import PLOT_KINDS
 from probes.results import check_output_file, check_output_folder
 from probes.state_files import parse_shard
-from probes.study.driver import StudyFailed
+from probes.studies.driver import StudyFailed
 
 PROBE_OPTION_COMMANDS = ("run", "ablate")  # the commands that take every registered probe's options
 
@@ -267,7 +267,7 @@ def _run_models(args: argparse.Namespace, options: dict, views: int) -> int:
     from probes.defaults import bundled_corpus
     from probes.registry import get_probe
     from probes.results import safe_name, short_model_name
-    from probes.study import study
+    from probes.studies import study
 
     if args.shard or args.state:
         raise InputError("--shard and --state take one --model; for several, write a study file (`probes study`)")
@@ -299,7 +299,7 @@ def _run_models(args: argparse.Namespace, options: dict, views: int) -> int:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
-    from probes.study import study
+    from probes.studies import study
 
     done = study(args.study_file, args.out, engine=args.engine, workers=args.workers, address=args.address,
                  plots="none" if args.no_plots else args.plots, progress=False if args.quiet else None)

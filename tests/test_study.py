@@ -26,7 +26,7 @@ from probe_corpora import excerpt
 from probes.cli import main
 from probes.defaults import bundled_corpus
 from probes.model import Encoder
-from probes.study.units import UNITS_FOLDER
+from probes.studies.units import UNITS_FOLDER
 from tiny_models import build_tiny_model
 
 pytestmark = pytest.mark.integration

@@ -8,8 +8,8 @@ import pytest
 import probes
 from probes.cli import main
 from probes.defaults import bundled_corpus
-from probes.study import read_study
-from probes.study.engines import chunks
+from probes.studies import read_study
+from probes.studies.engines import chunks
 
 GOOD = """\
 shards = 2

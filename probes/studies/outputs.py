@@ -20,8 +20,8 @@ from typing import Any
 from probes.provenance import probes_version
 from probes.results import ProbeResult, load_result, write_result_files
 from probes.state_files import merge
-from probes.study.spec import StudySpec
-from probes.study.units import Unit, UnitStore
+from probes.studies.spec import StudySpec
+from probes.studies.units import Unit, UnitStore
 
 STUDY_JSON = "study.json"
 TABLES = ("study.parquet", "study.csv")

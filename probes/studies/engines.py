@@ -22,7 +22,7 @@ import queue as queues
 from typing import Iterator
 
 from probes.errors import InputError
-from probes.study.units import Outcome, Unit, failed, run_unit
+from probes.studies.units import Outcome, Unit, failed, run_unit
 
 ENGINES = ("local", "ray")
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from probes.errors import InputError
 from probes.results import ProbeResult, check_output_folder
-from probes.study import outputs
-from probes.study.engines import check_engine, execute
-from probes.study.spec import StudySpec, read_study
-from probes.study.units import Unit, UnitStore, plan_units
+from probes.studies import outputs
+from probes.studies.engines import check_engine, execute
+from probes.studies.spec import StudySpec, read_study
+from probes.studies.units import Unit, UnitStore, plan_units
 
 ATTEMPTS = 2  # a failed unit is tried once more
 
@@ -55,7 +55,7 @@ class Study:
 def study(source: str | Path | dict[str, Any], out: str | Path | None = None, *, engine: str = "local",
           workers: int = 1, address: str | None = None, plots: bool | str = "overview",
           progress: bool | None = None) -> Study:
-    """Run a study (a TOML file or a dict of the same shape; see probes.study.spec) into `out` (default: the
+    """Run a study (a TOML file or a dict of the same shape; see probes.studies.spec) into `out` (default: the
     file's ``out``). engine "local" (`workers` processes; 1: this process) or "ray" (`address`: "auto" joins
     a running cluster; none: a local Ray instance with `workers` CPUs). plots: the figures of each result, as
     ``ProbeResult.save``. progress: a bar over units on stderr (default: when stderr is a terminal); one line

@@ -6,14 +6,14 @@
     s.results["step-0"]["dep"].best("nsubj")
 
 A study file declares models, probes with their options, corpora (the probes scored on each) and shards
-(probes.study.spec). Each (model, corpus, shard) unit is one ``probes.run`` whose forward passes feed every
+(probes.studies.spec). Each (model, corpus, shard) unit is one ``probes.run`` whose forward passes feed every
 probe of that corpus; its additive states are kept under its fingerprint in ``OUT/.units/``
-(probes.study.units), so a study run again does no model work, and one killed at any point finishes where
-it stopped. Units run in this process, in local worker processes or on Ray (probes.study.engines); their
+(probes.studies.units), so a study run again does no model work, and one killed at any point finishes where
+it stopped. Units run in this process, in local worker processes or on Ray (probes.studies.engines); their
 states are merged into ``OUT/<model>/<probe>.json`` as ``probes run`` writes them, with the tidy table
-``OUT/study.parquet`` / ``.csv`` and ``OUT/study.json`` (probes.study.outputs).
+``OUT/study.parquet`` / ``.csv`` and ``OUT/study.json`` (probes.studies.outputs).
 """
-from probes.study.driver import Study, StudyFailed, study
-from probes.study.spec import StudySpec, read_study
+from probes.studies.driver import Study, StudyFailed, study
+from probes.studies.spec import StudySpec, read_study
 
 __all__ = ["study", "Study", "StudyFailed", "StudySpec", "read_study"]

@@ -28,7 +28,7 @@ from probes.model import Encoder, load_encoder
 from probes.provenance import probes_version, sha256
 from probes.registry import get_probe
 from probes.results import write_result_files
-from probes.study.spec import Group, Model, StudySpec
+from probes.studies.spec import Group, Model, StudySpec
 
 UNITS_FOLDER = ".units"
 RECORD = "unit.json"
