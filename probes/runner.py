@@ -101,8 +101,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     classes = [get_probe(n) for n in dict.fromkeys(names)]
     pool, options = apply_protocol(protocol, classes, pool, options)
     _check_settings(batch_size, max_tokens, max_length, limit, pool)
-    if min_count < 0:
-        raise InputError(f"min count must be 0 or more, not {min_count}")
+    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 0:
+        raise InputError(f"min count must be a whole number, 0 or more, not {min_count!r}")
     check_invalid_trees(invalid_trees)
     check_tokenize(tokenize)
     check_weights(weights)
