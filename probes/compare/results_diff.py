@@ -260,9 +260,9 @@ def _short(best: BestHead) -> str:
     """The head's name, or why there is none, short: tie×N, 0, -."""
     if best.found:
         return best.name
-    if best.tied:
-        return f"tie×{len(best.tied)}"
-    return "0" if np.isfinite(best.score) else "-"
+    if best.score == 0:
+        return "0"
+    return f"tie×{len(best.tied)}" if best.tied else "-"
 
 
 def _number(x: float, sign: str) -> str:
