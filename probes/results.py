@@ -49,7 +49,8 @@ class RunInfo:
 class LabelScores:
     """One label's scores: `scores` [L,H] is the probe's main score; `extra` holds other [L,H] grids.
     `selected`: where ``--select-on`` chose the label's best head on another split, that choice
-    ({"layer", "head", "score_on_corpus", "score_on_selection"}, or {"reason"} where none was chosen)."""
+    ({"layer", "head", "score_on_corpus", "score_on_selection", "count_on_selection"}, or {"reason"} where
+    that split names no head; probes.fitting.choose_heads)."""
 
     count: int
     scores: np.ndarray
