@@ -86,7 +86,8 @@ class LabelDelta:
         best_a, best_b = self.best("a"), self.best("b")
         nan = float("nan")
         d = self.delta
-        # where the paired interval of delta_best will go (the bootstrap's paired_delta(a, b, label))
+        # the hook for paired intervals: probes.bootstrap.paired_delta(result_b, result_a, label) gives
+        # (delta_best, low, high), B − A, where both results carry replicates; a column flags low ≤ 0 ≤ high
         return {"probe": self.probe, "label": self.label, "count_a": self.count_a, "count_b": self.count_b,
                 "best_a": best_a.name, "score_a": best_a.score if best_a.found else nan, "no_best_a": best_a.reason,
                 "best_b": best_b.name, "score_b": best_b.score if best_b.found else nan, "no_best_b": best_b.reason,
