@@ -154,3 +154,11 @@ def test_compare_counts_lost_and_few(tmp_path, capsys):
              if line.startswith("dep ")}
     assert every["iobj"][:5] == ["9", "9", "L0-H1", "0.600", "0"] and every["vocative"][:5] == [
         "2", "0", "L0-H1", "0.600", "-"]
+
+
+def test_plot_cli_all_labels(tmp_path, capsys):
+    result({"nsubj": (30, TIE), "iobj": (3, GOOD)}, GOOD).save(tmp_path, plots=False)
+    assert main(["plot", str(tmp_path / "dep.json"), "--out", str(tmp_path / "few")]) == 0
+    assert sorted(p.name for p in (tmp_path / "few").iterdir()) == ["dep-nsubj.png", "dep-overall.png", "dep.png"]
+    assert main(["plot", str(tmp_path / "dep.json"), "--out", str(tmp_path / "all"), "--all-labels"]) == 0
+    assert "dep-iobj.png" in {p.name for p in (tmp_path / "all").iterdir()}

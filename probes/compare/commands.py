@@ -66,6 +66,7 @@ def add_commands(sub) -> None:
                           description="Draw the layer × head heatmaps of a results file or of a .npy/.json/.csv grid.")
     plot.add_argument("file", metavar="FILE", type=input_path, help="a results file, or a layers × heads array file")
     plot.add_argument("--out", metavar="DIR", required=True, type=check_output_folder, help="folder for the PNG files")
+    plot.add_argument("--all-labels", action="store_true", help="also the labels below the run's --min-count")
 
 
 def _outputs(parser: argparse.ArgumentParser, out_help: str) -> None:
@@ -146,7 +147,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from probes.compare.grids import load_any
     from probes.results import write_result_files
 
-    written = write_result_files(args.out, load_any(args.file).figures("labels"))
+    written = write_result_files(args.out, load_any(args.file).figures("all-labels" if args.all_labels else "labels"))
     print(f"wrote {len(written)} files to {args.out}")
     return 0
 
