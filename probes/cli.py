@@ -20,7 +20,7 @@ from probes.errors import InputError
 from probes.builtin.seg.show import parse_head
 from probes.examples import DEFAULT_SENTENCES, parse_heads
 from probes.presentation import PLOT_KINDS
-from probes.results import check_output_file, check_output_folder
+from probes.results import DEFAULT_MIN_COUNT, check_output_file, check_output_folder
 from probes.state_files import parse_shard
 from probes.studies.driver import StudyFailed
 
@@ -75,10 +75,19 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     run.add_argument("--corpus", action="append", metavar="FILE", type=input_path,
                      help="corpus file; repeat for several (default: the bundled UD English EWT sample)")
     run.add_argument("--format", help="corpus format (default: from the file name; e.g. conllu)")
-    run.add_argument("--fit", "--select-on", action="append", metavar="FILE",
+    run.add_argument("--fit", action="append", metavar="FILE",
                      help="pos/ner/con: fit the per-head centroids on FILE (e.g. the dev split; repeat for several), "
-                     "then score --corpus (e.g. test); trees: --select-on FILE is the selection split the head "
-                     "ensemble is chosen on (default: --corpus itself)")
+                     "then score --corpus (e.g. test); trees: the split the head ensemble is chosen on (default: "
+                     "--select-on, else --corpus itself)")
+    run.add_argument("--select-on", action="append", metavar="FILE", type=input_path,
+                     help="choose every label's best head on FILE (e.g. the dev split; repeat for several) and report "
+                     "its score on --corpus (e.g. test); the probes with a fit phase are fitted on FILE too unless "
+                     "--fit or --fit-on say otherwise")
+    run.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT, metavar="N",
+                     help=f"labels with fewer instances stay in the results, marked, but are left out of the tables "
+                     f"and figures unless --all-labels (default {DEFAULT_MIN_COUNT})")
+    run.add_argument("--all-labels", action="store_true",
+                     help="show the labels below --min-count too (the printed table; figures: --plots all-labels)")
     run.add_argument("--fit-on", choices=("fit", "same"),
                      help="pos/ner/con: 'same' fits the centroids on --corpus itself (He & Choi 2021's same-split "
                      "setting); default: on --fit where given, else on --corpus")
@@ -113,7 +122,8 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                      "use text for Chinese segmentation so the model never sees the gold word boundaries")
     run.add_argument("--plots", choices=PLOT_KINDS, default="overview",
                      help="figures with --out: overview (default: DIR/<probe>.png, small multiples of the labels), "
-                     "labels (and a heatmap DIR/<probe>-<label>.png per label) or none")
+                     "labels (and a heatmap DIR/<probe>-<label>.png per label at or above --min-count), all-labels "
+                     "(every label) or none")
     run.add_argument("--no-plots", action="store_true", help="the same as --plots none: JSON and CSV only")
     run.add_argument("--heads", type=parse_heads, default=[], metavar="L:H,...",
                      help="keep these heads' attention maps of the example sentences too (e.g. 2:8,4:9), besides "
@@ -145,6 +155,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     show.add_argument("--head", metavar="L-H", type=parse_head, help="the head whose per-sentence view is printed "
                       "(seg: segments the example sentences), e.g. L3-H5 (default: the best head)")
     show.add_argument("--sentences", type=int, default=3, help="example sentences to print (default 3)")
+    show.add_argument("--all-labels", action="store_true", help="the labels below the run's --min-count too")
     add_code_argument(show)
     report = sub.add_parser("report", help="one self-contained interactive HTML page of results folders",
                             description="Write one HTML file (JavaScript and CSS inline, no network; opens from disk) "
@@ -250,12 +261,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                   limit=args.limit, device=args.device, pool=args.pool,
                   progress=False if args.quiet else None, tokenize=args.tokenize, fit=args.fit, fit_on=args.fit_on,
                   annotate=args.annotate, views=views, view_heads=args.heads, protocol=args.protocol,
-                  weights=args.weights, shard=args.shard, state=args.state, **options)
+                  weights=args.weights, shard=args.shard, state=args.state, min_count=args.min_count,
+                  select_on=args.select_on, **options)
     if args.state:
         shard = f"shard {args.shard} " if args.shard else ""
         print(f"saved the {shard}states of {', '.join(results)} to {args.state}")
     if args.out or not args.state:
-        _report(results, args.out, "none" if args.no_plots else args.plots)
+        _report(results, args.out, "none" if args.no_plots else args.plots, args.all_labels)
     return 0
 
 
@@ -317,8 +329,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(results: dict, out, plots: bool | str) -> None:
-    """Save each result to `out`, or print its table where no folder is given."""
+def _report(results: dict, out, plots: bool | str, all_labels: bool = False) -> None:
+    """Save each result to `out`, or print its table (labels below the minimum count only with `all_labels`)
+    where no folder is given."""
     from probes.show import format_result
 
     for name, result in results.items():
@@ -327,7 +340,7 @@ def _report(results: dict, out, plots: bool | str) -> None:
             print(f"{name}: {result.info.sentences} sentences scored, {sum(result.info.skipped.values())} skipped; "
                   f"wrote {len(written)} files to {out}")
         else:
-            print(format_result(result))
+            print(format_result(result, all_labels=all_labels))
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
@@ -357,7 +370,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     from probes.show import format_result
 
     results = results_in(args.results).values() if args.results.is_dir() else [load_result(args.results)]
-    print("\n\n".join(format_result(r, top=args.top, head=args.head, sentences=args.sentences) for r in results))
+    print("\n\n".join(format_result(r, top=args.top, head=args.head, sentences=args.sentences,
+                                    all_labels=args.all_labels) for r in results))
     return 0
 
 

@@ -37,10 +37,16 @@ from probes.errors import InputError
 TOKENIZE_CHOICES = ("words", "text")
 END_COLUMN = -2  # placeholder for end specials until the batch width is known
 UNKNOWN_SHARE_WARNED = 0.05  # a corpus where more words than this tokenize to the unknown token gets a warning
+UNKNOWN_UNITS_DOMINATE = 0.20  # a run where more of the words' subword tokens than this are the unknown token is
+#                                dominated by it: a stronger warning, and provenance says so
 
 
 class UnknownWordsWarning(UserWarning):
     """Many words of the corpus tokenize to the unknown token: the model cannot read them."""
+
+
+class UnknownTokensWarning(UnknownWordsWarning):
+    """The run is dominated by the unknown token (e.g. Chinese text through an English vocabulary)."""
 
 
 @dataclass
@@ -183,23 +189,49 @@ def word_spans(sentence: Sentence) -> list[tuple[int, int]] | None:
 
 @dataclass
 class UnknownWords:
-    """The words of the encoded sentences that tokenize to the unknown token (any of their subwords)."""
+    """The words of the encoded sentences that tokenize to the unknown token (any of their subwords), and the
+    subword tokens of the words (units) that are the unknown token."""
 
     count: int  # such words (occurrences)
     words: int  # words in the encoded sentences
     examples: list[str]  # up to three distinct such words, in corpus order
+    unknown_units: int = 0  # the words' subword tokens that are the unknown token
+    units: int = 0  # the words' subword tokens (special tokens not counted)
 
     @property
     def share(self) -> float:
         return self.count / self.words if self.words else 0.0
 
+    @property
+    def unit_share(self) -> float:
+        return self.unknown_units / self.units if self.units else 0.0
+
+    @property
+    def dominated(self) -> bool:
+        """Whether more than UNKNOWN_UNITS_DOMINATE of the units are the unknown token."""
+        return self.unit_share > UNKNOWN_UNITS_DOMINATE
+
     def provenance(self) -> dict:
-        """What the results record: {"count", "words", "share"}."""
-        return {"count": self.count, "words": self.words, "share": self.share}
+        """What the results record: {"count", "words", "share", "unknown_units", "units", "unit_share",
+        "dominated"}."""
+        return {"count": self.count, "words": self.words, "share": self.share, "unknown_units": self.unknown_units,
+                "units": self.units, "unit_share": self.unit_share, "dominated": self.dominated}
+
+    @classmethod
+    def added(cls, recorded: list[dict]) -> "UnknownWords":
+        """The counts of several runs' ``provenance()`` added up (the shards of one run), without examples."""
+        total = {k: sum(r.get(k, 0) for r in recorded) for k in ("count", "words", "unknown_units", "units")}
+        return cls(total["count"], total["words"], [], total["unknown_units"], total["units"])
 
     def warn(self, where: str) -> None:
-        """An UnknownWordsWarning (one line, naming `where`) when the share is above UNKNOWN_SHARE_WARNED."""
-        if self.share > UNKNOWN_SHARE_WARNED:
+        """A warning, one line naming `where`: UnknownTokensWarning when the run is ``dominated`` by the unknown
+        token, else an UnknownWordsWarning when the share of words is above UNKNOWN_SHARE_WARNED."""
+        if self.dominated:
+            message = (f"the unknown token dominates this run: {self.unit_share:.1%} of the words' subword tokens "
+                       f"({self.unknown_units} of {self.units}) are unknown, e.g. {', '.join(self.examples)}: the model "
+                       "cannot read this corpus, and its scores describe attention between unknown tokens, not words")
+            warnings.warn_explicit(message, UnknownTokensWarning, where, 0)
+        elif self.share > UNKNOWN_SHARE_WARNED:
             message = (f"{self.share:.1%} of the words ({self.count} of {self.words}) tokenize to the unknown token, "
                        f"e.g. {', '.join(self.examples)}: the model's vocabulary does not cover this corpus")
             # lineno 0: no source line is printed under the message, which stays on one line
@@ -210,11 +242,12 @@ def unknown_words(unk_token_id: int | None, sentences: list[Sentence], encoded: 
     """Count the words with a subword `unk_token_id` (None: the tokenizer has none), over all encoded ids at once."""
     total = sum(len(sentences[e.index].words) for e in encoded)
     if unk_token_id is None or not encoded:
-        return UnknownWords(0, total, [])
+        return UnknownWords(0, total, [], 0, sum(int((e.columns >= 1).sum()) for e in encoded))
     ids = np.concatenate([e.input_ids for e in encoded])  # [ΣT]
     columns = np.concatenate([e.columns for e in encoded])  # [ΣT]
     row = np.repeat(np.arange(len(encoded)), [len(e.input_ids) for e in encoded])  # [ΣT] encoded item of each id
     hit = (ids == unk_token_id) & (columns >= 1)  # [ΣT] an unknown subword of a word
+    units = int((columns >= 1).sum())
     width = int(columns.max()) + 1
     keys = np.unique(row[hit] * width + columns[hit])  # [U] one per (sentence, word), in corpus order
     examples: list[str] = []
@@ -224,4 +257,4 @@ def unknown_words(unk_token_id: int | None, sentences: list[Sentence], encoded: 
             examples.append(word)
             if len(examples) == 3:
                 break
-    return UnknownWords(len(keys), total, examples)
+    return UnknownWords(len(keys), total, examples, int(hit.sum()), units)

@@ -95,9 +95,9 @@ class ExampleRecorder:
         return sum(e["predictions"].nbytes + e["attention"].nbytes for e in self.kept.values())
 
     def chosen_heads(self, result: ProbeResult) -> list[tuple[int, int]]:
-        """The named heads and the best head of every label and of overall, sorted."""
+        """The named heads and the best head of every label and of overall (where one is named), sorted."""
         best = [result.best(name) for name in [*result.labels, "overall"]]
-        found = {(b.layer, b.head) for b in best if np.isfinite(b.score)}
+        found = {(b.layer, b.head) for b in best if b.found}
         return sorted(found | set(self.named))
 
     def view(self, result: ProbeResult) -> dict[str, Any]:

@@ -1,17 +1,26 @@
-"""Which corpus fits the probes that need a fit phase (centroids of pos, ner, con).
+"""Which corpus fits the probes that need a fit phase (centroids of pos, ner, con), and the selection split.
 
     fit given, fit_on None or "fit"   fit on the `fit` files, score the corpus (dev → test; the default)
     fit_on "same"                     fit on the scored corpus itself (He & Choi 2021's same-split setting)
-    neither                           as "same" (results: fit.on "same", fit.chosen_by "default")
+    neither, select_on given          fit on the `select_on` files
+    none of them                      as "same" (results: fit.on "same", fit.chosen_by "default")
 
 The fit phase is a forward pass over the fit corpus before the scoring pass (the scored corpus'
 pass is not repeated for the fit unless fit_on is "same", where the corpus is passed twice).
+
+Selection (``select_on``, ``--select-on FILE``): fresh instances of every probe are scored on the
+selection split, each label's best head is chosen there (``choose_heads``) and its score reported on
+the scored corpus. Where the selection split is the fit corpus, the probes without a fit phase are
+scored on it in the fit pass itself (``Selecting``); those with one are given the fitted state
+(``Probe.merge_fit``) and scored in a pass of their own after the fit.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from probes.errors import InputError
+from probes.results import ProbeResult
 
 FIT_ON = ("fit", "same")
 
@@ -21,16 +30,25 @@ class FitPlan:
     on: str  # "fit": the fit files; "same": the scored corpus
     paths: list[str]  # the fit files ([] when on == "same")
     requested: bool  # whether the user chose (fit files or fit_on), or "same" is the fallback
+    chosen_by: str = "fit"  # which option named the fit files: "fit", or "select_on" where they default to it
 
     def settings(self, files: list[str], sentences: int, skipped: dict[str, int]) -> dict:
         """What the results record about the fit: `fit` in the run settings."""
-        chosen_by = ("fit" if self.on == "fit" else "fit_on=same") if self.requested else "default (no fit corpus given)"
-        return {"on": self.on, "chosen_by": chosen_by, "corpus": files, "sentences": sentences,
-                "skipped": sum(skipped.values()), "skipped_reasons": dict(skipped)}
+        chosen_by = (self.chosen_by if self.on == "fit" else "fit_on=same") if self.requested \
+            else "default (no fit corpus given)"
+        return {"on": self.on, "chosen_by": chosen_by, **split_settings(files, sentences, skipped)}
 
 
-def plan_fit(classes: list[type], fit: list[str], fit_on: str | None) -> FitPlan | None:
-    """The fit plan of a run, or None when no selected probe needs one. InputError for contradictions."""
+def split_settings(files: list[str], sentences: int, skipped: dict[str, int]) -> dict[str, Any]:
+    """What the results record about a split read besides the corpus (fit, selection)."""
+    return {"corpus": files, "sentences": sentences, "skipped": sum(skipped.values()), "skipped_reasons": dict(skipped)}
+
+
+def plan_fit(classes: list[type], fit: list[str], fit_on: str | None, select_on: list[str] = ()) -> FitPlan | None:
+    """The fit plan of a run, or None when no selected probe needs one. InputError for contradictions.
+    select_on: the selection split's files, the fit files where neither `fit` nor `fit_on` is given."""
+    if select_on and not fit and fit_on is None and any(getattr(c, "needs_fit", False) for c in classes):
+        return FitPlan(on="fit", paths=list(select_on), requested=True, chosen_by="select_on")
     if fit_on is not None and fit_on not in FIT_ON:
         raise InputError(f"fit-on must be one of {', '.join(FIT_ON)}, not {fit_on!r}")
     if not any(getattr(c, "needs_fit", False) for c in classes):
@@ -46,3 +64,39 @@ def plan_fit(classes: list[type], fit: list[str], fit_on: str | None) -> FitPlan
     if fit:
         return FitPlan(on="fit", paths=list(fit), requested=True)
     return FitPlan(on="same", paths=[], requested=fit_on == "same")
+
+
+class Selecting:
+    """A fresh probe scored on the selection split during the fit pass: the runner's Feed calls ``fit_update``
+    there, which this passes to the probe's ``update``."""
+
+    def __init__(self, probe):
+        self.probe = probe
+        self.needs_vectors = probe.needs_vectors
+
+    def shuffle_seed(self) -> int | None:
+        return self.probe.shuffle_seed()
+
+    def fit_update(self, batch, maps) -> None:
+        self.probe.update(batch, maps)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.probe.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.probe.load_state_dict(state)
+
+
+def choose_heads(result: ProbeResult, selection: ProbeResult) -> None:
+    """Record in `result` (the scored corpus) each label's best head as chosen on `selection` (the same probe on
+    the selection split): ``LabelScores.selected`` = {layer, head, score_on_corpus, score_on_selection,
+    count_on_selection}, or {reason} where the selection split names no head for the label (absent there, or
+    tied or 0: probes.results.best_head); ``ProbeResult.best`` then returns that head."""
+    for name, entry in [*result.labels.items(), ("overall", result.overall)]:
+        if name != "overall" and name not in selection.labels:
+            entry.selected = {"reason": "absent"}
+            continue
+        best = selection.best(name)
+        entry.selected = {"reason": best.reason} if not best.found else {
+            "layer": best.layer, "head": best.head, "score_on_corpus": float(entry.scores[best.layer, best.head]),
+            "score_on_selection": best.score, "count_on_selection": best.count}

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from probes.results import best_head
 
 @dataclass
 class Grid:
@@ -27,7 +28,8 @@ class Grid:
 def heatmap_png(scores: np.ndarray, title: str, subtitle: str = "", *, vmin: float | None = 0.0,
                 vmax: float | None = 1.0, cmap: str = "viridis", mark: str | None = "max",
                 xlabel: str = "head") -> bytes:
-    """A PNG of an [L,H] grid: rows are layers (0 at the top), columns heads; the best head is boxed.
+    """A PNG of an [L,H] grid: rows are layers (0 at the top), columns heads; the best head is boxed, where one
+    head is best (probes.results.best_head; the title says why not when the top is tied or 0).
 
     mark="min" boxes the lowest cell instead (e.g. the head whose removal costs most); None boxes none.
     """
@@ -62,12 +64,14 @@ def heatmap_pngs(grids: list[Grid], subtitle: str = "", *, cmap: str = "viridis"
         high = grid.vmax if grid.vmax is not None else (finite.max() if finite.size else 1.0)
         image.set_clim(low, high if high > low else low + 1e-9)
         title = grid.title
-        box.set_visible(mark is not None and finite.size > 0)
+        picked = None if mark is None or finite.size == 0 else best_head(-scores if mark == "min" else scores)
+        box.set_visible(picked is not None and picked.found)
         if box.get_visible():
-            pick = np.nanargmin if mark == "min" else np.nanargmax
-            layer, head = np.unravel_index(int(pick(scores)), scores.shape)
+            layer, head = picked.layer, picked.head
             box.set_xy((head - 0.5, layer - 0.5))
             title = f"{title}\n{'lowest' if mark == 'min' else 'best'} L{layer}-H{head} = {scores[layer, head]:.3f}"
+        elif picked is not None:
+            title = f"{title}\nno {'lowest' if mark == 'min' else 'best'} head: {picked.reason}"
         ax.set_title(title + (f"\n{subtitle}" if subtitle else ""), fontsize=9)
         fig.tight_layout()
         pngs.append(png_bytes(fig))
@@ -77,7 +81,8 @@ def heatmap_pngs(grids: list[Grid], subtitle: str = "", *, cmap: str = "viridis"
 
 def overview_png(grids: list[Grid], title: str, *, cmap: str = "viridis") -> bytes:
     """Small multiples: every grid (one shape [L,H], one colour scale: the first grid's limits, or the range of
-    all where those are None) as a tile of one image, its title above it and its best head boxed in red."""
+    all where those are None) as a tile of one image, its title above it and its best head (where one head is best,
+    probes.results.best_head) boxed in red."""
     plt = pyplot()
     layers, heads = grids[0].scores.shape
     columns = max(1, min(len(grids), round(math.sqrt(len(grids) * 1.6 * layers / heads)) or 1))
@@ -89,10 +94,10 @@ def overview_png(grids: list[Grid], title: str, *, cmap: str = "viridis") -> byt
         top, left = (i // columns) * (layers + gap_y) + gap_y, (i % columns) * (heads + gap_x)
         scores = np.asarray(grid.scores, dtype=float)
         mosaic[top:top + layers, left:left + heads] = scores
-        if np.isfinite(scores).any():
-            layer, head = np.unravel_index(int(np.nanargmax(scores)), scores.shape)
-            best_x.append(left + head)
-            best_y.append(top + layer)
+        best = best_head(scores)
+        if best.found:
+            best_x.append(left + best.head)
+            best_y.append(top + best.layer)
     finite = mosaic[np.isfinite(mosaic)]
     vmin = grids[0].vmin if grids[0].vmin is not None else (finite.min() if finite.size else 0.0)
     vmax = grids[0].vmax if grids[0].vmax is not None else (finite.max() if finite.size else 1.0)

@@ -26,9 +26,11 @@ class Presentation:
     @classmethod
     def figures(cls, result: ProbeResult, kind: str = "overview") -> dict[str, bytes]:
         """{file name: PNG}. kind "overview" (the default): ``<probe>.png``, small multiples of overall and of
-        the labels with at least ``OVERVIEW_MIN_COUNT`` instances (most frequent first, at most
-        ``OVERVIEW_MOST``), best heads boxed; "labels": that, and a layer × head heatmap per label and
-        overall, ``<probe>-<label>.png``; "none": nothing. The colour scale is [0, 1] where the scores fit
+        the labels with at least the run's minimum count of instances (``--min-count``; ``OVERVIEW_MIN_COUNT``
+        for results that record none; most frequent first, at most ``OVERVIEW_MOST``), best heads boxed where
+        one head is best; "labels": that, and a layer × head heatmap per label at or above the minimum count
+        and overall, ``<probe>-<label>.png``; "all-labels": as "labels", labels below the minimum count included;
+        "none": nothing. The colour scale is [0, 1] where the scores fit
         it, their own range otherwise (entropy in nats, cluster numbers)."""
         from probes.plots import Grid, heatmap_pngs, overview_png
 
@@ -36,17 +38,19 @@ class Presentation:
             raise ValueError(f"plot kind {kind!r}; expected one of {', '.join(PLOT_KINDS)}")
         if kind == "none":
             return {}
-        entries = [("overall", result.overall), *result.by_count()]
+        all_labels = kind == "all-labels"
+        entries = [("overall", result.overall), *result.shown(all_labels)]
         finite = np.concatenate([e.scores[np.isfinite(e.scores)] for _, e in entries])
         limits = (0.0, 1.0) if finite.size == 0 or (finite.min() >= 0 and finite.max() <= 1) else (None, None)
         model = short_model_name(result.info.model)
-        shown = [(name, e) for name, e in entries if name == "overall" or e.count >= OVERVIEW_MIN_COUNT]
+        least = result.min_count if "min_count" in result.info.settings else OVERVIEW_MIN_COUNT
+        shown = [(name, e) for name, e in entries if name == "overall" or all_labels or e.count >= least]
         tiles = [Grid(e.scores, f"{name} ({e.count})" if e.count else name, *limits) for name, e in shown]
-        hidden = len(entries) - min(len(shown), OVERVIEW_MOST)
+        hidden = len(result.labels) + 1 - min(len(shown), OVERVIEW_MOST)
         title = (f"{result.probe} · {model} · best head boxed · (count)"
-                 + (f" · {hidden} labels under {OVERVIEW_MIN_COUNT} not shown" if hidden else ""))
+                 + (f" · {hidden} labels under {least} not shown" if hidden else ""))
         pictures = {f"{safe_name(result.probe)}.png": overview_png(tiles[:OVERVIEW_MOST], title)}
-        if kind == "labels":
+        if kind in ("labels", "all-labels"):
             grids = [Grid(e.scores, f"{result.probe}: {name}" + (f" (n={e.count})" if e.count else ""), *limits)
                      for name, e in entries]
             for (name, _), png in zip(entries, heatmap_pngs(grids, model)):
@@ -54,8 +58,8 @@ class Presentation:
         return pictures
 
 
-PLOT_KINDS = ("overview", "labels", "none")
-OVERVIEW_MIN_COUNT = 20  # labels with fewer instances are left out of the overview (their scores are noise)
+PLOT_KINDS = ("overview", "labels", "all-labels", "none")
+OVERVIEW_MIN_COUNT = 20  # results that record no --min-count: labels with fewer instances are left out of the overview
 OVERVIEW_MOST = 48  # tiles in one overview, overall included
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from probes.errors import InputError
 
 SCHEMA_VERSION = 1
+DEFAULT_MIN_COUNT = 20  # labels with fewer instances are marked and left out of tables and figures unless asked
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
@@ -46,30 +47,85 @@ class RunInfo:
 
 @dataclass
 class LabelScores:
-    """One label's scores: `scores` [L,H] is the probe's main score; `extra` holds other [L,H] grids."""
+    """One label's scores: `scores` [L,H] is the probe's main score; `extra` holds other [L,H] grids.
+    `selected`: where ``--select-on`` chose the label's best head on another split, that choice
+    ({"layer", "head", "score_on_corpus", "score_on_selection", "count_on_selection"}, or {"reason"} where
+    that split names no head; probes.fitting.choose_heads)."""
 
     count: int
     scores: np.ndarray
     extra: dict[str, np.ndarray] = field(default_factory=dict)
+    selected: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"count": int(self.count), "scores": json_grid(self.scores)}
         out.update({k: json_grid(v) for k, v in self.extra.items()})
+        if self.selected is not None:
+            out["selected"] = {k: json_number(v) if isinstance(v, float) else v for k, v in self.selected.items()}
         return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "LabelScores":
-        extra = {k: np.asarray(v, dtype=float) for k, v in data.items() if k not in ("count", "scores")}
-        return cls(count=int(data["count"]), scores=np.asarray(data["scores"], dtype=float), extra=extra)
+        extra = {k: np.asarray(v, dtype=float) for k, v in data.items() if k not in LABEL_KEYS}
+        selected = data.get("selected")
+        if selected is not None:
+            selected = {k: float("nan") if v is None and k.startswith("score") else v for k, v in selected.items()}
+        return cls(count=int(data["count"]), scores=np.asarray(data["scores"], dtype=float), extra=extra,
+                   selected=selected)
+
+
+LABEL_KEYS = ("count", "scores", "selected", "below_min_count")  # a label's JSON keys that are not extra grids
 
 
 @dataclass
 class BestHead:
+    """A label's best head, or why it has none.
+
+    A head is named (``found``) only when its score is finite, not 0, and no other head shares it; else
+    ``reason`` says why not ("4 heads tie at 0.500", "every head scores 0", "no instance") and ``tied``
+    lists the heads at the top score. layer, head: the named head; where none is, the first head at the
+    top score (0, 0 when every score is NaN), for views that need some head. score: on the scored corpus.
+    selection_score: the head's score on the ``--select-on`` split where that split chose it (else None).
+    """
+
     label: str
     layer: int
     head: int
     score: float
     count: int
+    tied: list[tuple[int, int]] = field(default_factory=list)
+    reason: str = ""
+    selection_score: float | None = None
+
+    @property
+    def found(self) -> bool:
+        return not self.reason
+
+    @property
+    def name(self) -> str | None:
+        """"L3-H5", or None where no head is named."""
+        return f"L{self.layer}-H{self.head}" if self.found else None
+
+
+def best_head(scores: np.ndarray, label: str = "overall", count: int = 0) -> BestHead:
+    """The best head of an [L,H] grid (see BestHead): the single head with the highest score, unless the top
+    score is shared by several heads, is 0, or every score is NaN."""
+    grid = np.asarray(scores, dtype=float)  # [L,H]
+    finite = np.isfinite(grid)
+    if not finite.any():
+        return BestHead(label, 0, 0, float("nan"), count, [], "no instance (every score is NaN)")
+    top = float(grid[finite].max())
+    layers, heads = np.nonzero(finite & (grid == top))  # [K] each: the heads at the top score, in index order
+    tied = [(int(layer), int(head)) for layer, head in zip(layers, heads)]
+    if top == 0 and len(tied) == int(finite.sum()):
+        reason = "every head scores 0"
+    elif len(tied) > 1:
+        reason = f"{len(tied)} heads tie at {top:.3f}"
+    elif top == 0:
+        reason = "the top score is 0"
+    else:
+        reason = ""
+    return BestHead(label, *tied[0], top, count, tied if len(tied) > 1 else [], reason)
 
 
 @dataclass
@@ -93,14 +149,38 @@ class ProbeResult:
         """label → [L,H] scores, with the overall grid under "overall"."""
         return {**{k: v.scores for k, v in self.labels.items()}, "overall": self.overall.scores}
 
-    def best(self, label: str = "overall") -> BestHead:
-        """The head with the highest score for `label` ("overall" by default)."""
+    def entry(self, label: str) -> LabelScores:
+        """`label`'s scores ("overall" for the overall grid); KeyError naming the labels when it has none."""
         entry = self.overall if label == "overall" else self.labels.get(label)
         if entry is None:
             raise KeyError(f"{self.probe} has no label {label!r}; labels: {', '.join(self.labels)}")
-        grid = np.where(np.isnan(entry.scores), -np.inf, entry.scores)
-        layer, head = np.unravel_index(int(np.argmax(grid)), grid.shape)
-        return BestHead(label, int(layer), int(head), float(entry.scores[layer, head]), entry.count)
+        return entry
+
+    def best(self, label: str = "overall") -> BestHead:
+        """The head with the highest score for `label` ("overall" by default), or why there is none (``best_head``).
+        Where ``--select-on`` chose the label's head on another split, that head, with its score here."""
+        entry = self.entry(label)
+        chosen = entry.selected
+        if chosen is None:
+            return best_head(entry.scores, label, entry.count)
+        if "reason" in chosen:
+            return BestHead(label, 0, 0, float("nan"), entry.count, reason=f"{chosen['reason']} on the selection split")
+        layer, head = int(chosen["layer"]), int(chosen["head"])
+        return BestHead(label, layer, head, float(entry.scores[layer, head]), entry.count,
+                        selection_score=float(chosen["score_on_selection"]))
+
+    @property
+    def min_count(self) -> int:
+        """The run's minimum count (``--min-count``); 0 for results that record none."""
+        return int(self.info.settings.get("min_count") or 0)
+
+    def below_min_count(self, label: str) -> bool:
+        """Whether `label` has fewer instances than the run's minimum count (never true of "overall")."""
+        return label != "overall" and self.entry(label).count < self.min_count
+
+    def shown(self, all_labels: bool = False) -> list[tuple[str, LabelScores]]:
+        """Labels, most frequent first, those below the minimum count left out unless `all_labels`."""
+        return [(k, v) for k, v in self.by_count() if all_labels or v.count >= self.min_count]
 
     def by_count(self) -> Iterator[tuple[str, LabelScores]]:
         """Labels, most frequent first."""
@@ -133,7 +213,8 @@ class ProbeResult:
             "sentences": i.sentences, "skipped": sum(i.skipped.values()), "skipped_reasons": i.skipped,
             "corpus_notes": i.notes,
             "options": self.options, "settings": i.settings,
-            "labels": {k: v.to_json() for k, v in self.labels.items()},
+            "labels": {k: {**v.to_json(), **({"below_min_count": v.count < self.min_count} if "min_count" in i.settings
+                                               else {})} for k, v in self.labels.items()},
             "overall": self.overall.to_json(), "baselines": self.baselines, **self.extra,
             "version": i.provenance.get("probes"), "provenance": i.provenance, "schema": SCHEMA_VERSION,
         }

@@ -23,7 +23,7 @@ from probes.defaults import bundled_corpus, default_model
 from probes.encoding import check_tokenize, encode, unknown_words
 from probes.errors import InputError
 from probes.examples import DEFAULT_SENTENCES, ExampleRecorder
-from probes.fitting import plan_fit
+from probes.fitting import Selecting, choose_heads, plan_fit, split_settings
 from probes.maps import LayerMaps
 from probes.model import Encoder, load_encoder
 from probes.norms import check_weights
@@ -33,7 +33,7 @@ from probes.progress import progress_bar
 from probes.protocols import apply_protocol
 from probes.provenance import provenance
 from probes.registry import get_probe, load_code
-from probes.results import ProbeResult, RunInfo, check_output_folder
+from probes.results import DEFAULT_MIN_COUNT, ProbeResult, RunInfo, check_output_folder
 from probes.state_files import Shard, as_shard, save_states, split
 
 
@@ -45,7 +45,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         tokenize: str = "words", fit: str | Path | Iterable[str | Path] | None = None, fit_on: str | None = None,
         annotate: str | None = None, views: int = DEFAULT_SENTENCES, view_heads: Iterable[tuple[int, int]] = (),
         protocol: str | None = None, shard: Shard | tuple[int, int] | str | None = None,
-        state: str | Path | None = None, weights: str = "attention", **options: Any) -> dict[str, ProbeResult]:
+        state: str | Path | None = None, weights: str = "attention", min_count: int = DEFAULT_MIN_COUNT,
+        select_on: str | Path | Iterable[str | Path] | None = None, **options: Any) -> dict[str, ProbeResult]:
     """Score every head of `model` with each named probe on `corpus`; one forward pass feeds them all.
 
     model: a checkpoint directory or hub name (default: the packaged MiniLM).
@@ -81,6 +82,13 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     probes.state_files; --limit, prepare and the fit phase still see the whole corpus); the results
     are the shard's, with settings["shard"] = "i/n". state: a folder to save each probe's additive state
     in (DIR/<probe>.<i>-of-<n>.state.pt), for ``probes.merge`` to add up into the unsharded run's results.
+    min_count: labels with fewer instances stay in the results, marked (settings["min_count"], each label's
+    "below_min_count" in the JSON), and are left out of `probes show`, `probes compare` and the figures
+    unless asked (default 20).
+    select_on: corpus file(s) of a selection split (e.g. dev): every probe is scored on it too, each label's
+    best head is chosen there and reported with its score on `corpus` (``LabelScores.selected``,
+    settings["select_on"]; see probes.fitting). Probes with a fit phase are fitted on it unless `fit` or
+    `fit_on` say otherwise. Not with `shard` or `state`.
     options: probe options by name (e.g. ``subtypes=True`` for dep).
     Returns {probe name: ProbeResult}.
     """
@@ -93,6 +101,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     classes = [get_probe(n) for n in dict.fromkeys(names)]
     pool, options = apply_protocol(protocol, classes, pool, options)
     _check_settings(batch_size, max_tokens, max_length, limit, pool)
+    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 0:
+        raise InputError(f"min count must be a whole number, 0 or more, not {min_count!r}")
     check_invalid_trees(invalid_trees)
     check_tokenize(tokenize)
     check_weights(weights)
@@ -100,7 +110,11 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     if state is not None:
         check_output_folder(state)
     _check_options(classes, options)
-    plan = plan_fit(classes, [str(p) for p in _as_list(fit)], fit_on)
+    select_paths = [str(p) for p in _as_list(select_on)]
+    if select_paths and (shard.count > 1 or state is not None):
+        raise InputError("--select-on cannot be combined with --shard or --state (the selection split's scores are "
+                         "not saved in the states; give --fit to fit on a split)")
+    plan = plan_fit(classes, [str(p) for p in _as_list(fit)], fit_on, select_paths)
 
     paths = [str(p) for p in _as_list(corpus)] or [bundled_corpus()]
     reader_options: dict[str, Any] = {}
@@ -115,6 +129,10 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     if plan and plan.paths:
         fit_data = read_corpus(plan.paths, format=format or guess_format(plan.paths[0]) or classes[0].corpus_format,
                                invalid_trees=invalid_trees, **reader_options)
+    select_data = fit_data if fit_data and plan.paths == select_paths else None
+    if select_paths and select_data is None:
+        select_data = read_corpus(select_paths, format=format or guess_format(select_paths[0]) or
+                                  classes[0].corpus_format, invalid_trees=invalid_trees, **reader_options)
 
     if encoder is None:
         encoder = load_encoder(model or default_model(), device=device, max_length=max_length)
@@ -145,8 +163,20 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         layers_held = 1 if encoder.capture == "hooks" else encoder.layers
         max_tokens = feed.rows(active) * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim, longest,
                                                          free_memory(encoder.device), layers_held)
+    selecting: list[Probe] = []  # fresh probes scored on the selection split
+    if select_data is not None:
+        selecting = [cls(encoder.layers, encoder.heads, **_own(cls, options)) for cls in classes]
+        select_sentences = select_data.sentences[:limit] if limit else select_data.sentences
+        for p in selecting:
+            p.prepare(select_sentences)
+        select_skipped = dict(select_data.skipped)
+        select_usable, select_encoded = _prepare(select_sentences, selecting, encoder, tokenize, select_skipped)
+        if not select_encoded:
+            raise InputError(f"no sentence of the selection split can be scored ({_skip_summary(select_skipped)})",
+                             select_paths[0])
     fit_settings = None
     fitting = [p for p in active if p.needs_fit]
+    pending = selecting  # selection probes not scored yet
     if fitting:  # fit phase: a forward pass over the fit corpus feeds fit_update before any update
         fit_usable, fit_encoded, fit_skipped = *(whole or (usable, encoded)), {}
         if fit_data is not None:
@@ -156,9 +186,20 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
             if not fit_encoded:
                 raise InputError(f"no sentence of the fit corpus can be used ({_skip_summary(fit_skipped)})",
                                  plan.paths[0])
-        feed.all(fitting, "fit_update", fit_usable,
-                 length_sorted_batches(fit_encoded, batch_size, max_tokens // feed.rows(fitting)), progress)
+        same = selecting and select_data is fit_data and len(fit_usable) == len(select_usable) and \
+            all(a is b for a, b in zip(fit_usable, select_usable))  # the selection split, as the fit reads it
+        together = [Selecting(p) for p in selecting if not p.needs_fit] if same else []
+        feed.all([*fitting, *together], "fit_update", fit_usable,
+                 length_sorted_batches(fit_encoded, batch_size, max_tokens // feed.rows([*fitting, *together])),
+                 progress)
         fit_settings = plan.settings(fit_data.files if fit_data else data.files, len(fit_encoded), fit_skipped)
+        pending = [p for p in selecting if p.needs_fit or not same]
+        for p, fitted in zip(selecting, active):
+            if p.needs_fit:
+                p.merge_fit(fitted)
+    if pending:
+        feed.all(pending, "update", select_usable,
+                 length_sorted_batches(select_encoded, batch_size, max_tokens // feed.rows(pending)), progress)
     recorder = ExampleRecorder(encoder.layers, encoder.heads, views, view_heads)
     feed.all([*active, recorder], "update", usable,
              length_sorted_batches(encoded, batch_size, max_tokens // feed.rows(active)), progress)
@@ -169,14 +210,24 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                              "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize,
                              "weights": weights,
                              **({"protocol": protocol} if protocol else {}),
+                             "min_count": min_count,
                              **({"fit": fit_settings} if fit_settings else {}),
+                             **({"select_on": split_settings(select_data.files, len(select_encoded), select_skipped)}
+                                if selecting else {}),
                              **({"shard": str(shard)} if shard.count > 1 else {})},
                    provenance=provenance(encoder, data.files, time.perf_counter() - started,
                                          unknown_words=unknown.provenance(), skipped_ids=data.skipped_ids),
                    notes=dict(data.notes))
     if state is not None:
         save_states(state, active, info, part, encoder.tokenizer, data.skipped, shard_skipped)
-    return {p.name: recorder.attach(p.compute(info)) for p in active}
+    results = {p.name: p.compute(info) for p in active}
+    if selecting:
+        chosen_on = RunInfo(model=encoder.name, corpus=select_data.files, layers=encoder.layers, heads=encoder.heads,
+                            sentences=len(select_encoded), skipped=select_skipped, settings=info.settings,
+                            provenance=info.provenance, notes=dict(select_data.notes))
+        for p in selecting:
+            choose_heads(results[p.name], p.compute(chosen_on))
+    return {name: recorder.attach(result) for name, result in results.items()}
 
 
 def _prepare(sentences: list, probes: list[Probe], encoder: Encoder, tokenize: str,

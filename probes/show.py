@@ -9,39 +9,62 @@ from probes.presentation import presentation_of
 from probes.results import ProbeResult
 
 
-def format_table(result: ProbeResult, top: int = 0) -> str:
+def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) -> str:
     """Best head per label (most frequent first), with its count and, where the probe has them,
-    the best fixed-offset baseline and the head's margin over it."""
+    the best fixed-offset baseline and the head's margin over it. Labels below the run's minimum count
+    are left out unless `all_labels`; a label with no single best head (``BestHead.reason``) says why;
+    where ``--select-on`` chose the heads, their score on the selection split is a column too. Below the
+    table: a warning naming the labels whose best head does not beat its best baseline."""
     info = result.info
     baselines = result.baselines.get("labels", {})
+    select_on = info.settings.get("select_on")
     lines = [f"{result.probe} · {info.model} · {info.sentences} sentences scored, {sum(info.skipped.values())} skipped"
              f" · {info.layers} layers × {info.heads} heads (0-indexed)"]
-    header = f"{'label':<14}{'count':>7}  {'best head':<10}{'score':>7}"
+    if select_on:
+        lines.append(f"best heads chosen on {', '.join(select_on['corpus'])} ({select_on['sentences']} sentences); "
+                     "scores on the scored corpus")
+    header = f"{'label':<14}{'count':>7}  {'best head':<10}{'score':>7}" + (f"{'on sel.':>9}" if select_on else "")
     if baselines:
         header += f"  {'baseline':<12}{'score':>7}{'margin':>8}"
     lines += [header, "-" * len(header)]
-    rows = list(result.by_count())[: top or None] + [("overall", result.overall)]
+    shown = result.shown(all_labels)
+    rows = shown[: top or None] + [("overall", result.overall)]
+    beaten = []  # labels whose best head is not above the best baseline
     for name, entry in rows:
         best = result.best(name)
-        line = f"{name:<14}{entry.count:>7}  {f'L{best.layer}-H{best.head}':<10}{best.score:>7.3f}"
+        line = f"{name:<14}{entry.count:>7}  "
+        if not best.found:
+            lines.append(line + f"no best head: {best.reason}")
+            continue
+        line += f"{best.name:<10}{best.score:>7.3f}" + (f"{best.selection_score:>9.3f}" if select_on else "")
         base = result.baselines.get("overall") if name == "overall" else baselines.get(name)
         if base:
             offset = f"offset {base['best_offset']:+d}"
             line += f"  {offset:<12}{base['best']:>7.3f}{best.score - base['best']:>+8.3f}"
+            if not best.score > base["best"]:
+                beaten.append(f"{name} ({best.name} {best.score:.3f} ≤ {offset} {base['best']:.3f})")
         lines.append(line)
+    if beaten:
+        lines.append(f"warning: best head not above its best offset baseline: {', '.join(beaten)}")
+    hidden = len(result.labels) - len(shown)
+    if hidden:
+        lines.append(f"{hidden} labels below the minimum count ({result.min_count} instances) not shown; "
+                     "--all-labels shows them")
     return "\n".join(lines)
 
 
-def format_result(result: ProbeResult, top: int = 0, head: tuple[int, int] | None = None, sentences: int = 3) -> str:
+def format_result(result: ProbeResult, top: int = 0, head: tuple[int, int] | None = None, sentences: int = 3,
+                  all_labels: bool = False) -> str:
     """The table, the lines its probe adds below it (probes.presentation: ``details``; e.g. seg's example
     sentences segmented by `head`, default the best head), then `head`'s per-sentence view (``format_views``)."""
     details = presentation_of(result).details(result, head=head, sentences=sentences)
     views = format_views(result, head=head, sentences=sentences)
-    return format_table(result, top=top) + (f"\n{details}" if details else "") + (f"\n{views}" if views else "")
+    return format_table(result, top=top, all_labels=all_labels) + (f"\n{details}" if details else "") + (f"\n{views}" if views else "")
 
 
 def format_views(result: ProbeResult, head: tuple[int, int] | None = None, sentences: int = 3) -> str:
-    """The per-sentence view of one head (default: the best overall) on the first `sentences` kept sentences
+    """The per-sentence view of one head (default: the best overall, or where none is single, the first head at
+    the top score) on the first `sentences` kept sentences
     (``extra["sentence_views"]``, see probes.examples): each word's most-attended word, and where the corpus
     has them the gold dependency arcs and semantic roles, ✓ where the head gets the arc (either direction,
     as dep and srl score it), ✗ where not. "" when the result keeps no views."""

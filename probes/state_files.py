@@ -38,6 +38,7 @@ from typing import Any, Iterable
 import torch
 
 from probes.corpus.sentence import Sentence
+from probes.encoding import UnknownWords
 from probes.errors import InputError
 from probes.probe import Probe
 from probes.provenance import sha256
@@ -309,10 +310,9 @@ def _merged_info(shards: list[_Loaded]) -> RunInfo:
         for reason, n in s.data["skipped"].items():
             skipped[reason] = skipped.get(reason, 0) + n
     provenance = dict(first["info"]["provenance"])
-    unknown = [s.data["info"]["provenance"].get("unknown_words", {}) for s in shards]
-    count, words = sum(u.get("count", 0) for u in unknown), sum(u.get("words", 0) for u in unknown)
+    unknown = UnknownWords.added([s.data["info"]["provenance"].get("unknown_words", {}) for s in shards])
     provenance.update(
-        unknown_words={"count": count, "words": words, "share": count / words if words else 0.0},
+        unknown_words=unknown.provenance(),
         command=shlex.join(sys.argv), created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         seconds=round(sum(s.data["info"]["provenance"].get("seconds", 0.0) for s in shards), 3),
         shards=[{"shard": f"{s.data['shard']}/{fp['shards']}", "sentences": s.data["sentences"],

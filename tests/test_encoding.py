@@ -18,8 +18,8 @@ from probes.batching import Batch
 from probes.corpus import read_corpus
 from probes.corpus.sentence import Sentence
 from probes.defaults import bundled_corpus
-from probes.encoding import (END_COLUMN, UnknownWordsWarning, encode, subword_columns, unknown_words,
-                             unusable)
+from probes.encoding import (END_COLUMN, UnknownTokensWarning, UnknownWords, UnknownWordsWarning, encode,
+                             subword_columns, unknown_words, unusable)
 from probes.errors import InputError
 from probes.maps import LayerMaps
 from probes.shuffle import word_permutation
@@ -195,9 +195,10 @@ def test_unknown_words_counted_by_hand(tokenizer):
     sentences = [sentence(["ab", "x", "我", "xy"]), sentence(["abc", "x"]), sentence(["照"])]
     items, _ = encode(tokenizer, sentences, 64)
     unknown = unknown_words(UNK, sentences, items)
-    # "x" twice and "xy" once are [UNK]; 7 words
+    # "x" twice and "xy" once are [UNK]; 7 words; units: ab [UNK] 我 [UNK] | ab ##c [UNK] | 照 = 8, 3 of them [UNK]
     assert (unknown.count, unknown.words, unknown.examples) == (3, 7, ["x", "xy"])
-    assert unknown.provenance() == {"count": 3, "words": 7, "share": 3 / 7}
+    assert unknown.provenance() == {"count": 3, "words": 7, "share": 3 / 7, "unknown_units": 3, "units": 8,
+                                    "unit_share": 3 / 8, "dominated": True}
     pairs = [sentence(["ab", "我", "x", "6"], pair=2)]  # the [UNK] in the second segment is word 3
     assert unknown_words(UNK, pairs, encode(tokenizer, pairs, 64)[0]).examples == ["x"]
     # raw text: 拍 is [UNK] and starts in 拍照
@@ -205,6 +206,34 @@ def test_unknown_words_counted_by_hand(tokenizer):
     unknown = unknown_words(UNK, texts, encode(tokenizer, texts, 64, "text")[0])
     assert (unknown.count, unknown.words, unknown.examples) == (1, 2, ["拍照"])
     assert unknown_words(None, sentences, items).count == 0
+    assert unknown_words(None, sentences, items).provenance()["units"] == 8
+
+
+def _warned(unknown) -> list[warnings.WarningMessage]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        unknown.warn("corpus.conllu")
+    return caught
+
+
+def test_unknown_tokens_dominating_a_run_get_the_stronger_warning(tokenizer):
+    # 4 words, 1 [UNK] (25% of the words), 7 units (ab ##c three times, [UNK]): 1 / 7 = 14% ≤ 20%: the word warning
+    mild = [sentence(["abc", "abc", "abc", "x"])]
+    unknown = unknown_words(UNK, mild, encode(tokenizer, mild, 64)[0])
+    assert (unknown.unknown_units, unknown.units, unknown.dominated) == (1, 7, False)
+    (w,) = _warned(unknown)
+    assert w.category is UnknownWordsWarning and str(w.message).startswith("25.0% of the words (1 of 4)")
+    # one more [UNK] word: 2 / 8 = 25% of the units > 20%: dominated, the distinct warning instead
+    strong = [sentence(["abc", "abc", "abc", "x", "xy"])]
+    unknown = unknown_words(UNK, strong, encode(tokenizer, strong, 64)[0])
+    assert (unknown.unknown_units, unknown.units, unknown.dominated) == (2, 8, True)
+    (w,) = _warned(unknown)
+    assert w.category is UnknownTokensWarning and issubclass(w.category, UnknownWordsWarning)
+    assert str(w.message).startswith("the unknown token dominates this run: 25.0% of the words' subword tokens "
+                                     "(2 of 8) are unknown, e.g. x, xy:")
+    # the shards of a run add up
+    added = UnknownWords.added([unknown.provenance(), unknown.provenance()])
+    assert (added.count, added.words, added.unknown_units, added.units) == (4, 10, 4, 16)
 
 
 def _independent_unknown(tokenizer, sentences):
@@ -227,15 +256,19 @@ def test_english_vocabulary_on_chinese_warns_once(minilm, shared_corpora):
     unknown, words = _independent_unknown(minilm.tokenizer, read_corpus([corpus]).sentences[:5])
     assert result.info.sentences == 5 and len(unknown) > 0.05 * len(words)
     examples = list(dict.fromkeys(unknown))[:3]
-    assert result.info.provenance["unknown_words"] == {"count": len(unknown), "words": len(words),
-                                                       "share": len(unknown) / len(words)}
+    units = [t for w in words for t in minilm.tokenizer(w, add_special_tokens=False)["input_ids"]]
+    unknown_units = units.count(minilm.tokenizer.unk_token_id)
+    assert unknown_units > 0.2 * len(units)  # Chinese through an English vocabulary: dominated by [UNK]
+    assert result.info.provenance["unknown_words"] == {
+        "count": len(unknown), "words": len(words), "share": len(unknown) / len(words), "unknown_units": unknown_units,
+        "units": len(units), "unit_share": unknown_units / len(units), "dominated": True}
     assert len(caught) == 1
     message = str(caught[0].message)
-    assert message.startswith(f"{len(unknown) / len(words):.1%} of the words ({len(unknown)} of {len(words)}) "
-                              f"tokenize to the unknown token, e.g. {', '.join(examples)}:")
+    assert message.startswith(f"the unknown token dominates this run: {unknown_units / len(units):.1%} of the words' "
+                              f"subword tokens ({unknown_units} of {len(units)}) are unknown, e.g. {', '.join(examples)}:")
     w = caught[0]
     printed = warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line)
-    assert printed == f"{corpus}:0: UnknownWordsWarning: {message}\n"  # one line on stderr
+    assert printed == f"{corpus}:0: UnknownTokensWarning: {message}\n"  # one line on stderr
     assert result.info.provenance["command"] == shlex.join(sys.argv)
 
 
@@ -245,6 +278,7 @@ def test_english_sample_stays_silent(minilm):
     sample = read_corpus([bundled_corpus()]).sentences[:40]
     unknown, words = _independent_unknown(minilm.tokenizer, sample)
     assert caught == [] and result.info.sentences == 40
-    assert result.info.provenance["unknown_words"] == {"count": len(unknown), "words": len(words),
-                                                       "share": len(unknown) / len(words)}
+    recorded = result.info.provenance["unknown_words"]
+    assert {k: recorded[k] for k in ("count", "words", "share", "dominated")} == {
+        "count": len(unknown), "words": len(words), "share": len(unknown) / len(words), "dominated": False}
     assert len(unknown) <= 0.05 * len(words)

@@ -61,7 +61,7 @@ MAPS = {id(F1): (C1, [H0_F1, H1_F1]), id(F2): (C2, [H0_F2, H1_F2])}
 
 def _probe(batches, pool="mean-sum", **options) -> FrameElementProbe:
     """As the runner does: skip_reason on every sentence first, then one update per batch of kept sentences."""
-    probe = FrameElementProbe(1, 2, **{"min_count": 1, **options})
+    probe = FrameElementProbe(1, 2, **options)
     kept = {id(s) for group in batches for s in group if probe.skip_reason(s) is None}
     for group in batches:
         group = [s for s in group if id(s) in kept]
@@ -136,11 +136,22 @@ def test_length_filters_and_skip_reasons():
     assert probe.annotated == 6 and probe.skip_reason(F2) is None
 
 
-def test_min_count():
-    r = _result(min_count=2)
-    assert r.labels == {} and r.overall.count == 3
+def test_min_count_marks_rare_labels_and_moves_no_score():
+    """The run's minimum count keeps every frame element, marked; the instances extras count the rare ones."""
+    plain = _result()
+    info = RunInfo(model="hand", corpus=["hand"], layers=1, heads=2, sentences=2, skipped={},
+                   settings={"min_count": 2}, provenance={})
+    r = _probe(((F1, F2),)).compute(info)
+    assert set(r.labels) == {"Donor", "Theme", "Goods"} and r.overall.count == 3
+    assert all(r.below_min_count(label) for label in r.labels) and not r.below_min_count("overall")
+    assert r.shown() == [] and [name for name, _ in r.shown(all_labels=True)] == ["Donor", "Goods", "Theme"]
+    for label, entry in [*plain.labels.items(), ("overall", plain.overall)]:
+        np.testing.assert_array_equal(r.entry(label).scores, entry.scores)
     instances = r.extra["instances"]
     assert instances["labels_below_min_count"] == 3 and instances["instances_below_min_count"] == 3
+    assert {k: v["below_min_count"] for k, v in r.to_json()["labels"].items()} == {
+        "Donor": True, "Theme": True, "Goods": True}
+    assert "below_min_count" not in plain.to_json()["labels"]["Donor"]  # a run that records no minimum count
 
 
 def test_pooling_rule_changes_raw_weights():
@@ -166,7 +177,7 @@ def test_padding_batching_and_merging_do_not_change_scores():
 
 def test_state_merges_saves_and_resets():
     batches = [two_layers(batch([F1], [C1], [[H0_F1, H1_F1]])), two_layers(batch([F2], [C2], [[H0_F2, H1_F2]]))]
-    r = check_state(lambda: FrameElementProbe(2, 2, min_count=1), batches, info(2, 2))
+    r = check_state(lambda: FrameElementProbe(2, 2), batches, info(2, 2))
     np.testing.assert_allclose(r.overall.scores, [[1.6 / 3, 0.0], [0.0, 1.6 / 3]], rtol=0, atol=1e-7)
     # instances counted once, not once per layer; the filter counts come from skip_reason
     assert r.overall.count == 3 and r.extra["instances"]["annotated"] == 6 and r.extra["instances"]["scored"] == 3

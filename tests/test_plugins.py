@@ -205,7 +205,7 @@ def test_help_shows_no_internal_names(capsys, command):
     text = capsys.readouterr().out
     help_text = " ".join(text.split())
     assert "OPT_" not in text and "(default )" not in text and "(default None)" not in text
-    assert "--min-count N [frames]" in help_text and "(default 20)" in help_text
+    assert "--max-fe-words N [frames]" in help_text and "(default 3)" in help_text
     assert "--documents TEXT [frames]" in help_text and "--frequencies TEXT [rare]" in help_text
     assert "--tagset {upos,xpos} [pos]" in help_text
     assert help_text.count("--seed N [") == 1  # head_distance and word_order share it: one flag
@@ -222,8 +222,8 @@ def test_ablate_passes_pool_beside_the_probe_options(monkeypatch):
         raise probes.InputError("stop here")
 
     monkeypatch.setattr(probes.ablation.sweep, "ablate", fake_ablate)
-    assert main(["ablate", "dep", "--pool", "first-sum", "--subtypes", "--min-count", "3"]) == 2
-    assert seen["pool"] == "first-sum" and seen["subtypes"] is True and seen["min_count"] == 3
+    assert main(["ablate", "dep", "--pool", "first-sum", "--subtypes", "--max-fe-words", "3"]) == 2
+    assert seen["pool"] == "first-sum" and seen["subtypes"] is True and seen["max_fe_words"] == 3
     assert not any(key.startswith("opt_") for key in seen)
 
 

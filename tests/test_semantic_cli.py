@@ -128,8 +128,11 @@ def test_frames_on_all_framenet_documents(frames_run):
     assert data["sentences"] == 375 and data["skipped_reasons"]["longer_than_12_words"] == 6218
     assert data["corpus_notes"]["null_instantiation"] == 7345  # annotations, not sentences: kept apart
     assert "null_instantiation" not in data["skipped_reasons"]
-    assert data["options"]["max_sentence_words"] == 12 and data["options"]["min_count"] == 20
-    assert {k: v["count"] for k, v in data["labels"].items()} == {"Agent": 47, "Theme": 33, "Figure": 20}
+    assert data["options"]["max_sentence_words"] == 12 and data["settings"]["min_count"] == 20
+    # every frame element stays in the results; the 141 below the minimum count are marked
+    assert {k: v["count"] for k, v in data["labels"].items() if not v["below_min_count"]} == {
+        "Agent": 47, "Theme": 33, "Figure": 20}
+    assert len(data["labels"]) == 3 + 141 and sum(v["count"] for v in data["labels"].values()) == 477
     result = probes.load_result(frames_run / "frames.json")
     best = result.best()
     assert 0.1 < best.score < 1 and best.count == 477

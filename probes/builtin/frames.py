@@ -11,8 +11,9 @@ attention A (rows: from, columns: to):
 
 ``scores`` is the mean score over instances; ``extra`` holds each direction's weight alone
 (weight_target_to_fe: max A[t, f]; weight_fe_to_target: max A[f, t]) and the argmax accuracy,
-either way and each way. Reported per head, overall and per FE name with at least
-``--min-count`` instances (the overall grid uses every instance).
+either way and each way. Reported per head, overall and per FE name; FE names with fewer instances
+than the run's ``--min-count`` (probes.run's ``min_count``) stay in the results, marked, and the
+``instances`` extras count them (``labels_below_min_count``, ``instances_below_min_count``).
 
 The score uses raw word-level weights, so the subword pooling rule matters: with the default
 ``--pool mean-sum`` a word's row is the mean of its subwords' rows and its column the sum of
@@ -68,7 +69,6 @@ class FrameElementProbe(Probe):
     needs = ("frames",)
     corpus_format = "framenet"
     options = (
-        Option("min_count", 20, "report a frame element (label) only with at least this many instances", int),
         Option("max_sentence_words", 12, "use sentences of at most this many words (0: any length)", int),
         Option("max_fe_words", 3, "use frame elements of at most this many words (0: any length)", int),
         Option("adjacent_fes", False, "keep frame elements right next to the target", bool),
@@ -79,7 +79,7 @@ class FrameElementProbe(Probe):
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
-        for name in ("min_count", "max_sentence_words", "max_fe_words"):
+        for name in ("max_sentence_words", "max_fe_words"):
             if self.config[name] < 0:
                 raise InputError(f"--{name.replace('_', '-')} must be 0 or more, not {self.config[name]}")
         self.add_state("sums", LabelSums((len(GRIDS), layers, heads)))  # [FE names, 6, L, H] per-instance values
@@ -133,12 +133,11 @@ class FrameElementProbe(Probe):
             self.counts.add(self.counts.ids(labels), torch.ones(len(labels)))
 
     def compute(self, info: RunInfo) -> ProbeResult:
-        frequent = [n for n in self.counts.names if int(self.counts[n]) >= self.config["min_count"]]
-        labels = {name: _scores(self.counts[name], self.sums[name]) for name in frequent}
+        labels = {name: _scores(self.counts[name], self.sums[name]) for name in self.counts.names}
         overall = _scores(self.counts.total(), self.sums.total())
         scored, annotated = overall.count, int(self.annotated)
         removed = {name: int(n) for name, n in zip(FILTERS, self.removed) if n or _applies(name, self.config)}
-        rare = [n for n in self.counts.names if n not in labels]
+        rare = [n for n, e in labels.items() if e.count < int(info.settings.get("min_count") or 0)]
         instances = {"annotated": annotated, "removed": removed, "scored": scored,
                      "in_sentences_skipped_otherwise": annotated - sum(removed.values()) - scored,
                      "labels_below_min_count": len(rare),

@@ -21,12 +21,15 @@ def add_commands(sub) -> None:
     """Add the comparison subcommands to the CLI's subparsers."""
     compare = sub.add_parser("compare", help="compare two results folders head by head (B − A)",
                              description="Compare two results folders (same probes, models of one architecture): "
-                             "per label the best head and score in each, the change, the heads that gained or lost "
-                             "most, and delta heatmaps. A or B may also be single files, any layers × heads array "
+                             "per label the counts, the best head and score in each, the change, the heads that gained "
+                             "or lost most, and delta heatmaps; labels lost (below --min-count or absent in B) and "
+                             "deltas resting on few instances are flagged. A or B may also be single files, any layers × heads array "
                              "(.npy, .json, .csv) included.", epilog=EPILOG,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
     compare.add_argument("a", metavar="A", type=input_path, help="results folder (or file) of the first model")
     compare.add_argument("b", metavar="B", type=input_path, help="results folder (or file) of the second model")
+    compare.add_argument("--all-labels", action="store_true",
+                         help="also the labels below the runs' --min-count in both A and B (always in the files)")
     _outputs(compare, "write compare.json, compare.csv and <probe>-<label>-delta.png here")
 
     similarity = sub.add_parser("similarity", help="per-head cosine similarity of two checkpoints' attention maps",
@@ -63,6 +66,7 @@ def add_commands(sub) -> None:
                           description="Draw the layer × head heatmaps of a results file or of a .npy/.json/.csv grid.")
     plot.add_argument("file", metavar="FILE", type=input_path, help="a results file, or a layers × heads array file")
     plot.add_argument("--out", metavar="DIR", required=True, type=check_output_folder, help="folder for the PNG files")
+    plot.add_argument("--all-labels", action="store_true", help="also the labels below the run's --min-count")
 
 
 def _outputs(parser: argparse.ArgumentParser, out_help: str) -> None:
@@ -76,9 +80,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     comparison = compare_results(args.a, args.b)
     if comparison.left_out:
         print(f"probes: compared the probes both hold; left out {', '.join(comparison.left_out)}", file=sys.stderr)
-    print(comparison.format_table())
+    print(comparison.format_table(all_labels=args.all_labels))
     if args.out:
-        written = comparison.save(args.out, plots=not args.no_plots)
+        written = comparison.save(args.out, plots=not args.no_plots, all_labels=args.all_labels)
         print(f"wrote {len(written)} files to {args.out}")
     return 0
 
@@ -143,7 +147,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from probes.compare.grids import load_any
     from probes.results import write_result_files
 
-    written = write_result_files(args.out, load_any(args.file).figures("labels"))
+    written = write_result_files(args.out, load_any(args.file).figures("all-labels" if args.all_labels else "labels"))
     print(f"wrote {len(written)} files to {args.out}")
     return 0
 

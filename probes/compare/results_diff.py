@@ -1,8 +1,12 @@
 """Comparing two sets of results head by head (``probes compare A/ B/``): what changed from A to B.
 
-For every probe and label both sides have: the best head and score in each, the change of the best
-score, how A's best head fares in B, the mean change over heads, and the heads that gained or lost
-most; delta = B − A per head, as an [L,H] grid (and a heatmap). The probes both sides hold are
+For every probe and label either side has: the counts in A and B, the best head and score in each
+(``ProbeResult.best``: none where the top score ties or is 0, and the ``--select-on`` choice where the
+run made one), the change of the best score, how A's best head fares in B, the mean change over heads,
+and the heads that gained or lost most; delta = B − A per head, as an [L,H] grid (and a heatmap).
+Minimum counts (the larger of the two runs' ``--min-count``): ``label_lost`` marks a label at or
+above it in A but absent or below it in B, ``few`` a delta resting on fewer instances on either side;
+the table on screen leaves out the labels below it on both sides unless asked (``all_labels``). The probes both sides hold are
 compared (those only one side holds are left out and listed in ``left_out``); each must have been
 run with the same options, on models of one architecture (same layers × heads and family): heads
 are matched by position, which means something only between checkpoints of one model (a
@@ -18,7 +22,7 @@ import numpy as np
 
 from probes.compare.grids import load_any
 from probes.errors import InputError
-from probes.results import BestHead, ProbeResult, json_grid, results_in, safe_name, write_result_files
+from probes.results import BestHead, ProbeResult, best_head, json_grid, results_in, safe_name, write_result_files
 
 TOP = 3  # heads listed as gained / lost most
 
@@ -33,19 +37,41 @@ class LabelDelta:
     count_b: int
     a: np.ndarray  # [L,H] scores in A
     b: np.ndarray  # [L,H] scores in B
+    min_count: int = 0  # the larger of the two runs' minimum counts
+    best_a: BestHead | None = None  # A's best head as its result names it (None: from the grid, best_head)
+    best_b: BestHead | None = None
 
     @property
     def delta(self) -> np.ndarray:
         """[L,H] B − A."""
         return self.b - self.a
 
-    def best(self, side: str) -> BestHead | None:
-        grid = self.a if side == "a" else self.b
-        if np.isnan(grid).all():
-            return None
-        layer, head = np.unravel_index(int(np.nanargmax(grid)), grid.shape)
-        return BestHead(self.label, int(layer), int(head), float(grid[layer, head]),
-                        self.count_a if side == "a" else self.count_b)
+    def best(self, side: str) -> BestHead:
+        """The best head of side "a" or "b" (``BestHead.found`` false where none is named)."""
+        given = self.best_a if side == "a" else self.best_b
+        if given is not None:
+            return given
+        return best_head(self.a if side == "a" else self.b, self.label, self.count_a if side == "a" else self.count_b)
+
+    @property
+    def label_lost(self) -> bool:
+        """At or above the minimum count in A, absent or below it in B."""
+        return self.label != "overall" and self.count_a >= self.min_count > self.count_b
+
+    @property
+    def few(self) -> bool:
+        """Whether the delta rests on fewer than the minimum count of instances on either side."""
+        return self.label != "overall" and min(self.count_a, self.count_b) < self.min_count
+
+    @property
+    def no_best(self) -> bool:
+        """Whether a side names no best head."""
+        return not (self.best("a").found and self.best("b").found)
+
+    @property
+    def frequent(self) -> bool:
+        """At or above the minimum count on one side at least (overall always): shown on screen."""
+        return self.label == "overall" or max(self.count_a, self.count_b) >= self.min_count
 
     def movers(self, gained: bool, top: int = TOP) -> list[tuple[int, int, float]]:
         """The `top` heads whose score rose (gained) or fell most: (layer, head, delta)."""
@@ -56,15 +82,19 @@ class LabelDelta:
                 if np.isfinite(d[layer, head]) and (d[layer, head] > 0 if gained else d[layer, head] < 0)]
 
     def row(self) -> dict:
+        """The CSV's row. best_a / best_b: None where that side names no best head (why: no_best_a / no_best_b)."""
         best_a, best_b = self.best("a"), self.best("b")
-        a_best_in_b = float(self.b[best_a.layer, best_a.head]) if best_a else float("nan")
+        nan = float("nan")
         d = self.delta
+        # the hook for paired intervals: probes.bootstrap.paired_delta(result_b, result_a, label) gives
+        # (delta_best, low, high), B − A, where both results carry replicates; a column flags low ≤ 0 ≤ high
         return {"probe": self.probe, "label": self.label, "count_a": self.count_a, "count_b": self.count_b,
-                "best_a": _name(best_a), "score_a": best_a.score if best_a else float("nan"),
-                "best_b": _name(best_b), "score_b": best_b.score if best_b else float("nan"),
-                "delta_best": (best_b.score - best_a.score) if best_a and best_b else float("nan"),
-                "a_best_in_b": a_best_in_b,
-                "mean_delta": float(np.nanmean(d)) if np.isfinite(d).any() else float("nan"),
+                "best_a": best_a.name, "score_a": best_a.score if best_a.found else nan, "no_best_a": best_a.reason,
+                "best_b": best_b.name, "score_b": best_b.score if best_b.found else nan, "no_best_b": best_b.reason,
+                "delta_best": (best_b.score - best_a.score) if best_a.found and best_b.found else nan,
+                "a_best_in_b": float(self.b[best_a.layer, best_a.head]) if best_a.found else nan,
+                "mean_delta": float(np.nanmean(d)) if np.isfinite(d).any() else nan,
+                "min_count": self.min_count, "label_lost": self.label_lost, "few": self.few,
                 "gained": _heads(self.movers(True)), "lost": _heads(self.movers(False))}
 
 
@@ -103,36 +133,52 @@ class Comparison:
                 "labels": [{**_clean(d.row()), "delta": json_grid(d.delta)} for d in self.labels],
                 "layers": [_clean(r) for r in self.layer_changes().to_dict("records")]}
 
-    def save(self, directory: str | Path, *, plots: bool = True) -> list[Path]:
-        """compare.json, compare.csv and (optionally) one delta heatmap per probe and label."""
+    def save(self, directory: str | Path, *, plots: bool = True, all_labels: bool = False) -> list[Path]:
+        """compare.json, compare.csv (every label) and (optionally) one delta heatmap per probe and label
+        (``figures``)."""
         return write_result_files(directory, {"compare.json": self.to_json(), "compare.csv": self.to_frame(),
-                                              **(self.figures() if plots else {})})
+                                              **(self.figures(all_labels) if plots else {})})
 
-    def figures(self) -> dict[str, bytes]:
-        """{<probe>-<label>-delta.png: PNG}: B − A per head, red where B is higher, on a scale centred on 0."""
+    def figures(self, all_labels: bool = False) -> dict[str, bytes]:
+        """{<probe>-<label>-delta.png: PNG}: B − A per head, red where B is higher, on a scale centred on 0; the
+        labels below the minimum count on both sides only with `all_labels`."""
         from probes.plots import heatmap_png
 
         pictures = {}
         for d in self.labels:
+            if not (all_labels or d.frequent):
+                continue
             span = float(np.nanmax(np.abs(d.delta))) if np.isfinite(d.delta).any() else 1.0
             pictures[f"{safe_name(d.probe)}-{safe_name(d.label)}-delta.png"] = heatmap_png(
                 d.delta, f"{d.probe}: {d.label}, B − A", f"A {self.model_a}\nB {self.model_b}", vmin=-(span or 1.0),
                 vmax=span or 1.0, cmap="RdBu_r")
         return pictures
 
-    def format_table(self) -> str:
+    def format_table(self, all_labels: bool = False) -> str:
+        """The table on screen: a row per label (those below the minimum count on both sides only with
+        `all_labels`) with its counts in A and B; "lost" where a label at or above the minimum count in A
+        is absent or below it in B; "few" where the delta rests on fewer instances than that."""
         lines = [f"A: {self.model_a}", f"B: {self.model_b}", *[f"note: {n}" for n in self.notes]]
-        header = (f"{'probe':<14}{'label':<18}{'best A':<9}{'score':>7}  {'best B':<9}{'score':>7}"
-                  f"{'Δbest':>8}{'A-best in B':>13}  gained most")
+        header = (f"{'probe':<14}{'label':<18}{'n A':>6}{'n B':>6}  {'best A':<9}{'score':>7}  {'best B':<9}"
+                  f"{'score':>7}{'Δbest':>8}{'A-best in B':>13}  {'lost':<5}{'few':<4} gained most")
         for probe, layers in self.layer_changes().groupby("probe", sort=False):
             lines.append(f"{probe}: mean |B − A| by layer: " +
                          ", ".join(f"L{r.layer} {r.mean_abs_delta:.3f}" for r in layers.itertuples()))
         lines += [header, "-" * len(header)]
-        for d in self.labels:
+        shown = [d for d in self.labels if all_labels or d.frequent]
+        for d in shown:
             r = d.row()
-            lines.append(f"{d.probe:<14}{d.label[:17]:<18}{r['best_a'] or '-':<9}{r['score_a']:>7.3f}  "
-                         f"{r['best_b'] or '-':<9}{r['score_b']:>7.3f}{r['delta_best']:>+8.3f}"
-                         f"{r['a_best_in_b']:>13.3f}  {r['gained'].split(';')[0]}")
+            lines.append(f"{d.probe:<14}{d.label[:17]:<18}{d.count_a:>6}{d.count_b:>6}  {_short(d.best('a')):<9}"
+                         f"{_number(r['score_a'], ''):>7}  {_short(d.best('b')):<9}{_number(r['score_b'], ''):>7}"
+                         f"{_number(r['delta_best'], '+'):>8}{_number(r['a_best_in_b'], ''):>13}  "
+                         f"{'lost' if d.label_lost else '':<5}{'few' if d.few else '':<4} {r['gained'].split(';')[0]}")
+        least = {d.min_count for d in self.labels}
+        if len(shown) < len(self.labels):
+            lines.append(f"{len(self.labels) - len(shown)} labels below the minimum count "
+                         f"({', '.join(map(str, sorted(least)))} instances) in A and B not shown; --all-labels shows them")
+        if any(d.no_best for d in shown):
+            lines.append("no best head: tie×N where N heads share the top score, 0 where the top score is 0, "
+                         "- where the label is absent or the selection split names none")
         return "\n".join(lines)
 
 
@@ -172,7 +218,9 @@ def compare_results(a: str | Path | dict[str, ProbeResult], b: str | Path | dict
             eb = rb.overall if label == "overall" else rb.labels.get(label)
             nan = np.full((ra.info.layers, ra.info.heads), np.nan)
             labels.append(LabelDelta(probe, label, ea.count if ea else 0, eb.count if eb else 0,
-                                     ea.scores if ea else nan, eb.scores if eb else nan))
+                                     ea.scores if ea else nan, eb.scores if eb else nan,
+                                     max(ra.min_count, rb.min_count), ra.best(label) if ea else None,
+                                     rb.best(label) if eb else None))
     first_a, first_b = left[shared[0]], right[shared[0]]
     return Comparison(where_a, where_b, first_a.info.model, first_b.info.model, labels, list(dict.fromkeys(notes)),
                       left_out)
@@ -209,8 +257,17 @@ def _notes(probe: str, ra: ProbeResult, rb: ProbeResult) -> list[str]:
     return notes
 
 
-def _name(best: BestHead | None) -> str | None:
-    return f"L{best.layer}-H{best.head}" if best else None
+def _short(best: BestHead) -> str:
+    """The head's name, or why there is none, short: tie×N, 0, -."""
+    if best.found:
+        return best.name
+    if best.score == 0:
+        return "0"
+    return f"tie×{len(best.tied)}" if best.tied else "-"
+
+
+def _number(x: float, sign: str) -> str:
+    return format(x, f"{sign}.3f") if np.isfinite(x) else "-"
 
 
 def _heads(movers: list[tuple[int, int, float]]) -> str:

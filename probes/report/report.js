@@ -31,11 +31,8 @@
     if (!p) return null;
     return name === "overall" ? p.overall : (p.labels.find(l => l.name === name) || null);
   }
-  function best(grid) {
-    let b = null;
-    grid.forEach((row, l) => row.forEach((v, h) => { if (v !== null && (b === null || v > b.v)) b = { l, h, v }; }));
-    return b;
-  }
+  // a label's best head {l, h, v}, or null where its results name none (a tie at the top, a top score of 0)
+  function best(label) { return label.best.why === undefined ? label.best : null; }
   function decode(b64, Type) {
     const bin = atob(b64), bytes = new Uint8Array(bin.length);
     for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
@@ -71,9 +68,9 @@
     const m = models.findIndex(x => x.probes[state.probe]);
     const p = probeOf(m);
     const rows = [p.overall, ...p.labels].map(l => {
-      const b = best(l.scores);
+      const b = best(l);
       const base = l.baseline ? l.baseline.score : null;
-      return { name: l.name, count: l.count, best: b ? `L${b.l}-H${b.h}` : "–", score: b ? b.v : null,
+      return { name: l.name, count: l.count, best: b ? `L${b.l}-H${b.h}` : `none: ${l.best.why}`, score: b ? b.v : null,
                baseline: base, offset: l.baseline ? l.baseline.offset : null,
                margin: b && base !== null ? b.v - base : null };
     });
@@ -111,7 +108,7 @@
     const top = document.createElement("tr");
     top.innerHTML = "<th></th>" + grid[0].map((_, h) => `<th>${h}</th>`).join("");
     table.appendChild(top);
-    const b = kind === "delta" ? null : best(grid);
+    const b = kind === "delta" ? null : best(label);
     grid.forEach((row, l) => {
       const tr = document.createElement("tr");
       tr.innerHTML = `<th>L${l}</th>`;
@@ -206,7 +203,7 @@
     const [l, h] = state.head, p = probeOf(state.model);
     if (!p) return;
     const rows = [p.overall, ...p.labels].map(x => {
-      const v = x.scores[l][h], b = best(x.scores);
+      const v = x.scores[l][h], b = best(x);
       const rank = v === null ? null : 1 + x.scores.flat().filter(y => y !== null && y > v).length;
       return { name: x.name, v, rank, best: b, count: x.count };
     }).filter(r => r.v !== null).sort((a, b) => (a.rank - b.rank) || (b.count - a.count)).slice(0, 12);
@@ -216,7 +213,7 @@
     const t = document.createElement("table");
     t.innerHTML = "<tr><th>label</th><th>count</th><th>score</th><th>rank</th><th>best head</th></tr>" + rows.map(r =>
       `<tr><td>${r.name.replace(/</g, "&lt;")}</td><td>${r.count}</td><td>${fmt(r.v)}</td><td>${r.rank} of ${models[state.model].layers * models[state.model].heads}</td>` +
-      `<td>L${r.best.l}-H${r.best.h} ${fmt(r.best.v)}</td></tr>`).join("");
+      `<td>${r.best ? `L${r.best.l}-H${r.best.h} ${fmt(r.best.v)}` : "none"}</td></tr>`).join("");
     box.appendChild(t);
   }
 
@@ -224,7 +221,7 @@
   function currentHead() {
     if (state.head) return state.head;
     const label = labelOf(state.model, state.label) || probeOf(state.model).overall;
-    const b = best(label.scores);
+    const b = best(label);
     return b ? [b.l, b.h] : [0, 0];
   }
   function sentences() {

@@ -71,7 +71,10 @@ def format_seg(result: ProbeResult, head: tuple[int, int] | None = None, sentenc
         lines.append(f"{name:<24}{cells}")
 
     grids = {"word_f1": result.overall.scores, **result.overall.extra}
-    row(f"best head L{best.layer}-H{best.head}", {k: float(g[best.layer, best.head]) for k, g in grids.items()})
+    if best.found:
+        row(f"best head {best.name}", {k: float(g[best.layer, best.head]) for k, g in grids.items()})
+    else:
+        lines.append(f"no best head: {best.reason}")
     for name, scores in result.baselines.items():
         row(f"baseline {name}", scores)
     for rule, scores in result.extra.get("union", {}).items():

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.results import ProbeResult
+from probes.results import ProbeResult, best_head
 
 
 def format_trees(result: ProbeResult) -> str:
     overall = result.overall
     lines = [f"main variant: {result.extra.get('main', 'cle_attention')} (directed UAS); best head of the others:"]
     for name, grid in overall.extra.items():
-        if np.isfinite(grid).any():
-            layer, head = np.unravel_index(int(np.nanargmax(grid)), grid.shape)
-            lines.append(f"  {name:<28} L{layer}-H{head}  {grid[layer, head]:.3f}")
+        best = best_head(grid, name)
+        if best.found:
+            lines.append(f"  {name:<28} {best.name}  {best.score:.3f}")
+        elif np.isfinite(grid).any():
+            lines.append(f"  {name:<28} no best head: {best.reason}")
     for name, base in result.baselines.items():
         lines.append(f"baseline {name.replace('_', '-')}: UAS {base['uas']:.3f}, undirected {base['undirected_uas']:.3f} "
                      f"({base['count']} arcs)")
