@@ -350,8 +350,12 @@
     const names = ["overall", ...p.labels.slice().sort((a, b) => b.count - a.count).map(l => l.name)].slice(0, 11);
     if (!names.includes(state.label)) names.push(state.label);
     return names.map(name => ({ name, points: models.map((_, m) => {
-      const label = labelOf(m, name), b = label ? best(label.scores) : null;
-      return b ? { m, v: b.v, head: `L${b.l}-H${b.h}`, count: label.count } : null;
+      const label = labelOf(m, name);
+      if (!label) return null;
+      const b = best(label), values = label.scores.flat().filter(v => v !== null);
+      if (!values.length) return null;  // the top score is drawn even where heads tie and no head is named best
+      return { m, v: b ? b.v : Math.max(...values), head: b ? `L${b.l}-H${b.h}` : `no best head: ${label.best.why}`,
+               count: label.count };
     }) }));
   }
   function across() {
@@ -382,7 +386,7 @@
                    "stroke-width": 1.6 }, g);
       pts.forEach(p => {
         const c = el("circle", { cx: x(p.m), cy: y(p.v), r: 3, fill: colour }, g);
-        el("title", {}, c).textContent = `${s.name} · ${models[p.m].name}: best ${p.head} ${fmt(p.v)} (n=${p.count})`;
+        el("title", {}, c).textContent = `${s.name} · ${models[p.m].name}: ${p.head} ${fmt(p.v)} (n=${p.count})`;
       });
       const t = el("text", { x: left + width + 16, y: top + 12 + 15 * i, fill: colour }, g);
       t.textContent = s.name;
