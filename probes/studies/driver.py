@@ -82,7 +82,8 @@ def study(source: str | Path | dict[str, Any], out: str | Path | None = None, *,
     if written or before.get("results") != record or not all((folder / f).is_file() for f in outputs.TABLES):
         summary = outputs.summary(spec, folder, {"engine": engine, "workers": workers, "address": address}, records,
                                   record, time.perf_counter() - started)
-        written += outputs.write_study(folder, table, summary)
+        pictures = {} if plots in (False, "none") else outputs.figures(table, [m.name for m in spec.models])
+        written += outputs.write_study(folder, table, summary, pictures)
     return Study(spec, folder, table, made, records, written)
 
 

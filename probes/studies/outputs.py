@@ -1,5 +1,6 @@
 """What a study writes from its finished units: per model the results files of ``probes run``, one tidy
-table of the whole study (``study.parquet``, ``study.csv``) and ``study.json``.
+table of the whole study (``study.parquet``, ``study.csv``), ``study.json``, and per probe a figure of each
+label's best-head score against the models in the study's order (``study-<probe>.png``: a trajectory's steps).
 
 A model's results for a corpus group are rewritten only when the units they are merged from changed
 (their keys, recorded in study.json, differ), the figures asked for changed, or a file is missing; the table and study.json only when
@@ -17,8 +18,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from probes.plots import lines_png
 from probes.provenance import probes_version
-from probes.results import ProbeResult, load_result, write_result_files
+from probes.results import DEFAULT_MIN_COUNT, ProbeResult, load_result, write_result_files
 from probes.state_files import merge
 from probes.studies.spec import StudySpec
 from probes.studies.units import Unit, UnitStore
@@ -26,6 +28,7 @@ from probes.studies.units import Unit, UnitStore
 STUDY_JSON = "study.json"
 TABLES = ("study.parquet", "study.csv")
 COLUMNS = ["model", "probe", "label", "layer", "head", "score", "count"]
+FIGURE_LABELS = 10  # labels drawn per probe in study-<probe>.png besides overall: the most frequent
 
 
 def previous(out: Path) -> dict[str, Any]:
@@ -74,11 +77,39 @@ def frame(made: dict[str, dict[str, ProbeResult]]):
     return table[COLUMNS].astype({"layer": "int64", "head": "int64", "count": "int64", "score": "float64"})
 
 
-def write_study(out: Path, table, summary: dict[str, Any]) -> list[Path]:
-    """study.parquet, study.csv and study.json, each atomically."""
+def best_scores(table, models: list[str]):
+    """[probe, label] × model: each label's best-head score (its top score over the L×H heads; where heads tie
+    the tied score) for every model, columns in the study's model order."""
+    top = table.groupby(["probe", "label", "model"])["score"].max().unstack("model")
+    return top.reindex(columns=[m for m in models if m in top.columns])
+
+
+def figures(table, models: list[str], min_count: int = DEFAULT_MIN_COUNT) -> dict[str, bytes]:
+    """{study-<probe>.png: PNG} of each probe with labels: the best-head score of overall and of the
+    FIGURE_LABELS labels most frequent in the first model (at least `min_count` instances) against the models."""
+    if table.empty or len(models) < 2:
+        return {}
+    scores = best_scores(table, models)
+    counts = table[table["model"] == models[0]].groupby(["probe", "label"])["count"].first()
+    pictures = {}
+    for probe in sorted(table["probe"].unique()):
+        frequent = counts[probe].drop("overall", errors="ignore")
+        frequent = frequent[frequent >= min_count].sort_values(ascending=False, kind="stable")
+        labels = [x for x in ["overall", *frequent.index[:FIGURE_LABELS]] if (probe, x) in scores.index]
+        series = {f"{x} (n={int(counts[probe][x])})" if x in counts[probe] else x: scores.loc[(probe, x)].tolist()
+                  for x in labels}
+        if series:
+            pictures[f"study-{probe}.png"] = lines_png(series, list(scores.columns),
+                                                       f"{probe}: each label's best-head score across the study")
+    return pictures
+
+
+def write_study(out: Path, table, summary: dict[str, Any], pictures: dict[str, bytes]) -> list[Path]:
+    """study.parquet, study.csv, study.json and the figures (``figures``), each atomically."""
     parquet = io.BytesIO()
     table.to_parquet(parquet, index=False)
-    return write_result_files(out, {TABLES[0]: parquet.getvalue(), TABLES[1]: table, STUDY_JSON: summary})
+    return write_result_files(out, {TABLES[0]: parquet.getvalue(), TABLES[1]: table, STUDY_JSON: summary,
+                                    **pictures})
 
 
 def summary(spec: StudySpec, out: Path, engine: dict[str, Any], units: list[dict[str, Any]],
