@@ -17,6 +17,7 @@ from typing import Any, Iterable
 import torch
 
 from probes.batching import Batch, default_max_tokens, free_memory, length_sorted_batches
+from probes.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, check_bootstrap
 from probes.corpus import check_invalid_trees, guess_format, read_corpus
 from probes.corpus.spacy_text import annotation_format
 from probes.defaults import bundled_corpus, default_model
@@ -45,7 +46,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         tokenize: str = "words", fit: str | Path | Iterable[str | Path] | None = None, fit_on: str | None = None,
         annotate: str | None = None, views: int = DEFAULT_SENTENCES, view_heads: Iterable[tuple[int, int]] = (),
         protocol: str | None = None, shard: Shard | tuple[int, int] | str | None = None,
-        state: str | Path | None = None, weights: str = "attention", **options: Any) -> dict[str, ProbeResult]:
+        state: str | Path | None = None, weights: str = "attention", replicates: int = DEFAULT_REPLICATES,
+        bootstrap_seed: int = DEFAULT_SEED, **options: Any) -> dict[str, ProbeResult]:
     """Score every head of `model` with each named probe on `corpus`; one forward pass feeds them all.
 
     model: a checkpoint directory or hub name (default: the packaged MiniLM).
@@ -81,6 +83,9 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     probes.state_files; --limit, prepare and the fit phase still see the whole corpus); the results
     are the shard's, with settings["shard"] = "i/n". state: a folder to save each probe's additive state
     in (DIR/<probe>.<i>-of-<n>.state.pt), for ``probes.merge`` to add up into the unsharded run's results.
+    replicates, bootstrap_seed: the bootstrap's replicates (0: no intervals) and seed (probes.bootstrap): each
+    sentence's Poisson(1) weights follow from the seed and its identity, so shards and checkpoints over one
+    corpus share them. Recorded in settings.
     options: probe options by name (e.g. ``subtypes=True`` for dep).
     Returns {probe name: ProbeResult}.
     """
@@ -96,6 +101,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     check_invalid_trees(invalid_trees)
     check_tokenize(tokenize)
     check_weights(weights)
+    check_bootstrap(replicates, bootstrap_seed)
     shard = as_shard(shard)
     if state is not None:
         check_output_folder(state)
@@ -118,7 +124,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
 
     if encoder is None:
         encoder = load_encoder(model or default_model(), device=device, max_length=max_length)
-    active: list[Probe] = [cls(encoder.layers, encoder.heads, **_own(cls, options)) for cls in classes]
+    active: list[Probe] = [cls(encoder.layers, encoder.heads, replicates=replicates, bootstrap_seed=bootstrap_seed,
+                               **_own(cls, options)) for cls in classes]
     for p in active:
         p.prepare(sentences)
     part = split(sentences, shard)
@@ -167,7 +174,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                    sentences=len(encoded), skipped=skipped,
                    settings={"batch_size": batch_size, "max_tokens": max_tokens, "pool": pool, "max_length": encoder.max_length,
                              "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize,
-                             "weights": weights,
+                             "weights": weights, "replicates": replicates, "bootstrap_seed": bootstrap_seed,
                              **({"protocol": protocol} if protocol else {}),
                              **({"fit": fit_settings} if fit_settings else {}),
                              **({"shard": str(shard)} if shard.count > 1 else {})},
