@@ -94,7 +94,7 @@ def weighted_sums(groups: torch.Tensor, count: int, sentences: torch.Tensor, val
     b = weights.shape[1]
     per_sentence = torch.zeros(count * b, values.shape[1], dtype=torch.float64)
     per_sentence.index_add_(0, groups.cpu() * b + sentences.cpu(), values.cpu().double())
-    return torch.einsum("rb,kbf->krf", weights, per_sentence.view(count, b, -1))
+    return torch.einsum("rb,kbf->krf", weights.double(), per_sentence.view(count, b, -1))
 
 
 class ReplicateSums:
@@ -131,10 +131,10 @@ class ReplicateSums:
 # ---- intervals ------------------------------------------------------------------------------------
 
 def replicate_ratio(sums: torch.Tensor, counts: torch.Tensor) -> np.ndarray:
-    """[R, ...] replicate scores sums / counts (sums [R, ...], counts [R]); NaN in replicates with count 0."""
-    counts = counts.double().reshape(-1, *([1] * (sums.dim() - 1)))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (sums.double() / counts.where(counts > 0, torch.nan)).numpy()
+    """[R, ...] replicate scores sums / counts: counts [R] (or the leading dimensions of sums) divide every
+    cell of their replicate; NaN in replicates with count 0."""
+    counts = counts.double().reshape(*counts.shape, *([1] * (sums.dim() - counts.dim())))
+    return (sums.double() / counts.where(counts > 0, torch.nan)).numpy()
 
 
 def percentile_interval(replicates: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:

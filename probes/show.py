@@ -10,26 +10,43 @@ from probes.results import ProbeResult
 
 
 def format_table(result: ProbeResult, top: int = 0) -> str:
-    """Best head per label (most frequent first), with its count and, where the probe has them,
-    the best fixed-offset baseline and the head's margin over it."""
+    """Best head per label (most frequent first), with its count, its 95% bootstrap interval (the best head
+    chosen again in every replicate, probes.bootstrap) where the run kept replicates, and, where the probe
+    has them, the best fixed-offset baseline and the head's margin over it (with its paired interval)."""
     info = result.info
     baselines = result.baselines.get("labels", {})
+    rows = list(result.by_count())[: top or None] + [("overall", result.overall)]
+    intervals = any(entry.best is not None for _, entry in rows)
     lines = [f"{result.probe} · {info.model} · {info.sentences} sentences scored, {sum(info.skipped.values())} skipped"
              f" · {info.layers} layers × {info.heads} heads (0-indexed)"]
-    header = f"{'label':<14}{'count':>7}  {'best head':<10}{'score':>7}"
+    header = f"{'label':<14}{'count':>7}  {'best head':<10}{'score':>7}" + (f"  {'95% interval':<16}" if intervals else "")
     if baselines:
-        header += f"  {'baseline':<12}{'score':>7}{'margin':>8}"
+        header += f"  {'baseline':<12}{'score':>7}{'margin':>8}" + (f"  {'95% interval':<18}" if intervals else "")
+    header = header.rstrip()
     lines += [header, "-" * len(header)]
-    rows = list(result.by_count())[: top or None] + [("overall", result.overall)]
     for name, entry in rows:
         best = result.best(name)
         line = f"{name:<14}{entry.count:>7}  {f'L{best.layer}-H{best.head}':<10}{best.score:>7.3f}"
+        if intervals:
+            line += f"  {_interval(entry.best and (entry.best.ci_low, entry.best.ci_high)):<16}"
         base = result.baselines.get("overall") if name == "overall" else baselines.get(name)
         if base:
             offset = f"offset {base['best_offset']:+d}"
             line += f"  {offset:<12}{base['best']:>7.3f}{best.score - base['best']:>+8.3f}"
-        lines.append(line)
+            if intervals:
+                line += f"  {_interval(entry.best and (entry.best.margin_low, entry.best.margin_high), '+.3f')}"
+        lines.append(line.rstrip())
+    if intervals:
+        lines.append(f"(95% bootstrap intervals over {info.settings.get('replicates')} replicates of the sentences; "
+                     "the best head is chosen again in each, so the interval counts its selection)")
     return "\n".join(lines)
+
+
+def _interval(bounds: tuple[float | None, float | None] | None, spec: str = ".3f") -> str:
+    """"[low, high]", or "-" where there is none (no replicates of the label, or no margin)."""
+    if not bounds or any(x is None or x != x for x in bounds):
+        return "-"
+    return f"[{format(bounds[0], spec)}, {format(bounds[1], spec)}]"
 
 
 def format_result(result: ProbeResult, top: int = 0, head: tuple[int, int] | None = None, sentences: int = 3) -> str:
