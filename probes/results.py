@@ -162,8 +162,10 @@ class ProbeResult:
         return pd.DataFrame(self._rows(), columns=self._columns())
 
     def _columns(self) -> list[str]:
-        extra = sorted({k for v in [*self.labels.values(), self.overall] for k in v.grids()})
-        return ["label", "layer", "head", "count", "score", *extra]
+        entries = [*self.labels.values(), self.overall]
+        bounds = ["ci_low", "ci_high"] if any(v.ci_low is not None for v in entries) else []
+        extra = sorted({k for v in entries for k in v.extra})
+        return ["label", "layer", "head", "count", "score", *bounds, *extra]
 
     def _rows(self) -> list[list[Any]]:
         columns = self._columns()[5:]

@@ -18,7 +18,9 @@ def format_table(result: ProbeResult, top: int = 0) -> str:
     rows = list(result.by_count())[: top or None] + [("overall", result.overall)]
     intervals = any(entry.best is not None for _, entry in rows)
     lines = [f"{result.probe} · {info.model} · {info.sentences} sentences scored, {sum(info.skipped.values())} skipped"
-             f" · {info.layers} layers × {info.heads} heads (0-indexed)"]
+             f" · {info.layers} layers × {info.heads} heads (0-indexed)"
+             + (f" · 95% intervals: {info.settings.get('replicates')} bootstrap replicates, the best head chosen "
+                "again in each" if intervals else "")]
     header = f"{'label':<14}{'count':>7}  {'best head':<10}{'score':>7}" + (f"  {'95% interval':<16}" if intervals else "")
     if baselines:
         header += f"  {'baseline':<12}{'score':>7}{'margin':>8}" + (f"  {'95% interval':<18}" if intervals else "")
@@ -36,9 +38,6 @@ def format_table(result: ProbeResult, top: int = 0) -> str:
             if intervals:
                 line += f"  {_interval(entry.best and (entry.best.margin_low, entry.best.margin_high), '+.3f')}"
         lines.append(line.rstrip())
-    if intervals:
-        lines.append(f"(95% bootstrap intervals over {info.settings.get('replicates')} replicates of the sentences; "
-                     "the best head is chosen again in each, so the interval counts its selection)")
     return "\n".join(lines)
 
 
