@@ -86,15 +86,16 @@ def check_bootstrap(replicates: int, seed: int) -> None:
 
 
 def weighted_sums(groups: torch.Tensor, count: int, sentences: torch.Tensor, values: torch.Tensor,
-                  weights: torch.Tensor) -> torch.Tensor:
-    """[count,R,F] replicate sums of items: Σ_i [groups[i] = g] · weights[r, sentences[i]] · values[i, f].
+                  weights: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """[R,count,F] replicate sums of items: Σ_i [groups[i] = g] · weights[r, sentences[i]] · values[i, f].
 
     groups, sentences [N]: each item's group (label) and batch row; values [N,F]; weights [R,B]. The items
-    are first summed per (group, sentence), [count,B,F], then weighted: far fewer products than per item."""
+    are first summed per (sentence, group), [B,count·F] in float64, then weighted by one matrix product in
+    `dtype` (float32 is exact for counts: integer weights and sums below 2^24)."""
     b = weights.shape[1]
-    per_sentence = torch.zeros(count * b, values.shape[1], dtype=torch.float64)
-    per_sentence.index_add_(0, groups.cpu() * b + sentences.cpu(), values.cpu().double())
-    return torch.einsum("rb,kbf->krf", weights.double(), per_sentence.view(count, b, -1))
+    per_sentence = torch.zeros(b * count, values.shape[1], dtype=torch.float64)
+    per_sentence.index_add_(0, sentences.cpu() * count + groups.cpu(), values.cpu().double())
+    return (weights.to(dtype) @ per_sentence.view(b, -1).to(dtype)).view(len(weights), count, -1)
 
 
 class ReplicateSums:
@@ -112,8 +113,8 @@ class ReplicateSums:
             return
         target = self.table[(slice(None), *at)]  # [R, ...]
         added = weighted_sums(torch.zeros(len(sentences), dtype=torch.long), 1, sentences,
-                              values.reshape(len(sentences), -1), weights)  # [1,R,F]
-        target += added[0].reshape(target.shape).to(self.table.dtype)
+                              values.reshape(len(sentences), -1), weights, self.table.dtype)  # [R,1,F]
+        target += added.reshape(target.shape)
 
     def merge(self, other: "ReplicateSums") -> None:
         self.table += other.table

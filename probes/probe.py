@@ -248,8 +248,8 @@ class LabelSums:
             main, main_at = (values, at) if self.main_index is None else \
                 (values.view(len(rows), self.shape[0], -1)[:, self.main_index], at[1:])
             replicas = self.replicas[(slice(None), slice(None), *main_at)]  # [labels, R, ...]
-            added = weighted_sums(rows, len(self.names), sentences, main, weights)  # [labels, R, F]
-            replicas += added.reshape(replicas.shape).to(self.replicas.dtype)
+            added = weighted_sums(rows, len(self.names), sentences, main, weights, self.replicas.dtype)  # [R, labels, F]
+            replicas += added.transpose(0, 1).reshape(replicas.shape)
 
     def merge(self, other: "LabelSums") -> None:
         if other.names:  # a table that saw no label (a shard without any) adds nothing
