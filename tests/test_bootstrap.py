@@ -252,3 +252,17 @@ def test_results_keep_intervals(tiny_encoder, tmp_path, capsys):
         paired_delta(loaded, loaded)
     assert main(["run", "dep", "--limit", "3", "--replicates", "-1", "--quiet"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_analyses_with_and_without_intervals(tiny_encoder):
+    """mass gives its sums per sentence: intervals per label and overall, scores those of R = 0; patterns does not
+    (whole-matrix scores): no interval at all rather than an empty one."""
+    runs = {r: probes.run(["mass", "patterns"], encoder=tiny_encoder, limit=12, replicates=r, progress=False)
+            for r in (0, 60)}
+    mass, patterns = runs[60]["mass"], runs[60]["patterns"]
+    assert set(mass.replicates) == {*mass.labels, "overall"} and mass.overall.best is not None
+    for name, entry in [*mass.labels.items(), ("overall", mass.overall)]:
+        plain = runs[0]["mass"].overall if name == "overall" else runs[0]["mass"].labels[name]
+        np.testing.assert_array_equal(entry.scores, plain.scores, err_msg=name)
+        assert np.all(entry.ci_low <= entry.ci_high), name
+    assert patterns.replicates == {} and patterns.overall.best is None and patterns.overall.ci_low is None

@@ -91,7 +91,7 @@ class MeanAnalysis(Probe):
             named = [(name, entry, name) for name, entry in labels.items() if name in self.measures]
             for name, entry, measure in [*named, *([("overall", overall, overall_measure)] if overall_measure else [])]:
                 i = self.measures.index(measure)
-                if entry.count:
+                if entry.count and self.replicate_counts.table[:, i].any():  # the analysis gave it per sentence
                     replicates = replicate_ratio(self.replicate_sums.table[:, i], self.replicate_counts.table[:, i])
                     result.replicates[name] = attach_interval(entry, replicates)  # [R,L,H] → best [R]
         return result
