@@ -139,12 +139,24 @@ def replicate_ratio(sums: torch.Tensor, counts: torch.Tensor) -> np.ndarray:
 
 
 def percentile_interval(replicates: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
-    """The percentile interval over axis 0 of [R, ...] replicate values, NaN replicates left out (NaN where all are)."""
+    """The percentile interval over axis 0 of [R, ...] replicate values, NaN replicates left out (NaN where all are).
+
+    Each bound is numpy's default ("linear") quantile of the valid values, v[⌊p⌋] + (p − ⌊p⌋)(v[⌊p⌋+1] − v[⌊p⌋])
+    at p = q·(n − 1) over the n sorted values; computed for every cell at once (np.nanquantile loops over cells)."""
+    values = np.sort(np.asarray(replicates, dtype=float), axis=0)  # NaN sorts last
+    n = (~np.isnan(values)).sum(0)  # [...] valid replicates per cell
     tail = (1 - level) / 2
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: NaN, as documented
-        low, high = np.nanquantile(np.asarray(replicates, dtype=float), [tail, 1 - tail], axis=0)
-    return low, high
+
+    def quantile(q: float) -> np.ndarray:
+        position = q * np.maximum(n - 1, 0)
+        low = np.floor(position).astype(int)
+        high = np.minimum(low + 1, np.maximum(n - 1, 0))
+        below, above = (np.take_along_axis(values, i[None], 0)[0] for i in (low, high))
+        with np.errstate(invalid="ignore"):  # inf − inf where a bound is infinite
+            between = np.where(above == below, below, below + (position - low) * (above - below))
+        return np.where(n > 0, between, np.nan)
+
+    return quantile(tail), quantile(1 - tail)
 
 
 def _max_over_heads(replicates: np.ndarray) -> np.ndarray:
@@ -206,7 +218,7 @@ def paired_delta(a: ProbeResult, b: ProbeResult, label: str = "overall", level: 
         if a.info.settings.get(setting) != b.info.settings.get(setting):
             raise InputError(f"cannot pair {a.probe} results: {setting} differs "
                              f"({a.info.settings.get(setting)} and {b.info.settings.get(setting)})")
-    corpora = [r.info.provenance.get("corpus_sha256") or r.info.corpus for r in (a, b)]
+    corpora = [sorted((r.info.provenance.get("corpus_sha256") or {}).values()) or r.info.corpus for r in (a, b)]
     if corpora[0] != corpora[1]:
         raise InputError(f"cannot pair {a.probe} results of different corpora ({a.info.corpus} and {b.info.corpus})")
     missing = [r.info.model for r in (a, b) if label not in r.replicates]
