@@ -98,35 +98,17 @@ def weighted_sums(groups: torch.Tensor, count: int, sentences: torch.Tensor, val
     return (weights.to(dtype) @ per_sentence.view(b, -1).to(dtype)).view(len(weights), count, -1)
 
 
-class ReplicateSums:
-    """Additive replicate sums without labels: table [R, *shape] (`dtype`), for scores of one group
-    (a probe's overall grid where its labels are too many to replicate, an analysis' measures)."""
-
-    def __init__(self, shape: tuple[int, ...], replicates: int, dtype: torch.dtype = torch.float64):
-        self.shape = tuple(shape)
-        self.table = torch.zeros((replicates, *shape), dtype=dtype)  # [R, *shape]
-
-    def add(self, sentences: torch.Tensor, values: torch.Tensor, weights: torch.Tensor | None, at: tuple = ()) -> None:
-        """table[:, at] += Σ_i weights[:, sentences[i]] · values[i]; values [N, ...] (the slice's shape).
-        Nothing without weights (no replicates)."""
-        if weights is None:
-            return
-        target = self.table[(slice(None), *at)]  # [R, ...]
-        added = weighted_sums(torch.zeros(len(sentences), dtype=torch.long), 1, sentences,
-                              values.reshape(len(sentences), -1), weights, self.table.dtype)  # [R,1,F]
-        target += added.reshape(target.shape)
-
-    def merge(self, other: "ReplicateSums") -> None:
-        self.table += other.table
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"table": self.table.clone()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        table = state["table"]
-        if table.shape != self.table.shape:
-            raise ValueError(f"replicate sums of shape {tuple(table.shape)}, expected {tuple(self.table.shape)}")
-        self.table = table.to(self.table.dtype).clone()
+def add_replicates(table: torch.Tensor, sentences: torch.Tensor, values: torch.Tensor, weights: torch.Tensor | None,
+                   at: tuple = ()) -> None:
+    """Replicate sums without labels (a probe's float64 state [R, *shape]): table[:, at] += Σ_i weights[:,
+    sentences[i]] · values[i], values [N, ...] of the slice's shape, sentences [N] their batch rows. Nothing
+    without weights (no replicates)."""
+    if weights is None:
+        return
+    target = table[(slice(None), *at)]  # [R, ...]
+    added = weighted_sums(torch.zeros(len(sentences), dtype=torch.long), 1, sentences,
+                          values.reshape(len(sentences), -1), weights, table.dtype)  # [R,1,F]
+    target += added.reshape(target.shape)
 
 
 # ---- intervals ------------------------------------------------------------------------------------

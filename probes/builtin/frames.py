@@ -48,7 +48,7 @@ from pathlib import Path
 import torch
 
 from probes.batching import Batch
-from probes.bootstrap import ReplicateSums, attach_interval, replicate_ratio
+from probes.bootstrap import add_replicates, attach_interval, replicate_ratio
 from probes.corpus.framenet import STANDARD_DEV_DOCUMENTS, STANDARD_TEST_DOCUMENTS, read_document_list
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
@@ -87,8 +87,8 @@ class FrameElementProbe(Probe):
         self.add_state("sums", LabelSums((len(GRIDS), layers, heads)))  # [FE names, 6, L, H] per-instance values
         self.add_state("counts", LabelSums(()))  # [FE names] instances scored
         # the bootstrap's replicates of the overall score only (FE names are many: per name they would not fit)
-        self.add_state("replicate_sums", ReplicateSums((layers, heads), self.bootstrap.replicates))  # [R, L, H]
-        self.add_state("replicate_counts", ReplicateSums((), self.bootstrap.replicates))  # [R]
+        self.add_state("replicate_sums", torch.zeros(self.bootstrap.replicates, layers, heads, dtype=torch.float64))  # [R,L,H]
+        self.add_state("replicate_counts", torch.zeros(self.bootstrap.replicates, dtype=torch.float64))  # [R]
         self.add_state("annotated", torch.zeros((), dtype=torch.int64))  # instances seen by skip_reason (all filters)
         self.add_state("removed", torch.zeros(len(FILTERS), dtype=torch.int64))  # [FILTERS] instances each removed
 
@@ -136,10 +136,10 @@ class FrameElementProbe(Probe):
         self.sums.add(self.sums.ids(labels), per_instance, at=(slice(None), maps.layer))
         weights = self.bootstrap.weights(batch)  # [R,B] or None
         sentence = torch.zeros(len(labels), dtype=torch.long).scatter_(0, instance.cpu(), rows.cpu())  # [N] each instance's row
-        self.replicate_sums.add(sentence, per_instance[:, 0], weights, at=(maps.layer,))
+        add_replicates(self.replicate_sums, sentence, per_instance[:, 0], weights, at=(maps.layer,))
         if maps.layer == 0:  # instances are counted once
             self.counts.add(self.counts.ids(labels), torch.ones(len(labels)))
-            self.replicate_counts.add(sentence, torch.ones(len(labels)), weights)
+            add_replicates(self.replicate_counts, sentence, torch.ones(len(labels)), weights)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         frequent = [n for n in self.counts.names if int(self.counts[n]) >= self.config["min_count"]]
@@ -155,7 +155,7 @@ class FrameElementProbe(Probe):
         result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
                              extra={"instances": instances})
         if self.bootstrap.replicates and overall.count:
-            replicates = replicate_ratio(self.replicate_sums.table, self.replicate_counts.table)  # [R,L,H]
+            replicates = replicate_ratio(self.replicate_sums, self.replicate_counts)  # [R,L,H]
             result.replicates["overall"] = attach_interval(overall, replicates)
         return result
 

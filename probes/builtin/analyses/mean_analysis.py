@@ -6,7 +6,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from probes.bootstrap import ReplicateSums, attach_interval, replicate_ratio
+from probes.bootstrap import add_replicates, attach_interval, replicate_ratio
 from probes.maps import LayerMaps
 from probes.probe import Probe, ratio
 from probes.results import LabelScores, ProbeResult, RunInfo
@@ -38,8 +38,8 @@ class MeanAnalysis(Probe):
         self.add_state("scalar_counts", torch.zeros(len(self.scalars), dtype=torch.int64))  # [scalars]
         self.add_state("tally_counts", torch.zeros(len(self.tallies), dtype=torch.int64))  # [tallies]
         r = self.bootstrap.replicates  # the bootstrap's replicate sums and counts (probes.bootstrap)
-        self.add_state("replicate_sums", ReplicateSums((len(self.measures), layers, heads), r))  # [R,measures,L,H]
-        self.add_state("replicate_counts", ReplicateSums((len(self.measures),), r))  # [R,measures]
+        self.add_state("replicate_sums", torch.zeros(r, len(self.measures), layers, heads, dtype=torch.float64))  # [R,measures,L,H]
+        self.add_state("replicate_counts", torch.zeros(r, len(self.measures), dtype=torch.float64))  # [R,measures]
 
     def add(self, maps: LayerMaps, measure: str, sums: torch.Tensor, count: torch.Tensor | int,
             per_sentence: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
@@ -53,9 +53,9 @@ class MeanAnalysis(Probe):
         if per_sentence is not None and weights is not None:
             values, counts = per_sentence
             rows = torch.arange(len(counts))
-            self.replicate_sums.add(rows, values.detach(), weights, at=(i, maps.layer))
+            add_replicates(self.replicate_sums, rows, values.detach(), weights, at=(i, maps.layer))
             if maps.layer == 0:
-                self.replicate_counts.add(rows, counts.detach(), weights, at=(i,))
+                add_replicates(self.replicate_counts, rows, counts.detach(), weights, at=(i,))
 
     def add_scalar(self, name: str, total: torch.Tensor | float, count: torch.Tensor | int) -> None:
         """Add a head-independent sum and its count (call once per batch)."""
@@ -91,7 +91,7 @@ class MeanAnalysis(Probe):
             named = [(name, entry, name) for name, entry in labels.items() if name in self.measures]
             for name, entry, measure in [*named, *([("overall", overall, overall_measure)] if overall_measure else [])]:
                 i = self.measures.index(measure)
-                if entry.count and self.replicate_counts.table[:, i].any():  # the analysis gave it per sentence
-                    replicates = replicate_ratio(self.replicate_sums.table[:, i], self.replicate_counts.table[:, i])
+                if entry.count and self.replicate_counts[:, i].any():  # the analysis gave it per sentence
+                    replicates = replicate_ratio(self.replicate_sums[:, i], self.replicate_counts[:, i])
                     result.replicates[name] = attach_interval(entry, replicates)  # [R,L,H] → best [R]
         return result
