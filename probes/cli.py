@@ -57,6 +57,7 @@ def probe_option_parsers() -> dict[str, argparse.ArgumentParser]:
 
 def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     from probes import __version__
+    from probes.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED
     from probes.norms import WEIGHT_KINDS
     from probes.pooling import POOLING_RULES
     from probes.protocols import PROTOCOLS
@@ -128,6 +129,10 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     run.add_argument("--heads", type=parse_heads, default=[], metavar="L:H,...",
                      help="keep these heads' attention maps of the example sentences too (e.g. 2:8,4:9), besides "
                      "each label's best head; the number of example sentences is --examples (default 20; 0 for none)")
+    run.add_argument("--replicates", type=int, default=DEFAULT_REPLICATES, metavar="R",
+                     help=f"bootstrap replicates for the 95%% intervals (default {DEFAULT_REPLICATES}; 0: no intervals)")
+    run.add_argument("--bootstrap-seed", type=int, default=DEFAULT_SEED, metavar="N",
+                     help=f"seed of the bootstrap's per-sentence weights (default {DEFAULT_SEED})")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--shard", metavar="I/N", type=parse_shard,
                      help="score only shard I of N (0 ≤ I < N), a fixed split by sentence; `probes merge` adds the "
@@ -262,7 +267,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                   progress=False if args.quiet else None, tokenize=args.tokenize, fit=args.fit, fit_on=args.fit_on,
                   annotate=args.annotate, views=views, view_heads=args.heads, protocol=args.protocol,
                   weights=args.weights, shard=args.shard, state=args.state, min_count=args.min_count,
-                  select_on=args.select_on, **options)
+                  select_on=args.select_on, replicates=args.replicates, bootstrap_seed=args.bootstrap_seed, **options)
     if args.state:
         shard = f"shard {args.shard} " if args.shard else ""
         print(f"saved the {shard}states of {', '.join(results)} to {args.state}")

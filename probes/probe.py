@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
+from probes.bootstrap import Bootstrap, weighted_sums
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
 from probes.maps import LayerMaps
@@ -86,8 +87,11 @@ class Probe(Presentation, ABC):
     corpus_format: ClassVar[str] = "conllu"  # reader used when the user names no --format
     options: ClassVar[tuple[Option, ...]] = ()
 
-    def __init__(self, layers: int, heads: int, **options: Any):
+    def __init__(self, layers: int, heads: int, *, replicates: int = 0, bootstrap_seed: int = 0, **options: Any):
+        """replicates, bootstrap_seed: the run's bootstrap (probes.bootstrap); the probe's replicated state
+        (``LabelSums(..., replicates=self.bootstrap.replicates)``) gets ``self.bootstrap.weights(batch)``."""
         self.layers, self.heads = layers, heads
+        self.bootstrap = Bootstrap(replicates, bootstrap_seed)
         known = {o.name: o for o in self.options}
         unknown = set(options) - set(known)
         if unknown:
@@ -145,8 +149,9 @@ class Probe(Presentation, ABC):
             _add_into(self, name, getattr(other, name))
 
     def merge_fit(self, other: "Probe") -> None:
-        """Add another shard's fit-phase state; merge every shard's fit before scoring."""
-        self._check_same(other)
+        """Add another shard's fit-phase state; merge every shard's fit before scoring. The fit phase keeps no
+        bootstrap replicates, so `other` may have other replicates (e.g. a --select-on copy that keeps none)."""
+        self._check_same(other, bootstrap=False)
         for name in self._fit_state:
             _add_into(self, name, getattr(other, name))
 
@@ -174,11 +179,11 @@ class Probe(Presentation, ABC):
             else:
                 mine.load_state_dict(value)
 
-    def _check_same(self, other: "Probe") -> None:
+    def _check_same(self, other: "Probe", bootstrap: bool = True) -> None:
         if type(other) is not type(self) or (other.layers, other.heads) != (self.layers, self.heads) \
-                or other.config != self.config:
-            raise ValueError(f"cannot merge {other.name} ({other.layers}×{other.heads}, {other.config}) into "
-                             f"{self.name} ({self.layers}×{self.heads}, {self.config})")
+                or other.config != self.config or (bootstrap and other.bootstrap != self.bootstrap):
+            raise ValueError(f"cannot merge {other.name} ({other.layers}×{other.heads}, {other.config}, {other.bootstrap}) "
+                             f"into {self.name} ({self.layers}×{self.heads}, {self.config}, {self.bootstrap})")
 
 
 def _add_into(probe: Probe, name: str, theirs: Any) -> None:
@@ -194,13 +199,22 @@ class LabelSums:
 
     Labels are added as they appear; two tables merge by label name, so shards that saw
     different label sets still combine by adding.
+
+    With replicates R > 0 it also keeps the bootstrap's replicate sums (probes.bootstrap) of its main
+    part, replicas [labels, R, *main shape] in `replicate_dtype`: the whole of `shape`, or with `main`
+    given only sums[:, main] (e.g. the "either" way of dep's [3, L, H] hits). float32 holds the replicate
+    sums of counts exactly up to 2^24 per cell; give float64 for sums of fractional values.
     """
 
-    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float64):
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float64, *, replicates: int = 0,
+                 main: int | None = None, replicate_dtype: torch.dtype = torch.float32):
         self.shape = tuple(shape)
         self.names: list[str] = []
         self._index: dict[str, int] = {}
         self.sums = torch.zeros((0, *shape), dtype=dtype)  # [labels, *shape]
+        self.replicates, self.main_index = replicates, main
+        main_shape = self.shape if main is None else self.shape[1:]
+        self.replicas = torch.zeros((0, replicates, *main_shape), dtype=replicate_dtype)  # [labels, R, *main shape]
 
     def ids(self, labels: list[str]) -> torch.Tensor:
         """Row index of each label, adding rows for new labels."""
@@ -209,46 +223,74 @@ class LabelSums:
             for x in new:
                 self._index[x] = len(self.names)
                 self.names.append(x)
-            pad = torch.zeros((len(new), *self.sums.shape[1:]), dtype=self.sums.dtype)
-            self.sums = torch.cat([self.sums, pad])
+            self.sums = torch.cat([self.sums, self.sums.new_zeros((len(new), *self.sums.shape[1:]))])
+            self.replicas = torch.cat([self.replicas, self.replicas.new_zeros((len(new), *self.replicas.shape[1:]))])
         return torch.tensor([self._index[x] for x in labels], dtype=torch.long)
 
-    def add(self, rows: torch.Tensor, values: torch.Tensor, at: tuple = ()) -> None:
+    def add(self, rows: torch.Tensor, values: torch.Tensor, at: tuple = (), *, sentences: torch.Tensor | None = None,
+            weights: torch.Tensor | None = None) -> None:
         """sums[rows[i]][at] += values[i] for every i (rows may repeat); `at` indexes the trailing
         dimensions, e.g. ``(slice(None), layer)`` adds [N, 3, H] values into the layer's slice of a
         (3, L, H) table.
 
         Done as a one-hot matrix product [labels, N] @ [N, ...]: far faster on CPU than index_add_
         for many rows and few labels. Products run in float64, so counts and sums stay exact.
+
+        sentences [N] (each value's sentence row in the batch) and weights [R,B] (the batch's replicate
+        weights, ``Bootstrap.weights``) add the main part to the replicas too, where the table keeps them.
+        With `main` set, `at` must take the whole of the first trailing dimension (or leave it out).
         """
         target = self.sums[(slice(None), *at)]  # a view: [labels, *values.shape[1:]]
         values = values.to(self.sums.dtype).cpu().reshape(len(rows), -1)
         onehot = torch.zeros(len(self.names), len(rows), dtype=self.sums.dtype)
         onehot[rows, torch.arange(len(rows))] = 1
         target += (onehot @ values).reshape(target.shape)
+        if self.replicates and weights is not None:
+            main, main_at = (values, at) if self.main_index is None else \
+                (values.view(len(rows), self.shape[0], -1)[:, self.main_index], at[1:])
+            replicas = self.replicas[(slice(None), slice(None), *main_at)]  # [labels, R, ...]
+            added = weighted_sums(rows, len(self.names), sentences, main, weights, self.replicas.dtype)  # [R, labels, F]
+            replicas += added.transpose(0, 1).reshape(replicas.shape)
 
     def merge(self, other: "LabelSums") -> None:
         if other.names:  # a table that saw no label (a shard without any) adds nothing
-            self.add(self.ids(other.names), other.sums)
+            rows = self.ids(other.names)
+            self.add(rows, other.sums)
+            self.replicas.index_add_(0, rows, other.replicas)
 
     def total(self) -> torch.Tensor:
         """The sum over labels, of `shape` (zeros when no label was added)."""
         return self.sums.sum(0)
 
+    def main(self, label: str | None = None) -> torch.Tensor:
+        """The main part of the sums (see the class docstring) of `label`, or summed over labels for None."""
+        sums = self.sums if self.main_index is None else self.sums[:, self.main_index]
+        return sums.sum(0) if label is None else sums[self._index[label]]
+
+    def replicated(self, label: str | None = None) -> torch.Tensor:
+        """[R, *main shape] the replicate sums of `label`, or summed over labels for None."""
+        return self.replicas.sum(0) if label is None else self.replicas[self._index[label]]
+
     def __getitem__(self, label: str) -> torch.Tensor:
         return self.sums[self._index[label]]
 
     def state_dict(self) -> dict[str, Any]:
-        return {"names": list(self.names), "sums": self.sums.clone()}
+        state = {"names": list(self.names), "sums": self.sums.clone()}
+        return {**state, "replicas": self.replicas.clone()} if self.replicates else state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         sums = state["sums"]
         if tuple(sums.shape[1:]) != self.shape or len(state["names"]) != sums.shape[0]:
             raise ValueError(f"label sums of shape {tuple(sums.shape)} for {len(state['names'])} labels, "
                              f"expected [labels, {', '.join(map(str, self.shape))}]")
+        replicas = state.get("replicas", self.replicas.new_zeros((len(sums), 0, *self.replicas.shape[2:])))
+        if replicas.shape != (len(sums), *self.replicas.shape[1:]):
+            raise ValueError(f"replicate sums of shape {tuple(replicas.shape)}, expected "
+                             f"{(len(sums), *self.replicas.shape[1:])} ({self.replicates} replicates)")
         self.names = list(state["names"])
         self._index = {x: i for i, x in enumerate(self.names)}
         self.sums = sums.to(self.sums.dtype).clone()
+        self.replicas = replicas.to(self.replicas.dtype).clone()
 
 
 def ratio(sums: torch.Tensor, count: torch.Tensor | float) -> np.ndarray:

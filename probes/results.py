@@ -46,35 +46,82 @@ class RunInfo:
 
 
 @dataclass
+class BestInterval:
+    """A label's best head with its bootstrap interval (probes.bootstrap): ci_low..ci_high is the 95% percentile
+    interval of the best score when the best head is chosen again in every replicate (the selection counted);
+    margin: the score minus the label's best offset baseline, with its paired interval (None without baselines).
+    layer, head: None where no single head is named (a tie at the top score, or a top score of 0; see
+    best_head): score, its interval and the margin are then those of the top score."""
+
+    layer: int | None
+    head: int | None
+    score: float
+    ci_low: float
+    ci_high: float
+    margin: float | None = None
+    margin_low: float | None = None
+    margin_high: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v if isinstance(v, int) or v is None else json_number(v) for k, v in vars(self).items()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "BestInterval":
+        def number(key: str) -> float:
+            return float("nan") if data[key] is None else float(data[key])
+
+        margins = (None if data.get(k) is None else float(data[k]) for k in ("margin", "margin_low", "margin_high"))
+        layer, head = (None if data.get(k) is None else int(data[k]) for k in ("layer", "head"))
+        return cls(layer, head, number("score"), number("ci_low"), number("ci_high"), *margins)
+
+
+INTERVAL_KEYS = ("ci_low", "ci_high", "best")  # a label's interval fields in the JSON (beside count, scores, extra grids)
+
+
+@dataclass
 class LabelScores:
     """One label's scores: `scores` [L,H] is the probe's main score; `extra` holds other [L,H] grids.
     `selected`: where ``--select-on`` chose the label's best head on another split, that choice
     ({"layer", "head", "score_on_corpus", "score_on_selection", "count_on_selection"}, or {"reason"} where
-    that split names no head; probes.fitting.choose_heads)."""
+    that split names no head; probes.fitting.choose_heads).
+    With the bootstrap (probes.bootstrap): ci_low, ci_high [L,H], each head's 95% percentile interval of the
+    main score, and `best`, the best head with its selection-aware interval; None without replicates."""
 
     count: int
     scores: np.ndarray
     extra: dict[str, np.ndarray] = field(default_factory=dict)
     selected: dict[str, Any] | None = None
+    ci_low: np.ndarray | None = None
+    ci_high: np.ndarray | None = None
+    best: BestInterval | None = None
+
+    def grids(self) -> dict[str, np.ndarray]:
+        """Every [L,H] grid but the scores: the extra grids and the interval bounds (the CSV's other columns)."""
+        bounds = {} if self.ci_low is None else {"ci_low": self.ci_low, "ci_high": self.ci_high}
+        return {**self.extra, **bounds}
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"count": int(self.count), "scores": json_grid(self.scores)}
-        out.update({k: json_grid(v) for k, v in self.extra.items()})
+        out.update({k: json_grid(v) for k, v in self.grids().items()})
+        if self.best is not None:
+            out["best"] = self.best.to_json()
         if self.selected is not None:
             out["selected"] = {k: json_number(v) if isinstance(v, float) else v for k, v in self.selected.items()}
         return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "LabelScores":
-        extra = {k: np.asarray(v, dtype=float) for k, v in data.items() if k not in LABEL_KEYS}
+        grid = {k: np.asarray(v, dtype=float) for k, v in data.items() if k not in LABEL_KEYS}
+        extra = {k: v for k, v in grid.items() if k not in INTERVAL_KEYS}
+        best = BestInterval.from_json(data["best"]) if "best" in data else None
         selected = data.get("selected")
         if selected is not None:
             selected = {k: float("nan") if v is None and k.startswith("score") else v for k, v in selected.items()}
         return cls(count=int(data["count"]), scores=np.asarray(data["scores"], dtype=float), extra=extra,
-                   selected=selected)
+                   selected=selected, ci_low=grid.get("ci_low"), ci_high=grid.get("ci_high"), best=best)
 
 
-LABEL_KEYS = ("count", "scores", "selected", "below_min_count")  # a label's JSON keys that are not extra grids
+LABEL_KEYS = ("count", "scores", "selected", "below_min_count", "best")  # a label's JSON keys that are not grids
 
 
 @dataclass
@@ -143,6 +190,9 @@ class ProbeResult:
     overall: LabelScores
     baselines: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    # label (and "overall") → [R] the bootstrap replicates' best-head scores (probes.bootstrap.paired_delta);
+    # kept in memory only, not in the JSON
+    replicates: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def scores(self) -> dict[str, np.ndarray]:
@@ -193,17 +243,20 @@ class ProbeResult:
         return pd.DataFrame(self._rows(), columns=self._columns())
 
     def _columns(self) -> list[str]:
-        extra = sorted({k for v in [*self.labels.values(), self.overall] for k in v.extra})
-        return ["label", "layer", "head", "count", "score", *extra]
+        entries = [*self.labels.values(), self.overall]
+        bounds = ["ci_low", "ci_high"] if any(v.ci_low is not None for v in entries) else []
+        extra = sorted({k for v in entries for k in v.extra})
+        return ["label", "layer", "head", "count", "score", *bounds, *extra]
 
     def _rows(self) -> list[list[Any]]:
         columns = self._columns()[5:]
         rows = []
         for name, entry in [*self.labels.items(), ("overall", self.overall)]:
+            grids = entry.grids()
             for layer in range(self.info.layers):
                 for head in range(self.info.heads):
                     rows.append([name, layer, head, entry.count, float(entry.scores[layer, head]),
-                                 *(float(entry.extra[c][layer, head]) if c in entry.extra else None for c in columns)])
+                                 *(float(grids[c][layer, head]) if c in grids else None for c in columns)])
         return rows
 
     def to_json(self) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any, Iterable
 import torch
 
 from probes.batching import Batch, default_max_tokens, free_memory, length_sorted_batches
+from probes.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, check_bootstrap
 from probes.corpus import check_invalid_trees, guess_format, read_corpus
 from probes.corpus.spacy_text import annotation_format
 from probes.defaults import bundled_corpus, default_model
@@ -46,7 +47,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         annotate: str | None = None, views: int = DEFAULT_SENTENCES, view_heads: Iterable[tuple[int, int]] = (),
         protocol: str | None = None, shard: Shard | tuple[int, int] | str | None = None,
         state: str | Path | None = None, weights: str = "attention", min_count: int = DEFAULT_MIN_COUNT,
-        select_on: str | Path | Iterable[str | Path] | None = None, **options: Any) -> dict[str, ProbeResult]:
+        select_on: str | Path | Iterable[str | Path] | None = None, replicates: int = DEFAULT_REPLICATES,
+        bootstrap_seed: int = DEFAULT_SEED, **options: Any) -> dict[str, ProbeResult]:
     """Score every head of `model` with each named probe on `corpus`; one forward pass feeds them all.
 
     model: a checkpoint directory or hub name (default: the packaged MiniLM).
@@ -89,6 +91,9 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     best head is chosen there and reported with its score on `corpus` (``LabelScores.selected``,
     settings["select_on"]; see probes.fitting). Probes with a fit phase are fitted on it unless `fit` or
     `fit_on` say otherwise. Not with `shard` or `state`.
+    replicates, bootstrap_seed: the bootstrap's replicates (0: no intervals) and seed (probes.bootstrap): each
+    sentence's Poisson(1) weights follow from the seed and its identity, so shards and checkpoints over one
+    corpus share them. Recorded in settings.
     options: probe options by name (e.g. ``subtypes=True`` for dep).
     Returns {probe name: ProbeResult}.
     """
@@ -106,6 +111,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     check_invalid_trees(invalid_trees)
     check_tokenize(tokenize)
     check_weights(weights)
+    check_bootstrap(replicates, bootstrap_seed)
     shard = as_shard(shard)
     if state is not None:
         check_output_folder(state)
@@ -136,7 +142,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
 
     if encoder is None:
         encoder = load_encoder(model or default_model(), device=device, max_length=max_length)
-    active: list[Probe] = [cls(encoder.layers, encoder.heads, **_own(cls, options)) for cls in classes]
+    active: list[Probe] = [cls(encoder.layers, encoder.heads, replicates=replicates, bootstrap_seed=bootstrap_seed,
+                               **_own(cls, options)) for cls in classes]
     for p in active:
         p.prepare(sentences)
     part = split(sentences, shard)
@@ -208,7 +215,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                    sentences=len(encoded), skipped=skipped,
                    settings={"batch_size": batch_size, "max_tokens": max_tokens, "pool": pool, "max_length": encoder.max_length,
                              "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize,
-                             "weights": weights,
+                             "weights": weights, "replicates": replicates, "bootstrap_seed": bootstrap_seed,
                              **({"protocol": protocol} if protocol else {}),
                              "min_count": min_count,
                              **({"fit": fit_settings} if fit_settings else {}),

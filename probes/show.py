@@ -10,25 +10,32 @@ from probes.results import ProbeResult
 
 
 def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) -> str:
-    """Best head per label (most frequent first), with its count and, where the probe has them,
-    the best fixed-offset baseline and the head's margin over it. Labels below the run's minimum count
-    are left out unless `all_labels`; a label with no single best head (``BestHead.reason``) says why;
-    where ``--select-on`` chose the heads, their score on the selection split is a column too. Below the
-    table: a warning naming the labels whose best head does not beat its best baseline."""
+    """Best head per label (most frequent first), with its count, its 95% bootstrap interval (the best head
+    chosen again in every replicate, probes.bootstrap) where the run kept replicates, and, where the probe
+    has them, the best fixed-offset baseline and the head's margin over it (with its paired interval).
+    Labels below the run's minimum count are left out unless `all_labels`; a label with no single best head
+    (``BestHead.reason``) says why; where ``--select-on`` chose the heads, their score on the selection split
+    is a column too. Below the table: a warning naming the labels whose best head does not beat its best
+    baseline."""
     info = result.info
     baselines = result.baselines.get("labels", {})
     select_on = info.settings.get("select_on")
+    shown = result.shown(all_labels)
+    rows = shown[: top or None] + [("overall", result.overall)]
+    intervals = any(entry.best is not None for _, entry in rows)
     lines = [f"{result.probe} · {info.model} · {info.sentences} sentences scored, {sum(info.skipped.values())} skipped"
-             f" · {info.layers} layers × {info.heads} heads (0-indexed)"]
+             f" · {info.layers} layers × {info.heads} heads (0-indexed)"
+             + (f" · 95% intervals: {info.settings.get('replicates')} bootstrap replicates, the best head chosen "
+                "again in each" if intervals else "")]
     if select_on:
         lines.append(f"best heads chosen on {', '.join(select_on['corpus'])} ({select_on['sentences']} sentences); "
                      "scores on the scored corpus")
-    header = f"{'label':<14}{'count':>7}  {'best head':<10}{'score':>7}" + (f"{'on sel.':>9}" if select_on else "")
+    header = (f"{'label':<14}{'count':>7}  {'best head':<10}{'score':>7}" + (f"{'on sel.':>9}" if select_on else "")
+              + (f"  {'95% interval':<16}" if intervals else ""))
     if baselines:
-        header += f"  {'baseline':<12}{'score':>7}{'margin':>8}"
+        header += f"  {'baseline':<12}{'score':>7}{'margin':>8}" + (f"  {'95% interval':<18}" if intervals else "")
+    header = header.rstrip()
     lines += [header, "-" * len(header)]
-    shown = result.shown(all_labels)
-    rows = shown[: top or None] + [("overall", result.overall)]
     beaten = []  # labels whose best head is not above the best baseline
     for name, entry in rows:
         best = result.best(name)
@@ -37,13 +44,17 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
             lines.append(line + f"no best head: {best.reason}")
             continue
         line += f"{best.name:<10}{best.score:>7.3f}" + (f"{best.selection_score:>9.3f}" if select_on else "")
+        if intervals:
+            line += f"  {_interval(entry.best and (entry.best.ci_low, entry.best.ci_high)):<16}"
         base = result.baselines.get("overall") if name == "overall" else baselines.get(name)
         if base:
             offset = f"offset {base['best_offset']:+d}"
             line += f"  {offset:<12}{base['best']:>7.3f}{best.score - base['best']:>+8.3f}"
+            if intervals:
+                line += f"  {_interval(entry.best and (entry.best.margin_low, entry.best.margin_high), '+.3f')}"
             if not best.score > base["best"]:
                 beaten.append(f"{name} ({best.name} {best.score:.3f} ≤ {offset} {base['best']:.3f})")
-        lines.append(line)
+        lines.append(line.rstrip())
     if beaten:
         lines.append(f"warning: best head not above its best offset baseline: {', '.join(beaten)}")
     hidden = len(result.labels) - len(shown)
@@ -51,6 +62,13 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
         lines.append(f"{hidden} labels below the minimum count ({result.min_count} instances) not shown; "
                      "--all-labels shows them")
     return "\n".join(lines)
+
+
+def _interval(bounds: tuple[float | None, float | None] | None, spec: str = ".3f") -> str:
+    """"[low, high]", or "-" where there is none (no replicates of the label, or no margin)."""
+    if not bounds or any(x is None or x != x for x in bounds):
+        return "-"
+    return f"[{format(bounds[0], spec)}, {format(bounds[1], spec)}]"
 
 
 def format_result(result: ProbeResult, top: int = 0, head: tuple[int, int] | None = None, sentences: int = 3,

@@ -14,7 +14,7 @@ plain dicts, lists, numbers, strings and tensors: ``torch.load(weights_only=True
 holding the probe's ``state_dict``, the shard's counts (sentences scored, skipped by reason, [UNK]
 words), what the results record (model, corpus, settings, provenance) and a fingerprint of
 everything that must agree to merge: project version, probe and options, model shape, weights
-sha256, tokenizer sha256, corpus files' sha256, every run setting (the fit corpus by its files'
+sha256, tokenizer sha256, corpus files' sha256, every run setting (the bootstrap's replicates and seed among them; the fit corpus by its files'
 sha256), the corpus' sentence count, the skips and notes of its reader, the sentence-identity
 digest of the whole corpus, and the number of shards.
 
@@ -40,6 +40,7 @@ import torch
 from probes.corpus.sentence import Sentence
 from probes.encoding import UnknownWords
 from probes.errors import InputError
+from probes.identity import sentence_key
 from probes.probe import Probe
 from probes.provenance import sha256
 from probes.registry import get_probe, load_code
@@ -83,13 +84,6 @@ def as_shard(value: Shard | tuple[int, int] | str | None) -> Shard:
     if not all(isinstance(x, int) and not isinstance(x, bool) for x in (index, count)) or not 0 <= index < count:
         raise InputError(f"shard must be I/N with whole numbers 0 ≤ I < N (e.g. 0/4), not {index}/{count}")
     return Shard(index, count)
-
-
-def sentence_key(sentence: Sentence) -> int:
-    """A 256-bit number naming the sentence: SHA-256 of its file's name, sent_id, line and words."""
-    identity = "\x1e".join((Path(sentence.source).name, sentence.sent_id or "", str(sentence.line),
-                            "\x1f".join(sentence.words)))
-    return int.from_bytes(hashlib.sha256(identity.encode("utf-8")).digest(), "big")
 
 
 @dataclass
@@ -277,7 +271,8 @@ def _short(value: Any) -> str:
 def _probe(loaded: _Loaded) -> Probe:
     fp = loaded.fingerprint
     try:
-        probe = get_probe(fp["probe"])(fp["layers"], fp["heads"], **fp["options"])
+        probe = get_probe(fp["probe"])(fp["layers"], fp["heads"], replicates=fp.get("replicates", 0),
+                                       bootstrap_seed=fp.get("bootstrap_seed", 0), **fp["options"])
         probe.load_state_dict(loaded.data["state"])
     except ValueError as e:
         raise InputError(f"the state does not fit the probe: {e}", loaded.path) from None
@@ -286,7 +281,8 @@ def _probe(loaded: _Loaded) -> Probe:
 
 def _fit_state(probe: Probe) -> dict[str, Any]:
     """The probe's fit-phase state (in a fresh probe's state_dict: the rest at its initial value)."""
-    fresh = type(probe)(probe.layers, probe.heads, **probe.config)
+    fresh = type(probe)(probe.layers, probe.heads, replicates=probe.bootstrap.replicates,
+                        bootstrap_seed=probe.bootstrap.seed, **probe.config)
     fresh.merge_fit(probe)
     return fresh.state_dict()
 

@@ -30,7 +30,8 @@ def test_api_result_object(tiny_result):
         r.best("nosuch")
     frame = r.to_frame()
     assert isinstance(frame, pd.DataFrame)
-    assert list(frame.columns) == ["label", "layer", "head", "count", "score", "dep_to_head", "head_to_dep"]
+    assert list(frame.columns) == ["label", "layer", "head", "count", "score", "ci_low", "ci_high", "dep_to_head",
+                                   "head_to_dep"]
     assert len(frame) == (len(r.labels) + 1) * 2 * 4
     row = frame[(frame["label"] == "det") & (frame["layer"] == 1) & (frame["head"] == 3)].iloc[0]
     assert row.score == r.labels["det"].scores[1, 3] and row.head_to_dep == r.labels["det"].extra["head_to_dep"][1, 3]

@@ -88,14 +88,20 @@ def _same(a, b, where: str) -> None:
 
 
 def _reported(result) -> dict:
-    """Everything a result reports but its provenance: counts, score grids, baselines, extras, settings."""
+    """Everything a result reports but its provenance: counts, score grids, intervals and bootstrap replicates,
+    baselines, extras, settings."""
     i = result.info
     return {"model": i.model, "corpus": i.corpus, "layers": i.layers, "heads": i.heads, "sentences": i.sentences,
             "skipped": i.skipped, "notes": i.notes, "options": result.options,
             "settings": {k: v for k, v in i.settings.items() if k not in BATCHING},  # the token budget follows free memory
-            "labels": {k: {"count": v.count, "scores": v.scores, **v.extra} for k, v in result.labels.items()},
-            "overall": {"count": result.overall.count, "scores": result.overall.scores, **result.overall.extra},
-            "baselines": result.baselines, "extra": result.extra}
+            "labels": {k: _entry(v) for k, v in result.labels.items()}, "overall": _entry(result.overall),
+            "replicates": result.replicates, "baselines": result.baselines, "extra": result.extra}
+
+
+def _entry(entry) -> dict:
+    """A label's count, grids (the intervals' among them) and best head with its interval."""
+    return {"count": entry.count, "scores": entry.scores, **entry.grids(),
+            "best": None if entry.best is None else vars(entry.best)}
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
+from probes.bootstrap import attach_intervals
 from probes.centroids import Centroids
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
@@ -36,8 +37,9 @@ class ClusteringProbe(Probe):
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
         self.add_state("centroids", Centroids(layers, heads), fit=True)  # per-label sums [K,L,H,d] and counts [K]
-        self.add_state("hits", LabelSums((layers, heads)))  # [labels, L, H] units predicted right
-        self.add_state("units", LabelSums(()))  # [labels] units scored
+        r = self.bootstrap.replicates
+        self.add_state("hits", LabelSums((layers, heads), replicates=r))  # [labels, L, H] units predicted right (replicas [labels, R, L, H])
+        self.add_state("units", LabelSums((), replicates=r))  # [labels] units scored (replicas [labels, R])
 
     @abstractmethod
     def spans(self, sentence: Sentence) -> list[tuple[str, int, int]]:
@@ -68,9 +70,15 @@ class ClusteringProbe(Probe):
             return
         predicted = self.centroids.classify(vectors, maps.layer).cpu()  # [N,H]
         right = predicted == self.centroids.index(labels)[:, None]  # [N,H]
-        self.hits.add(self.hits.ids(labels), right, at=(maps.layer,))
+        rows, weights = self.unit_rows(batch), self.bootstrap.weights(batch)  # [N] sentence of each unit, [R,B] or None
+        self.hits.add(self.hits.ids(labels), right, at=(maps.layer,), sentences=rows, weights=weights)
         if maps.layer == 0:  # units are counted once
-            self.units.add(self.units.ids(labels), torch.ones(len(labels)))
+            self.units.add(self.units.ids(labels), torch.ones(len(labels)), sentences=rows, weights=weights)
+
+    def unit_rows(self, batch: Batch) -> torch.Tensor:
+        """[N] the sentence row of each unit of ``unit_vectors``, in its order (units in sentence order)."""
+        return batch.memo(("clustering.rows", self.name, tuple(sorted(self.config.items()))), lambda: torch.repeat_interleave(
+            torch.arange(len(batch.sentences)), torch.tensor([len(self.spans(s)) for s in batch.sentences])))
 
     def merge(self, other: "ClusteringProbe") -> None:
         """Add another shard's scores; both must have scored with the same (merged) centroids."""
@@ -90,8 +98,9 @@ class ClusteringProbe(Probe):
             majority = max(fitted, key=fitted.get)
             right = int(self.units[majority]) if majority in self.units.names else 0
             baselines["majority"] = {"label": majority, "overall": round(right / overall.count, 6)}
-        return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
-                           baselines=baselines, extra={"fit": fit, "labels_without_centroid": missing})
+        return attach_intervals(ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels,
+                                            overall=overall, baselines=baselines,
+                                            extra={"fit": fit, "labels_without_centroid": missing}), self.hits, self.units)
 
 
 def _members(spans: list[list[tuple[str, int, int]]],

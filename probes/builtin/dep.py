@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
+from probes.bootstrap import attach_intervals
 from probes.builtin.directional import CLAMPED_OFFSETS, OFFSETS, accuracy, offset_baseline
 from probes.maps import LayerMaps
 from probes.probe import LabelSums, Option, Probe
@@ -54,9 +55,10 @@ class DependencyProbe(Probe):
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
         self.offsets = CLAMPED_OFFSETS if self.config["offsets"] == "clamped" else OFFSETS
-        self.add_state("hits", LabelSums((len(WAYS), layers, heads)))  # [labels, 3, L, H] arcs right, per way
-        self.add_state("baseline_hits", LabelSums((len(WAYS), len(self.offsets))))  # [labels, 3, offsets]
-        self.add_state("arcs", LabelSums(()))  # [labels] arc counts
+        r = self.bootstrap.replicates  # replicated: the "either" way, [labels, R, L, H] and [labels, R, offsets]
+        self.add_state("hits", LabelSums((len(WAYS), layers, heads), replicates=r, main=0))  # [labels, 3, L, H] arcs right, per way
+        self.add_state("baseline_hits", LabelSums((len(WAYS), len(self.offsets)), replicates=r, main=0))  # [labels, 3, offsets]
+        self.add_state("arcs", LabelSums((), replicates=r))  # [labels] arc counts
 
     def reader_options(self):
         return {"subtypes": self.config["subtypes"]}
@@ -76,11 +78,12 @@ class DependencyProbe(Probe):
         else:  # the word that looks at each dependent most, argmax over rows: a column argmax
             looked_at = argmax_words(maps.word_attention.transpose(-1, -2), zero_self, words_only)  # [B,H,C-1]
             to_dep = looked_at.transpose(1, 2)[rows, dependents].cpu() == heads[:, None]  # [N,H]
+        weights = self.bootstrap.weights(batch)  # [R,B] or None
         self.hits.add(self.hits.ids(labels), torch.stack([to_head | to_dep, to_head, to_dep], dim=1),
-                      at=(slice(None), maps.layer))
+                      at=(slice(None), maps.layer), sentences=rows, weights=weights)
         if maps.layer:  # the arcs and the baselines do not depend on the layer: counted once, at layer 0
             return
-        self.arcs.add(self.arcs.ids(labels), torch.ones(len(labels)))
+        self.arcs.add(self.arcs.ids(labels), torch.ones(len(labels)), sentences=rows, weights=weights)
         offsets = torch.tensor(self.offsets)
         if self.config["offsets"] == "free":
             base_to_head = heads[:, None] == dependents[:, None] + offsets  # [N,offsets]
@@ -91,7 +94,8 @@ class DependencyProbe(Probe):
             base_to_dep = dependents[:, None] == (heads[:, None] + offsets).clamp(min=0).minimum(n)
             base_to_dep &= heads[:, None] > 0
         self.baseline_hits.add(self.baseline_hits.ids(labels),
-                               torch.stack([base_to_head | base_to_dep, base_to_head, base_to_dep], dim=1))
+                               torch.stack([base_to_head | base_to_dep, base_to_head, base_to_dep], dim=1),
+                               sentences=rows, weights=weights)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         labels = {name: accuracy(self.arcs[name], self.hits[name], WAYS) for name in self.arcs.names}
@@ -102,8 +106,8 @@ class DependencyProbe(Probe):
                                 for name in self.arcs.names}}
         if self.arcs.names:
             baselines["overall"] = offset_baseline(total, self.baseline_hits.total(), WAYS, self.offsets)
-        return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
-                           baselines=baselines)
+        return attach_intervals(ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels,
+                                            overall=overall, baselines=baselines), self.hits, self.arcs, self.baseline_hits)
 
 
 def argmax_words(attention: torch.Tensor, zero_self: bool, words_only: bool) -> torch.Tensor:

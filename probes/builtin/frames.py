@@ -13,7 +13,9 @@ attention A (rows: from, columns: to):
 (weight_target_to_fe: max A[t, f]; weight_fe_to_target: max A[f, t]) and the argmax accuracy,
 either way and each way. Reported per head, overall and per FE name; FE names with fewer instances
 than the run's ``--min-count`` (probes.run's ``min_count``) stay in the results, marked, and the
-``instances`` extras count them (``labels_below_min_count``, ``instances_below_min_count``).
+``instances`` extras count them (``labels_below_min_count``, ``instances_below_min_count``). Bootstrap
+intervals (probes.bootstrap) are given for the overall score only: FE names are too many to keep replicates of
+each.
 
 The score uses raw word-level weights, so the subword pooling rule matters: with the default
 ``--pool mean-sum`` a word's row is the mean of its subwords' rows and its column the sum of
@@ -48,6 +50,7 @@ from pathlib import Path
 import torch
 
 from probes.batching import Batch
+from probes.bootstrap import add_replicates, attach_interval, replicate_ratio
 from probes.corpus.framenet import STANDARD_DEV_DOCUMENTS, STANDARD_TEST_DOCUMENTS, read_document_list
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
@@ -84,6 +87,9 @@ class FrameElementProbe(Probe):
                 raise InputError(f"--{name.replace('_', '-')} must be 0 or more, not {self.config[name]}")
         self.add_state("sums", LabelSums((len(GRIDS), layers, heads)))  # [FE names, 6, L, H] per-instance values
         self.add_state("counts", LabelSums(()))  # [FE names] instances scored
+        # the bootstrap's replicates of the overall score only (FE names are many: per name they would not fit)
+        self.add_state("replicate_sums", torch.zeros(self.bootstrap.replicates, layers, heads, dtype=torch.float64))  # [R,L,H]
+        self.add_state("replicate_counts", torch.zeros(self.bootstrap.replicates, dtype=torch.float64))  # [R]
         self.add_state("annotated", torch.zeros((), dtype=torch.int64))  # instances seen by skip_reason (all filters)
         self.add_state("removed", torch.zeros(len(FILTERS), dtype=torch.int64))  # [FILTERS] instances each removed
 
@@ -129,8 +135,12 @@ class FrameElementProbe(Probe):
         per_instance = torch.zeros(shape, dtype=per_pair.dtype, device=per_pair.device).scatter_reduce_(
             0, index, per_pair, "amax")  # [N,6,H] max over each instance's (t, f) pairs (all values ≥ 0)
         self.sums.add(self.sums.ids(labels), per_instance, at=(slice(None), maps.layer))
+        weights = self.bootstrap.weights(batch)  # [R,B] or None
+        sentence = torch.zeros(len(labels), dtype=torch.long).scatter_(0, instance.cpu(), rows.cpu())  # [N] each instance's row
+        add_replicates(self.replicate_sums, sentence, per_instance[:, 0], weights, at=(maps.layer,))
         if maps.layer == 0:  # instances are counted once
             self.counts.add(self.counts.ids(labels), torch.ones(len(labels)))
+            add_replicates(self.replicate_counts, sentence, torch.ones(len(labels)), weights)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         labels = {name: _scores(self.counts[name], self.sums[name]) for name in self.counts.names}
@@ -142,8 +152,12 @@ class FrameElementProbe(Probe):
                      "in_sentences_skipped_otherwise": annotated - sum(removed.values()) - scored,
                      "labels_below_min_count": len(rare),
                      "instances_below_min_count": int(sum(int(self.counts[n]) for n in rare))}
-        return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
-                           extra={"instances": instances})
+        result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
+                             extra={"instances": instances})
+        if self.bootstrap.replicates and overall.count:
+            replicates = replicate_ratio(self.replicate_sums, self.replicate_counts)  # [R,L,H]
+            result.replicates["overall"] = attach_interval(overall, replicates)
+        return result
 
 
 def _applies(name: str, config: dict) -> bool:

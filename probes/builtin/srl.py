@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 
 from probes.batching import Batch
+from probes.bootstrap import attach_intervals
 from probes.builtin.directional import OFFSETS, accuracy, offset_baseline
 from probes.corpus.sentence import Sentence
 from probes.maps import LayerMaps
@@ -46,9 +47,10 @@ class SemanticRoleProbe(Probe):
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
-        self.add_state("hits", LabelSums((len(WAYS), layers, heads)))  # [roles, 3, L, H] arguments right, per way
-        self.add_state("baseline_hits", LabelSums((len(WAYS), len(OFFSETS))))  # [roles, 3, offsets]
-        self.add_state("arguments", LabelSums(()))  # [roles] argument counts
+        r = self.bootstrap.replicates  # replicated: the "either" way, [roles, R, L, H] and [roles, R, offsets]
+        self.add_state("hits", LabelSums((len(WAYS), layers, heads), replicates=r, main=0))  # [roles, 3, L, H] arguments right, per way
+        self.add_state("baseline_hits", LabelSums((len(WAYS), len(OFFSETS)), replicates=r, main=0))  # [roles, 3, offsets]
+        self.add_state("arguments", LabelSums((), replicates=r))  # [roles] argument counts
         self.add_state("not_arguments", LabelSums(()))  # [V / C-V] predicate words left out
         self.add_state("predicates", torch.zeros((), dtype=torch.int64))  # predicates seen
 
@@ -78,16 +80,17 @@ class SemanticRoleProbe(Probe):
         to_predicate = pred[rows[member], column] == predicates[member, None]  # [M,H]
         n = len(labels)
         pred_to_arg, arg_to_pred = _any(member, into_argument, n), _any(member, to_predicate, n)  # [N,H]
+        weights = self.bootstrap.weights(batch)  # [R,B] or None
         self.hits.add(self.hits.ids(labels), torch.stack([pred_to_arg | arg_to_pred, pred_to_arg, arg_to_pred], dim=1),
-                      at=(slice(None), maps.layer))
+                      at=(slice(None), maps.layer), sentences=rows, weights=weights)
         if maps.layer:
             return
         offsets = torch.tensor(OFFSETS, device=device)
         base_into = _any(member, column[:, None] == predicates[member, None] + offsets, n)  # [N,K] p + k ∈ S
         base_to = _any(member, column[:, None] + offsets == predicates[member, None], n)  # [N,K] t + k == p, t ∈ S
         base_hits = torch.stack([base_into | base_to, base_into, base_to], dim=1)  # [N,3,K]
-        self.baseline_hits.add(self.baseline_hits.ids(labels), base_hits)
-        self.arguments.add(self.arguments.ids(labels), torch.ones(n))
+        self.baseline_hits.add(self.baseline_hits.ids(labels), base_hits, sentences=rows, weights=weights)
+        self.arguments.add(self.arguments.ids(labels), torch.ones(n), sentences=rows, weights=weights)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         labels = {name: accuracy(self.arguments[name], self.hits[name], WAYS) for name in self.arguments.names}
@@ -99,8 +102,9 @@ class SemanticRoleProbe(Probe):
             baselines["overall"] = offset_baseline(self.arguments.total(), self.baseline_hits.total(), WAYS)
         extra = {"predicates": int(self.predicates),
                  "not_arguments": {name: int(self.not_arguments[name]) for name in self.not_arguments.names}}
-        return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
-                           baselines=baselines, extra=extra)
+        return attach_intervals(ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels,
+                                            overall=overall, baselines=baselines, extra=extra),
+                                self.hits, self.arguments, self.baseline_hits)
 
 
 def _arguments(sentences: list[Sentence], heads_only: bool):

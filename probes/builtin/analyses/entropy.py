@@ -14,7 +14,7 @@ import torch
 
 from probes.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
-from probes.builtin.analyses.token_view import TokenView, row_sum
+from probes.builtin.analyses.token_view import TokenView, row_sum, sentence_sums
 from probes.maps import LayerMaps
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
@@ -36,15 +36,22 @@ class EntropyAnalysis(MeanAnalysis):
         lengths = t.masks.lengths
         uniform_sum = (torch.log(lengths.double()) * lengths).sum()  # Σ over rows of ln n (float64)
         entropy_sum = row_sum(entropy, rows)  # [H] float64
-        self.add(maps, "entropy", entropy_sum, n_rows)
-        self.add(maps, "gap", uniform_sum - entropy_sum, n_rows)
         confidence = a.gather(-1, t.argmax[..., None])[..., 0]  # [B,H,T] the row's largest weight
-        self.add(maps, "confidence", row_sum(confidence, rows), n_rows)
+        split = {}  # measure -> (sums [B,H], counts [B]) for the bootstrap's replicates
+        if self.bootstrap.replicates:
+            per_rows, per_entropy = rows.sum(1), sentence_sums(entropy, rows)  # [B], [B,H]
+            uniform = (torch.log(lengths.double()) * lengths)[:, None]  # [B,1] Σ over a sentence's rows of ln n
+            split = {"entropy": (per_entropy, per_rows), "gap": (uniform - per_entropy, per_rows),
+                     "confidence": (sentence_sums(confidence, rows), per_rows)}
+        self.add(maps, "entropy", entropy_sum, n_rows, split.get("entropy"))
+        self.add(maps, "gap", uniform_sum - entropy_sum, n_rows, split.get("gap"))
+        self.add(maps, "confidence", row_sum(confidence, rows), n_rows, split.get("confidence"))
         if maps.layer == 0:  # the baselines do not depend on the layer
             self.add_scalar("uniform_entropy", uniform_sum, n_rows)
             self.add_scalar("uniform_confidence", len(batch.sentences), n_rows)  # Σ over rows of 1/n: one a sentence
 
     def compute(self, info: RunInfo) -> ProbeResult:
         return self.result(info, self.mean("entropy"), {"gap": self.mean("gap"), "confidence": self.mean("confidence")},
+                           overall_measure="entropy",
                            baselines={"uniform_entropy": self.scalar("uniform_entropy"),
                                       "uniform_confidence": self.scalar("uniform_confidence")})

@@ -16,7 +16,7 @@ import torch
 
 from probes.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
-from probes.builtin.analyses.token_view import TokenView, row_sum
+from probes.builtin.analyses.token_view import TokenView, row_sum, sentence_sums
 from probes.maps import LayerMaps
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
@@ -39,13 +39,19 @@ class MassAnalysis(MeanAnalysis):
         keys = torch.stack([m.start, m.end, m.punct, m.special], -1).to(rows.dtype)  # [B,T,4] key groups
         onto = torch.einsum("bhij,bjk->bhik", t.attention, keys)  # [B,H,T,4] each row's mass per group
         sums = torch.einsum("bhik,bi->kh", onto.double(), rows.double())  # [4,H] float64, as row_sum
-        for label, grid in zip(groups, sums):
-            self.add(maps, label, grid, n_rows)
+        per_rows = rows.sum(1)  # [B] query rows of each sentence
+        replicated = self.bootstrap.replicates > 0  # the per-sentence sums only where the bootstrap needs them
+        split = torch.einsum("bhik,bi->kbh", onto.double(), rows.double()) if replicated else None  # [4,B,H]
+        for k, (label, grid) in enumerate(zip(groups, sums)):
+            self.add(maps, label, grid, n_rows, per_sentence=(split[k], per_rows) if replicated else None)
         prev, nxt = t.neighbour_mass()  # [B,H,T]
         with_neighbour = n_rows - len(batch.sentences)  # all but the first (prev) or the last (next) token
-        self.add(maps, "self", row_sum(t.attention.diagonal(0, -2, -1), rows), n_rows)
-        self.add(maps, "prev", row_sum(prev, rows), with_neighbour)
-        self.add(maps, "next", row_sum(nxt, rows), with_neighbour)
+        for label, values, count, counts in (("self", t.attention.diagonal(0, -2, -1), n_rows, per_rows),
+                                             ("prev", prev, with_neighbour, per_rows - 1),
+                                             ("next", nxt, with_neighbour, per_rows - 1)):
+            self.add(maps, label, row_sum(values, rows), count,
+                     per_sentence=(sentence_sums(values, rows), counts) if replicated else None)
 
     def compute(self, info: RunInfo) -> ProbeResult:
-        return self.result(info, self.mean("special"), {label: self.mean(label) for label in TARGETS})
+        return self.result(info, self.mean("special"), {label: self.mean(label) for label in TARGETS},
+                           overall_measure="special")

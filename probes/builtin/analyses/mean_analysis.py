@@ -6,6 +6,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from probes.bootstrap import add_replicates, attach_interval, replicate_ratio
 from probes.maps import LayerMaps
 from probes.probe import Probe, ratio
 from probes.results import LabelScores, ProbeResult, RunInfo
@@ -15,7 +16,9 @@ class MeanAnalysis(Probe):
     """An analysis whose scores are means. Subclasses name three kinds of state and fill them from ``update``:
 
     measures  per-head means: ``add(maps, measure, sums [H], count)`` adds the layer's sums; the count
-              (query rows, maps) is the same for every layer and is added once, with layer 0
+              (query rows, maps) is the same for every layer and is added once, with layer 0. Given them
+              split by sentence too (``per_sentence``), the bootstrap's replicates (probes.bootstrap) and
+              the results' intervals come with them
     scalars   head-independent means (baselines): ``add_scalar(name, sum, count)``, once per batch
     tallies   plain counts (sentences left out): ``tally(name, n)``, once per batch
 
@@ -34,13 +37,25 @@ class MeanAnalysis(Probe):
         self.add_state("scalar_sums", torch.zeros(len(self.scalars), dtype=torch.float64))  # [scalars]
         self.add_state("scalar_counts", torch.zeros(len(self.scalars), dtype=torch.int64))  # [scalars]
         self.add_state("tally_counts", torch.zeros(len(self.tallies), dtype=torch.int64))  # [tallies]
+        r = self.bootstrap.replicates  # the bootstrap's replicate sums and counts (probes.bootstrap)
+        self.add_state("replicate_sums", torch.zeros(r, len(self.measures), layers, heads, dtype=torch.float64))  # [R,measures,L,H]
+        self.add_state("replicate_counts", torch.zeros(r, len(self.measures), dtype=torch.float64))  # [R,measures]
 
-    def add(self, maps: LayerMaps, measure: str, sums: torch.Tensor, count: torch.Tensor | int) -> None:
-        """Add layer ``maps.layer``'s per-head sums [H] of `measure`, and (at layer 0) its count."""
+    def add(self, maps: LayerMaps, measure: str, sums: torch.Tensor, count: torch.Tensor | int,
+            per_sentence: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        """Add layer ``maps.layer``'s per-head sums [H] of `measure`, and (at layer 0) its count.
+        per_sentence: the same split by sentence, (sums [B,H], counts [B]), for the bootstrap's replicates."""
         i = self.measures.index(measure)
         self.sums[i, maps.layer] += sums.detach().to("cpu", torch.float64)
         if maps.layer == 0:
             self.counts[i] += int(count)
+        weights = self.bootstrap.weights(maps.batch)  # [R,B] or None
+        if per_sentence is not None and weights is not None:
+            values, counts = per_sentence
+            rows = torch.arange(len(counts))
+            add_replicates(self.replicate_sums, rows, values.detach(), weights, at=(i, maps.layer))
+            if maps.layer == 0:
+                add_replicates(self.replicate_counts, rows, counts.detach(), weights, at=(i,))
 
     def add_scalar(self, name: str, total: torch.Tensor | float, count: torch.Tensor | int) -> None:
         """Add a head-independent sum and its count (call once per batch)."""
@@ -66,7 +81,17 @@ class MeanAnalysis(Probe):
     def tallied(self, name: str) -> int:
         return int(self.tally_counts[self.tallies.index(name)])
 
-    def result(self, info: RunInfo, overall: LabelScores, labels: dict[str, LabelScores], **fields) -> ProbeResult:
-        """A ProbeResult of this analysis; `fields`: baselines=..., extra=..."""
-        return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
-                           **fields)
+    def result(self, info: RunInfo, overall: LabelScores, labels: dict[str, LabelScores], overall_measure: str | None = None,
+               **fields) -> ProbeResult:
+        """A ProbeResult of this analysis; `fields`: baselines=..., extra=... With replicates, the labels named
+        after a measure, and the overall grid when it is `overall_measure`'s mean, get bootstrap intervals."""
+        result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
+                             **fields)
+        if self.bootstrap.replicates:
+            named = [(name, entry, name) for name, entry in labels.items() if name in self.measures]
+            for name, entry, measure in [*named, *([("overall", overall, overall_measure)] if overall_measure else [])]:
+                i = self.measures.index(measure)
+                if entry.count and self.replicate_counts[:, i].any():  # the analysis gave it per sentence
+                    replicates = replicate_ratio(self.replicate_sums[:, i], self.replicate_counts[:, i])
+                    result.replicates[name] = attach_interval(entry, replicates)  # [R,L,H] → best [R]
+        return result

@@ -6,7 +6,8 @@ Token level. pred[i] = argmax_j A[i, j] over the sentence's real tokens. For eac
 tokens i whose argmax is i + k, among the tokens for which position i + k exists in the sentence.
 "overall" is each head's best offset share, extra grid "offset" the offset that gives it; a head is
 positional when that share is at least --positional-threshold (0.9, as Voita et al.); the list is
-in the JSON as "positional_heads".
+in the JSON as "positional_heads". Bootstrap intervals (probes.bootstrap) are given per offset label; the
+overall grid, each head's best offset, has none.
 """
 from __future__ import annotations
 
@@ -48,8 +49,12 @@ class PositionalAnalysis(MeanAnalysis):
                               minlength=heads * len(offsets)).view(heads, -1)  # [H,K]
         target = positions[:, None] + offsets  # [T,K] position i + k
         valid = real[:, :, None] & (target >= 0) & (target < t.masks.lengths[:, None, None])  # [B,T,K] i + k exists
-        for label, grid, n in zip(self.measures, hits.T, valid.sum((0, 1))):
-            self.add(maps, label, grid, n)
+        split = [None] * len(offsets)  # per offset, (hits [B,H], counts [B]) for the bootstrap's replicates
+        if self.bootstrap.replicates:
+            per_sentence = ((delta[..., None] == offsets) & near[..., None]).sum(2)  # [B,H,K]
+            split = list(zip(per_sentence.permute(2, 0, 1), valid.sum(1).T))
+        for label, grid, n, own in zip(self.measures, hits.T, valid.sum((0, 1)), split):
+            self.add(maps, label, grid, n, own)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         shares = {label: self.mean(label) for label in self.measures}

@@ -61,7 +61,8 @@ class RareWordAnalysis(MeanAnalysis):
         rarest, rows = rarest.to(pred.device), rows.to(pred.device)
         hit = rarest[:, None, :].expand_as(pred).gather(-1, pred) & rows[:, None, :]  # [B,H,C]
         n_rows = rows.sum()
-        self.add(maps, "rarest", hit.sum((0, 2)), n_rows)
+        split = (hit.sum(2), rows.sum(1)) if self.bootstrap.replicates else None  # [B,H], [B] for the replicates
+        self.add(maps, "rarest", hit.sum((0, 2)), n_rows, split)
         if maps.layer == 0:  # the baseline and the sentences left out do not depend on the layer
             chance = rarest.sum(1) / (batch.n_words.to(pred.device) + 1).double()  # [B] argmax uniform over [CLS], words
             self.add_scalar("chance", (chance * rows.sum(1)).sum(), n_rows)
@@ -78,7 +79,7 @@ class RareWordAnalysis(MeanAnalysis):
         return rarest, batch.word_columns & ~rarest & has_rarest
 
     def compute(self, info: RunInfo) -> ProbeResult:
-        return self.result(info, self.mean("rarest"), {}, baselines={"chance": self.scalar("chance")},
+        return self.result(info, self.mean("rarest"), {}, overall_measure="rarest", baselines={"chance": self.scalar("chance")},
                            extra={"sentences_without_rarest": self.tallied("sentences_without_rarest"),
                                   "frequencies": self.config["frequencies"] or "corpus"})
 

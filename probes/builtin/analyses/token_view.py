@@ -95,6 +95,11 @@ def row_sum(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return torch.einsum("bhi,bi->h", values.double(), rows.double())
 
 
+def sentence_sums(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """[B,H] float64: ``row_sum`` per sentence, Σ over query rows i of values[b,h,i] · rows[b,i] (for the bootstrap)."""
+    return torch.einsum("bhi,bi->bh", values.double(), rows.double())
+
+
 def is_punctuation(word: str) -> bool:
     """True for a word made only of punctuation characters (Unicode categories Pc Pd Ps Pe Pi Pf Po)."""
     return bool(word) and all(unicodedata.category(ch).startswith("P") for ch in word)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 
 from probes.batching import Batch
+from probes.bootstrap import attach_intervals
 from probes.builtin.trees.decoders import chu_liu_edmonds, eisner
 from probes.builtin.trees.details import format_trees
 from probes.builtin.trees.ensemble import decode_main, select_heads
@@ -64,8 +65,9 @@ class TreesProbe(Probe):
         shape = (len(DECODERS), len(FORMS), 2, layers, heads)  # [decoder, form, directed/undirected, L, H]
         self.add_state("hits", torch.zeros(shape, dtype=torch.int64))
         self.add_state("arcs", torch.zeros((), dtype=torch.int64))
-        self.add_state("relation_hits", LabelSums((layers, heads)))  # [labels, L, H] main variant, directed
-        self.add_state("relation_arcs", LabelSums(()))
+        r = self.bootstrap.replicates  # replicated: the main variant per relation, [labels, R, L, H] and [labels, R]
+        self.add_state("relation_hits", LabelSums((layers, heads), replicates=r))  # [labels, L, H] main variant, directed
+        self.add_state("relation_arcs", LabelSums((), replicates=r))
         self.add_state("baseline_hits", torch.zeros((len(BASELINES), 2), dtype=torch.int64))  # [baseline, way]
         self.add_state("ensemble_hits", torch.zeros(2, dtype=torch.int64))  # [way]
         self.add_state("sample", SelectionSample(self.config["select_sentences"], layers, heads), fit=True)
@@ -89,10 +91,12 @@ class TreesProbe(Probe):
         directed, undirected = attached(predicted, dependents, heads)  # [D,F,H,N]
         self.hits[:, :, 0, maps.layer] += directed.sum(-1)
         self.hits[:, :, 1, maps.layer] += undirected.sum(-1)
-        self.relation_hits.add(self.relation_hits.ids(labels), directed[0, 0].T, at=(maps.layer,))
+        weights = self.bootstrap.weights(batch)  # [R,B] or None
+        self.relation_hits.add(self.relation_hits.ids(labels), directed[0, 0].T, at=(maps.layer,), sentences=rows,
+                               weights=weights)
         if maps.layer == 0:  # arcs and baselines do not depend on the layer
             self.arcs += len(labels)
-            self.relation_arcs.add(self.relation_arcs.ids(labels), torch.ones(len(labels)))
+            self.relation_arcs.add(self.relation_arcs.ids(labels), torch.ones(len(labels)), sentences=rows, weights=weights)
             self.baseline_hits += _baselines(dependents, heads, batch.n_words[rows])
         self._ensemble_update(attention, batch.n_words, maps.layer, rows, dependents, heads)
 
@@ -153,8 +157,9 @@ class TreesProbe(Probe):
                         "undirected_uas": _share(self.ensemble_hits[1], arcs), "count": arcs,
                         "selected_on": info.settings.get("fit"), "sample_sentences": len(self.sample),
                         "sample_limit": self.config["select_sentences"]}
-        return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
-                           baselines=baselines, extra={"main": MAIN, "ensemble": ensemble})
+        result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
+                             baselines=baselines, extra={"main": MAIN, "ensemble": ensemble})
+        return attach_intervals(result, self.relation_hits, self.relation_arcs)  # overall: every relation's arcs
 
 
 def _share(hits: torch.Tensor, count: int) -> float:

@@ -1,0 +1,212 @@
+"""Streaming bootstrap: per-sentence Poisson(1) replicate weights, replicate sums, percentile intervals.
+
+Every score is a ratio of sums over sentences (hits / arcs, units right / units). Replicate r reweights
+sentence s by w[r, s] ~ Poisson(1), drawn from a counter-based hash of (seed, the sentence's identity
+key, r) (probes.identity.sentence_key): no state, no order. So the replicate sums are additive like the
+rest of a probe's state (shards merge by adding, any batching gives the same sums), and two runs over
+one corpus (two checkpoints) reweight each sentence alike: every comparison of them is paired.
+
+Intervals are 95% percentile intervals over the R replicates (replicates in which a label has no
+instance are left out). A best head's interval accounts for its selection: within each replicate the
+best head is chosen again (the max over heads) and the interval is that of the max; the margin over the
+label's best offset baseline is paired the same way (max over heads minus max over offsets, per replicate).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from probes.batching import Batch
+from probes.errors import InputError
+from probes.identity import sentence_key
+from probes.results import BestInterval, LabelScores, ProbeResult, best_head
+
+DEFAULT_REPLICATES = 1000
+DEFAULT_SEED = 0
+LEVEL = 0.95
+_MASK64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15  # the counter's step (splitmix64's increment)
+# P(X ≤ k) for X ~ Poisson(1), k = 0..24 (the tail beyond 24 is below 2^-53: no double can reach it)
+POISSON_CDF = np.cumsum([math.exp(-1) / math.factorial(k) for k in range(25)])
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on uint64 (wrapping arithmetic): a bijection that scrambles every bit."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def replicate_weights(keys: Sequence[int], replicates: int, seed: int) -> np.ndarray:
+    """[R,B] Poisson(1) weights (uint8) of sentences with identity `keys` [B] in replicates 0..R-1.
+
+    w[r, b] = F⁻¹(u), u = top 53 bits of mix(mix(key_b mod 2^64 ^ mix(seed)) + (r + 1)·γ) / 2^53, F the
+    Poisson(1) distribution function (γ = 0x9E3779B97F4A7C15, mix splitmix64's finaliser)."""
+    low = np.array([k & _MASK64 for k in keys], dtype=np.uint64)  # [B] the key's low 64 bits
+    base = _mix(low ^ _mix(np.array([seed], dtype=np.uint64)))  # [B]
+    with np.errstate(over="ignore"):
+        counters = base[None, :] + np.arange(1, replicates + 1, dtype=np.uint64)[:, None] * np.uint64(_GOLDEN)  # [R,B]
+    u = (_mix(counters) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53  # [R,B] uniform on [0, 1)
+    return np.searchsorted(POISSON_CDF, u, side="right").astype(np.uint8)
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """A run's bootstrap: R replicates (0: none) drawn with `seed`."""
+
+    replicates: int = 0
+    seed: int = DEFAULT_SEED
+
+    def __post_init__(self) -> None:
+        check_bootstrap(self.replicates, self.seed)
+
+    def weights(self, batch: Batch) -> torch.Tensor | None:
+        """[R,B] float64 replicate weights of the batch's sentences (made once per batch), or None without replicates."""
+        if not self.replicates:
+            return None
+        return batch.memo(("bootstrap.weights", self.replicates, self.seed), lambda: torch.from_numpy(
+            replicate_weights([sentence_key(s) for s in batch.sentences], self.replicates, self.seed)).double())
+
+
+def check_bootstrap(replicates: int, seed: int) -> None:
+    """InputError unless replicates and seed are whole numbers, replicates ≥ 0 and 0 ≤ seed < 2^64."""
+    for name, value in (("replicates", replicates), ("bootstrap seed", seed)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise InputError(f"{name} must be a whole number, not {value!r}")
+    if replicates < 0:
+        raise InputError(f"replicates must be 0 (no intervals) or more, not {replicates}")
+    if not 0 <= seed <= _MASK64:
+        raise InputError(f"bootstrap seed must be between 0 and 2^64 - 1, not {seed}")
+
+
+def weighted_sums(groups: torch.Tensor, count: int, sentences: torch.Tensor, values: torch.Tensor,
+                  weights: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """[R,count,F] replicate sums of items: Σ_i [groups[i] = g] · weights[r, sentences[i]] · values[i, f].
+
+    groups, sentences [N]: each item's group (label) and batch row; values [N,F]; weights [R,B]. The items
+    are first summed per (sentence, group), [B,count·F] in float64, then weighted by one matrix product in
+    `dtype` (float32 is exact for counts: integer weights and sums below 2^24)."""
+    b = weights.shape[1]
+    per_sentence = torch.zeros(b * count, values.shape[1], dtype=torch.float64)
+    per_sentence.index_add_(0, sentences.cpu() * count + groups.cpu(), values.cpu().double())
+    return (weights.to(dtype) @ per_sentence.view(b, -1).to(dtype)).view(len(weights), count, -1)
+
+
+def add_replicates(table: torch.Tensor, sentences: torch.Tensor, values: torch.Tensor, weights: torch.Tensor | None,
+                   at: tuple = ()) -> None:
+    """Replicate sums without labels (a probe's float64 state [R, *shape]): table[:, at] += Σ_i weights[:,
+    sentences[i]] · values[i], values [N, ...] of the slice's shape, sentences [N] their batch rows. Nothing
+    without weights (no replicates)."""
+    if weights is None:
+        return
+    target = table[(slice(None), *at)]  # [R, ...]
+    added = weighted_sums(torch.zeros(len(sentences), dtype=torch.long), 1, sentences,
+                          values.reshape(len(sentences), -1), weights, table.dtype)  # [R,1,F]
+    target += added.reshape(target.shape)
+
+
+# ---- intervals ------------------------------------------------------------------------------------
+
+def replicate_ratio(sums: torch.Tensor, counts: torch.Tensor) -> np.ndarray:
+    """[R, ...] replicate scores sums / counts: counts [R] (or the leading dimensions of sums) divide every
+    cell of their replicate; NaN in replicates with count 0."""
+    counts = counts.double().reshape(*counts.shape, *([1] * (sums.dim() - counts.dim())))
+    return (sums.double() / counts.where(counts > 0, torch.nan)).numpy()
+
+
+def percentile_interval(replicates: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """The percentile interval over axis 0 of [R, ...] replicate values, NaN replicates left out (NaN where all are).
+
+    Each bound is numpy's default ("linear") quantile of the valid values, v[⌊p⌋] + (p − ⌊p⌋)(v[⌊p⌋+1] − v[⌊p⌋])
+    at p = q·(n − 1) over the n sorted values; computed for every cell at once (np.nanquantile loops over cells)."""
+    values = np.sort(np.asarray(replicates, dtype=float), axis=0)  # NaN sorts last
+    n = (~np.isnan(values)).sum(0)  # [...] valid replicates per cell
+    tail = (1 - level) / 2
+
+    def quantile(q: float) -> np.ndarray:
+        position = q * np.maximum(n - 1, 0)
+        low = np.floor(position).astype(int)
+        high = np.minimum(low + 1, np.maximum(n - 1, 0))
+        below, above = (np.take_along_axis(values, i[None], 0)[0] for i in (low, high))
+        with np.errstate(invalid="ignore"):  # inf − inf where a bound is infinite
+            between = np.where(above == below, below, below + (position - low) * (above - below))
+        return np.where(n > 0, between, np.nan)
+
+    return quantile(tail), quantile(1 - tail)
+
+
+def _max_over_heads(replicates: np.ndarray) -> np.ndarray:
+    """[R,L,H] → [R]: each replicate's best head score (NaN where the replicate has none)."""
+    flat = replicates.reshape(len(replicates), -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmax(flat, axis=1) if flat.shape[1] else np.full(len(flat), np.nan)
+
+
+def attach_interval(entry: LabelScores, replicates: np.ndarray,
+                    baseline: tuple[float, np.ndarray] | None = None) -> np.ndarray:
+    """Set entry.ci_low, entry.ci_high [L,H] from its replicate scores [R,L,H], and entry.best (the best head,
+    its selection-aware interval and, given baseline = (the best offset's score, its replicates [R] each the
+    max over offsets), the paired margin). Returns the replicates' best-head scores [R] (max over heads)."""
+    entry.ci_low, entry.ci_high = percentile_interval(replicates)
+    best = _max_over_heads(replicates)  # [R]
+    named = best_head(entry.scores)
+    if not np.isfinite(named.score):
+        return best
+    score = named.score  # the top score; its head is named only where best_head names one (no tie, not 0)
+    low, high = percentile_interval(best)
+    entry.best = BestInterval(named.layer if named.found else None, named.head if named.found else None, score,
+                              float(low), float(high))
+    if baseline is not None:
+        point, base = baseline
+        margin_low, margin_high = percentile_interval(best - base)
+        entry.best.margin, entry.best.margin_low, entry.best.margin_high = score - point, float(margin_low), float(margin_high)
+    return best
+
+
+def attach_intervals(result: ProbeResult, hits, counts, baselines=None) -> ProbeResult:
+    """Intervals of a ratio-of-sums probe: for every label of `result` that the replicated ``LabelSums``
+    `hits` (its main part: [labels, R, L, H]) and `counts` ([labels, R]) hold, and for "overall" (their sums
+    over every label). baselines: a LabelSums of offset-baseline hits ([labels, R, offsets] replicated) for
+    the paired margins. Keeps each label's best-head replicates in result.replicates. Returns `result`."""
+    if not hits.replicates:
+        return result
+    entries = [(name, result.labels[name], name) for name in hits.names if name in result.labels]
+    for name, entry, key in [*entries, ("overall", result.overall, None)]:
+        if entry.count == 0:
+            continue
+        count, replicate_count = counts.main(key), counts.replicated(key)
+        baseline = None
+        if baselines is not None:
+            point = float((baselines.main(key).double() / float(count)).max())
+            baseline = point, replicate_ratio(baselines.replicated(key), replicate_count).max(axis=1)
+        result.replicates[name] = attach_interval(entry, replicate_ratio(hits.replicated(key), replicate_count),
+                                                  baseline)
+    return result
+
+
+def paired_delta(a: ProbeResult, b: ProbeResult, label: str = "overall", level: float = LEVEL) -> tuple[float, float, float]:
+    """(delta, low, high): `a`'s best-head score for `label` minus `b`'s, with the paired percentile interval
+    of the replicates' deltas (each replicate's best head chosen again in each result). Both results must
+    come from runs in this process (``ProbeResult.replicates`` is not saved in the JSON; `probes merge` of
+    saved states gives it too) with the same replicates, seed and corpus; InputError otherwise."""
+    for setting in ("replicates", "bootstrap_seed"):
+        if a.info.settings.get(setting) != b.info.settings.get(setting):
+            raise InputError(f"cannot pair {a.probe} results: {setting} differs "
+                             f"({a.info.settings.get(setting)} and {b.info.settings.get(setting)})")
+    corpora = [sorted((r.info.provenance.get("corpus_sha256") or {}).values()) or r.info.corpus for r in (a, b)]
+    if corpora[0] != corpora[1]:
+        raise InputError(f"cannot pair {a.probe} results of different corpora ({a.info.corpus} and {b.info.corpus})")
+    missing = [r.info.model for r in (a, b) if label not in r.replicates]
+    if missing:
+        raise InputError(f"no bootstrap replicates of {a.probe} label {label!r} for {missing[0]} (runs with "
+                         "--replicates 0, results read from JSON, or a label without instances)")
+    entries = [a.overall if label == "overall" else a.labels[label], b.overall if label == "overall" else b.labels[label]]
+    low, high = percentile_interval(a.replicates[label] - b.replicates[label], level)
+    return entries[0].best.score - entries[1].best.score, float(low), float(high)

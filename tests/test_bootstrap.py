@@ -1,0 +1,268 @@
+"""The streaming bootstrap (probes.bootstrap): replicate weights, replicate sums, intervals, paired deltas.
+
+Weights are checked against a plain-integer reimplementation of their definition and for the Poisson(1)
+law; replicate sums against sums worked out by hand; intervals for coverage (over simulated corpora of
+known rate the 95% interval covers it 93–97% of the time), and for invariance to the batch size and to
+sharding (every replicate sum is an exact sum of integer counts, so intervals are equal, not close).
+"""
+from __future__ import annotations
+
+import math
+import numpy as np
+import pytest
+import torch
+
+import probes
+from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
+from probes.bootstrap import (Bootstrap, attach_interval, paired_delta, percentile_interval, replicate_ratio,
+                              replicate_weights)
+from probes.builtin.dep import DependencyProbe
+from probes.cli import main
+from probes.identity import sentence_key
+from probes.probe import LabelSums
+from probes.results import LabelScores, ProbeResult
+
+M64 = (1 << 64) - 1
+
+
+def _mix(x: int) -> int:
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & M64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def _weight(key: int, r: int, seed: int) -> int:
+    """The definition in plain integers: u from the counter's hash, then the Poisson(1) quantile of u."""
+    u = (_mix((_mix((key & M64) ^ _mix(seed)) + (r + 1) * 0x9E3779B97F4A7C15) & M64) >> 11) / 2 ** 53
+    k, cdf = 0, math.exp(-1)
+    while u >= cdf:
+        k += 1
+        cdf += math.exp(-1) / math.factorial(k)
+    return k
+
+
+# ---- weights ---------------------------------------------------------------------------------------
+
+def test_weights_follow_their_definition():
+    keys = [0, 1, 2 ** 255 + 12345, int("ab" * 32, 16)]
+    for seed in (0, 7):
+        w = replicate_weights(keys, 40, seed)
+        assert w.shape == (40, 4) and w.dtype == np.uint8
+        assert w.tolist() == [[_weight(k, r, seed) for k in keys] for r in range(40)]
+    # a sentence's weights depend on its key alone: not on the other sentences of the batch, nor their order
+    assert replicate_weights(keys[::-1], 40, 0).tolist() == replicate_weights(keys, 40, 0)[:, ::-1].tolist()
+    assert replicate_weights(keys[2:3], 40, 0)[:, 0].tolist() == replicate_weights(keys, 40, 0)[:, 2].tolist()
+    # another seed, other weights
+    assert not np.array_equal(replicate_weights(keys, 40, 0), replicate_weights(keys, 40, 1))
+
+
+def test_weights_are_poisson_1():
+    keys = np.random.default_rng(0).integers(0, 2 ** 63, 20000).tolist()
+    w = replicate_weights(keys, 50, 0).astype(float)  # 10^6 draws
+    assert abs(w.mean() - 1) < 0.005 and abs(w.var() - 1) < 0.01
+    for k in range(4):  # P(w = k) = e^-1 / k!
+        assert abs((w == k).mean() - math.exp(-1) / math.factorial(k)) < 0.002, k
+    # replicates of one sentence, and sentences of one replicate, are uncorrelated
+    assert abs(np.corrcoef(w[0], w[1])[0, 1]) < 0.03 and abs(np.corrcoef(w[:, 0], w[:, 1])[0, 1]) < 0.3
+
+
+def test_bootstrap_settings_are_checked():
+    for replicates, seed in ((-1, 0), (10, -1), (10, 2 ** 64), (1.5, 0), (True, 0)):
+        with pytest.raises(probes.InputError):
+            Bootstrap(replicates, seed)
+
+
+# ---- replicate sums --------------------------------------------------------------------------------
+
+def test_label_sums_replicas_by_hand():
+    """Two sentences (rows 0, 1), three items; weights W [R=3,B=2]: replicas[k, r] = Σ_i [label_i = k] W[r, s_i] v_i."""
+    table = LabelSums((3, 2), replicates=3, main=0)  # [labels, 3 ways, 2 heads], replicated: way 0
+    weights = torch.tensor([[1.0, 0.0], [2.0, 1.0], [0.0, 3.0]])
+    values = torch.tensor([[[1, 0], [1, 1], [0, 0]],  # label a, sentence 0
+                           [[1, 1], [0, 0], [1, 1]],  # label b, sentence 1
+                           [[0, 1], [0, 0], [0, 0]]])  # label a, sentence 1
+    table.add(table.ids(["a", "b", "a"]), values, sentences=torch.tensor([0, 1, 1]), weights=weights)
+    np.testing.assert_array_equal(table["a"], [[1, 1], [1, 1], [0, 0]])  # the sums as before
+    # label a: W[:,0]·(1,0) + W[:,1]·(0,1) = (1,0), (2,1), (0,3); label b: W[:,1]·(1,1) = (0,0), (1,1), (3,3)
+    np.testing.assert_array_equal(table.replicated("a"), [[1, 0], [2, 1], [0, 3]])
+    np.testing.assert_array_equal(table.replicated("b"), [[0, 0], [1, 1], [3, 3]])
+    np.testing.assert_array_equal(table.replicated(), [[1, 0], [3, 2], [3, 6]])
+    # a shard's table merges by label name; state_dict keeps the replicas
+    other = LabelSums((3, 2), replicates=3, main=0)
+    other.add(other.ids(["b"]), values[1:2], sentences=torch.tensor([0]), weights=torch.tensor([[1.0], [1.0], [1.0]]))
+    table.merge(other)
+    np.testing.assert_array_equal(table.replicated("b"), [[1, 1], [2, 2], [4, 4]])
+    copy = LabelSums((3, 2), replicates=3, main=0)
+    copy.load_state_dict(table.state_dict())
+    assert torch.equal(copy.replicas, table.replicas) and copy.names == table.names
+    with pytest.raises(ValueError, match="replicate sums"):
+        LabelSums((3, 2), replicates=4, main=0).load_state_dict(table.state_dict())
+
+
+# ---- intervals -------------------------------------------------------------------------------------
+
+def test_coverage_of_a_known_rate():
+    """4,000 simulated corpora of 40 sentences, 1 to 5 items each, every item right with p = 0.3: the 95%
+    interval of the rate (replicate hits / replicate items) covers 0.3 93–97% of the time (the binomial sd
+    of that share over 4,000 corpora: 0.35 points)."""
+    rng = np.random.default_rng(12)
+    corpora, n, p, r = 4000, 40, 0.3, 200
+    items = rng.integers(1, 6, (corpora, n))  # [M,n] items per sentence
+    hits = rng.binomial(items, p)  # [M,n]
+    keys = rng.integers(0, 2 ** 63, corpora * n).tolist()  # every sentence its own identity
+    w = torch.from_numpy(replicate_weights(keys, r, 0).reshape(r, corpora, n)).float()  # [R,M,n]
+    sums = torch.einsum("rmn,mn->rm", w, torch.from_numpy(hits).float())  # [R,M] replicate hits (exact integers)
+    counts = torch.einsum("rmn,mn->rm", w, torch.from_numpy(items).float())  # [R,M] replicate items
+    low, high = percentile_interval(replicate_ratio(sums, counts))  # [M] each
+    covered = ((low <= p) & (p <= high)).mean()
+    assert 0.93 <= covered <= 0.97, covered
+
+
+def test_best_head_interval_counts_the_selection():
+    """Replicates where different heads win: the best head's interval is that of the max over heads, not of
+    the point-best head's own replicates; the margin's is paired (max over heads − max over offsets)."""
+    scores = np.array([[0.5, 0.4]])  # [L=1,H=2]
+    replicates = np.array([[[0.5, 0.4]], [[0.4, 0.6]], [[0.6, 0.5]], [[0.5, 0.5]], [[np.nan, np.nan]]])  # [R=5,1,2]
+    entry = LabelScores(count=10, scores=scores)
+    base = np.array([0.2, 0.3, 0.2, 0.4, np.nan])  # [R] best offset per replicate
+    best = attach_interval(entry, replicates, (0.25, base))
+    np.testing.assert_array_equal(best, [0.5, 0.6, 0.6, 0.5, np.nan])
+    assert (entry.best.layer, entry.best.head, entry.best.score) == (0, 0, 0.5)
+    # np.quantile of [0.5, 0.6, 0.6, 0.5] (the NaN replicate left out) at 2.5% and 97.5%, linear interpolation
+    assert entry.best.ci_low == pytest.approx(0.5) and entry.best.ci_high == pytest.approx(0.6)
+    # margins 0.3, 0.3, 0.4, 0.1: sorted 0.1, 0.3, 0.3, 0.4; 2.5% → 0.1 + 0.075·0.2, 97.5% → 0.3 + 0.925·0.1
+    assert entry.best.margin == pytest.approx(0.25)
+    assert entry.best.margin_low == pytest.approx(0.115) and entry.best.margin_high == pytest.approx(0.3925)
+    # each head's own: both heads' replicates sort to 0.4, 0.5, 0.5, 0.6
+    np.testing.assert_allclose(entry.ci_low, [[0.4075, 0.4075]])
+    np.testing.assert_allclose(entry.ci_high, [[0.5925, 0.5925]])
+
+
+# ---- probes: intervals in results, invariance, merge -----------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tiny_model):
+    return probes.load_encoder(str(tiny_model("bert")))
+
+
+def _intervals(result: ProbeResult) -> dict:
+    return {name: (e.ci_low, e.ci_high, e.best) for name, e in [*result.labels.items(), ("overall", result.overall)]}
+
+
+def _assert_same_intervals(a: ProbeResult, b: ProbeResult) -> None:
+    ia, ib = _intervals(a), _intervals(b)
+    assert ia.keys() == ib.keys()
+    for name in ia:
+        np.testing.assert_array_equal(ia[name][0], ib[name][0], err_msg=name)
+        np.testing.assert_array_equal(ia[name][1], ib[name][1], err_msg=name)
+        assert ia[name][2] == ib[name][2], name
+        np.testing.assert_array_equal(a.replicates[name], b.replicates[name], err_msg=name)
+
+
+@pytest.mark.parametrize("name", ["dep", "trees", "pos"])
+def test_intervals_do_not_depend_on_the_batch_size(name, tiny_encoder):
+    runs = {bs: probes.run([name], encoder=tiny_encoder, batch_size=bs, limit=25, replicates=200, progress=False,
+                           **({"fit_on": "same"} if name == "pos" else {}))[name] for bs in (1, 64)}
+    assert runs[1].overall.best is not None and len(runs[1].replicates) == len(runs[1].labels) + 1
+    _assert_same_intervals(runs[1], runs[64])
+
+
+def test_intervals_of_merged_shards(tiny_encoder, tmp_path):
+    whole = probes.run(["dep"], encoder=tiny_encoder, limit=40, replicates=200, progress=False)["dep"]
+    for i in range(3):
+        probes.run(["dep"], encoder=tiny_encoder, limit=40, replicates=200, progress=False, shard=(i, 3),
+                   state=tmp_path)
+    merged = probes.merge(tmp_path)["dep"]
+    _assert_same_intervals(whole, merged)
+    assert merged.info.settings["replicates"] == 200 and merged.info.settings["bootstrap_seed"] == 0
+
+
+def test_merge_refuses_other_replicates(tiny_encoder, tmp_path):
+    probes.run(["dep"], encoder=tiny_encoder, limit=12, replicates=20, progress=False, shard=(0, 2), state=tmp_path)
+    probes.run(["dep"], encoder=tiny_encoder, limit=12, replicates=30, progress=False, shard=(1, 2), state=tmp_path)
+    with pytest.raises(probes.InputError, match="replicates differs"):
+        probes.merge(tmp_path)
+
+
+def test_dep_replicates_by_hand():
+    """dep on the hand-built batch (tests/helpers.py): head 0 gets every arc, head 1 the three arcs of "The playing
+    cat" and not the root arc of "Hi". With the two sentences' weights w_cat, w_hi [R], head 1's overall replicate
+    score is 3·w_cat / (3·w_cat + w_hi), head 0's is 1, and root's (one arc in each sentence) head-1 score is
+    w_cat / (w_cat + w_hi); the intervals are their percentiles; the scores are those of a run without replicates."""
+    r = 300
+    hand = batch([CAT, HI], [CAT_COLUMNS, HI_COLUMNS], [[CAT_TO_HEADS, CAT_TO_HEADS], [HI_TO_HEADS, attention(3, {})]])
+    probe, plain = DependencyProbe(1, 2, replicates=r, bootstrap_seed=5), DependencyProbe(1, 2)
+    feed(probe, hand)
+    feed(plain, hand)
+    result = probe.compute(_info())
+    np.testing.assert_array_equal(result.overall.scores, plain.compute(_info()).overall.scores)
+    np.testing.assert_array_equal(result.overall.scores, [[1.0, 0.75]])
+    w_cat, w_hi = replicate_weights([sentence_key(CAT), sentence_key(HI)], r, 5).astype(float).T  # [R] each
+    shown = (w_cat + w_hi) > 0  # replicates where the corpus has an arc at all
+    head1 = 3 * w_cat[shown] / (3 * w_cat[shown] + w_hi[shown])
+    low, high = np.quantile(head1, [0.025, 0.975])
+    np.testing.assert_allclose(result.overall.ci_low, [[1.0, low]])
+    np.testing.assert_allclose(result.overall.ci_high, [[1.0, high]])
+    np.testing.assert_array_equal(result.replicates["overall"], np.where(shown, 1.0, np.nan))  # head 0's, always
+    assert (result.overall.best.layer, result.overall.best.head, result.overall.best.score) == (0, 0, 1.0)
+    assert result.overall.best.ci_low == 1.0 == result.overall.best.ci_high
+    both = (w_cat > 0) & (w_hi > 0)
+    root1 = w_cat[both] / (w_cat[both] + w_hi[both])  # root needs both: replicates with a 0 weight shift the share
+    root = w_cat / np.where(w_cat + w_hi > 0, w_cat + w_hi, np.nan)
+    np.testing.assert_allclose(result.labels["root"].ci_low[0, 1], np.nanquantile(root, 0.025))
+    assert root1.size < shown.sum()  # some replicates leave a sentence out (weight 0): that is the resampling
+    # the margin over the best offset: offsets −1 and +1 get one arc of each sentence either way (amod, Hi's
+    # root), the others one arc of "The playing cat" alone: the best offset's replicate score is
+    # (w_cat + w_hi) / (3·w_cat + w_hi), and the margin's replicates are head 0's 1 minus that
+    base = result.baselines["overall"]
+    assert base["best"] == 0.5 and result.overall.best.margin == 0.5
+    margins = 1.0 - (w_cat[shown] + w_hi[shown]) / (3 * w_cat[shown] + w_hi[shown])
+    np.testing.assert_allclose([result.overall.best.margin_low, result.overall.best.margin_high],
+                               np.quantile(margins, [0.025, 0.975]))
+
+
+def _info():
+    from probes.results import RunInfo
+
+    return RunInfo(model="hand", corpus=["hand"], layers=1, heads=2, sentences=2, skipped={}, settings={}, provenance={})
+
+
+def test_results_keep_intervals(tiny_encoder, tmp_path, capsys):
+    """JSON round trip, CSV columns, `probes show`'s best-head interval, paired deltas, and --replicates 0."""
+    result = probes.run(["dep"], encoder=tiny_encoder, limit=20, replicates=100, progress=False)["dep"]
+    result.save(tmp_path, plots=False)
+    loaded = probes.load_result(tmp_path / "dep.json")
+    assert loaded.labels["det"].best == result.labels["det"].best and loaded.replicates == {}
+    np.testing.assert_array_equal(loaded.overall.ci_high, result.overall.ci_high)
+    frame = loaded.to_frame()
+    assert {"ci_low", "ci_high"} <= set(frame.columns)
+    row = frame[(frame["label"] == "overall") & (frame["layer"] == 0) & (frame["head"] == 1)].iloc[0]
+    assert row.ci_low == result.overall.ci_low[0, 1] and row.ci_high == result.overall.ci_high[0, 1]
+    assert main(["show", str(tmp_path / "dep.json")]) == 0
+    b = result.overall.best
+    assert f"[{b.ci_low:.3f}, {b.ci_high:.3f}]" in capsys.readouterr().out
+    # paired: a run against itself differs by 0 in every replicate; against another seed, refused
+    assert paired_delta(result, result, "det") == (0.0, 0.0, 0.0)
+    other = probes.run(["dep"], encoder=tiny_encoder, limit=20, replicates=100, bootstrap_seed=1, progress=False)["dep"]
+    with pytest.raises(probes.InputError, match="bootstrap_seed differs"):
+        paired_delta(result, other)
+    with pytest.raises(probes.InputError, match="no bootstrap replicates"):
+        paired_delta(loaded, loaded)
+    assert main(["run", "dep", "--limit", "3", "--replicates", "-1", "--quiet"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_analyses_with_and_without_intervals(tiny_encoder):
+    """mass gives its sums per sentence: intervals per label and overall, scores those of R = 0; patterns does not
+    (whole-matrix scores): no interval at all rather than an empty one."""
+    runs = {r: probes.run(["mass", "patterns"], encoder=tiny_encoder, limit=12, replicates=r, progress=False)
+            for r in (0, 60)}
+    mass, patterns = runs[60]["mass"], runs[60]["patterns"]
+    assert set(mass.replicates) == {*mass.labels, "overall"} and mass.overall.best is not None
+    for name, entry in [*mass.labels.items(), ("overall", mass.overall)]:
+        plain = runs[0]["mass"].overall if name == "overall" else runs[0]["mass"].labels[name]
+        np.testing.assert_array_equal(entry.scores, plain.scores, err_msg=name)
+        assert np.all(entry.ci_low <= entry.ci_high), name
+    assert patterns.replicates == {} and patterns.overall.best is None and patterns.overall.ci_low is None
