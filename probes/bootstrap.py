@@ -194,8 +194,8 @@ def attach_intervals(result: ProbeResult, hits, counts, baselines=None) -> Probe
 def paired_delta(a: ProbeResult, b: ProbeResult, label: str = "overall", level: float = LEVEL) -> tuple[float, float, float]:
     """(delta, low, high): `a`'s best-head score for `label` minus `b`'s, with the paired percentile interval
     of the replicates' deltas (each replicate's best head chosen again in each result). Both results must
-    come from runs in this process (``ProbeResult.replicates`` is not saved in the JSON; `probes merge` of
-    saved states gives it too) with the same replicates, seed and corpus; InputError otherwise."""
+    carry replicates (``ProbeResult.replicates``: kept by the run, saved in its JSON to float32 precision,
+    rebuilt by `probes merge`) of the same number, seed and corpus; InputError otherwise."""
     for setting in ("replicates", "bootstrap_seed"):
         if a.info.settings.get(setting) != b.info.settings.get(setting):
             raise InputError(f"cannot pair {a.probe} results: {setting} differs "
@@ -205,8 +205,8 @@ def paired_delta(a: ProbeResult, b: ProbeResult, label: str = "overall", level: 
         raise InputError(f"cannot pair {a.probe} results of different corpora ({a.info.corpus} and {b.info.corpus})")
     missing = [r.info.model for r in (a, b) if label not in r.replicates]
     if missing:
-        raise InputError(f"no bootstrap replicates of {a.probe} label {label!r} for {missing[0]} (runs with "
-                         "--replicates 0, results read from JSON, or a label without instances)")
+        raise InputError(f"no bootstrap replicates of {a.probe} label {label!r} for {missing[0]} (a run with "
+                         "--replicates 0, results of an older version, or a label without instances)")
     entries = [a.overall if label == "overall" else a.labels[label], b.overall if label == "overall" else b.labels[label]]
     low, high = percentile_interval(a.replicates[label] - b.replicates[label], level)
     return entries[0].best.score - entries[1].best.score, float(low), float(high)

@@ -29,7 +29,6 @@ kept map and sentence.
 """
 from __future__ import annotations
 
-import base64
 from typing import Any, Iterable
 
 import numpy as np
@@ -38,6 +37,7 @@ import torch
 from probes.batching import Batch
 from probes.errors import InputError
 from probes.maps import LayerMaps
+from probes.packing import pack
 from probes.results import ProbeResult
 
 GOLD_KEYS = ("head", "deprel", "upos", "srl")  # the annotations a view shows beside the heads
@@ -120,16 +120,6 @@ class ExampleRecorder:
         if self.kept:
             result.extra["sentence_views"] = self.view(result)
         return result
-
-
-def pack(values: np.ndarray, dtype: type) -> str:
-    """`values` as base64 of their bytes in `dtype`, little-endian, row-major."""
-    return base64.b64encode(np.ascontiguousarray(values, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()).decode()
-
-
-def unpack(text: str, dtype: type, shape: tuple[int, ...]) -> np.ndarray:
-    """The array `pack` packed."""
-    return np.frombuffer(base64.b64decode(text), dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape)
 
 
 def parse_heads(text: str) -> list[tuple[int, int]]:

@@ -23,6 +23,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from probes.errors import InputError
+from probes.packing import pack, unpack
 
 SCHEMA_VERSION = 1
 DEFAULT_MIN_COUNT = 20  # labels with fewer instances are marked and left out of tables and figures unless asked
@@ -191,7 +192,7 @@ class ProbeResult:
     baselines: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     # label (and "overall") → [R] the bootstrap replicates' best-head scores (probes.bootstrap.paired_delta);
-    # kept in memory only, not in the JSON
+    # in the JSON as base64 float32 ("replicates": {label: ...}; to float32 precision), so results read back pair
     replicates: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -269,13 +270,14 @@ class ProbeResult:
             "labels": {k: {**v.to_json(), **({"below_min_count": v.count < self.min_count} if "min_count" in i.settings
                                                else {})} for k, v in self.labels.items()},
             "overall": self.overall.to_json(), "baselines": self.baselines, **self.extra,
+            **({"replicates": {k: pack(v, np.float32) for k, v in self.replicates.items()}} if self.replicates else {}),
             "version": i.provenance.get("probes"), "provenance": i.provenance, "schema": SCHEMA_VERSION,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ProbeResult":
         known = {"probe", "model", "corpus", "layers", "heads", "sentences", "skipped", "skipped_reasons", "corpus_notes", "options",
-                 "settings", "labels", "overall", "baselines", "version", "provenance", "schema"}
+                 "settings", "labels", "overall", "baselines", "version", "provenance", "schema", "replicates"}
         info = RunInfo(model=data["model"], corpus=list(data["corpus"]), layers=int(data["layers"]),
                        heads=int(data["heads"]), sentences=int(data["sentences"]),
                        skipped=dict(data.get("skipped_reasons", {})), settings=dict(data.get("settings", {})),
@@ -283,7 +285,9 @@ class ProbeResult:
         return cls(probe=data["probe"], info=info, options=dict(data.get("options", {})),
                    labels={k: LabelScores.from_json(v) for k, v in data["labels"].items()},
                    overall=LabelScores.from_json(data["overall"]), baselines=data.get("baselines", {}),
-                   extra={k: v for k, v in data.items() if k not in known})
+                   extra={k: v for k, v in data.items() if k not in known},
+                   replicates={k: unpack(v, np.float32, (-1,)).astype(float)
+                               for k, v in data.get("replicates", {}).items()})
 
     def figures(self, kind: str = "overview") -> dict[str, bytes]:
         """{file name: PNG}: the pictures its probe draws (probes.presentation), saved beside the JSON.

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from probes.errors import InputError
-from probes.examples import unpack
+from probes.packing import unpack
 from probes.presentation import presentation_of
 from probes.results import ProbeResult
 

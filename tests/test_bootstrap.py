@@ -234,7 +234,10 @@ def test_results_keep_intervals(tiny_encoder, tmp_path, capsys):
     result = probes.run(["dep"], encoder=tiny_encoder, limit=20, replicates=100, progress=False)["dep"]
     result.save(tmp_path, plots=False)
     loaded = probes.load_result(tmp_path / "dep.json")
-    assert loaded.labels["det"].best == result.labels["det"].best and loaded.replicates == {}
+    assert loaded.labels["det"].best == result.labels["det"].best
+    assert set(loaded.replicates) == set(result.replicates)  # saved to float32 precision
+    for name, values in result.replicates.items():
+        np.testing.assert_array_equal(loaded.replicates[name], values.astype(np.float32))
     np.testing.assert_array_equal(loaded.overall.ci_high, result.overall.ci_high)
     frame = loaded.to_frame()
     assert {"ci_low", "ci_high"} <= set(frame.columns)
@@ -248,8 +251,11 @@ def test_results_keep_intervals(tiny_encoder, tmp_path, capsys):
     other = probes.run(["dep"], encoder=tiny_encoder, limit=20, replicates=100, bootstrap_seed=1, progress=False)["dep"]
     with pytest.raises(probes.InputError, match="bootstrap_seed differs"):
         paired_delta(result, other)
-    with pytest.raises(probes.InputError, match="no bootstrap replicates"):
-        paired_delta(loaded, loaded)
+    delta, low, high = paired_delta(loaded, result, "overall")  # read back, it pairs with the run's own
+    assert delta == 0.0 and abs(low) < 1e-6 and abs(high) < 1e-6
+    plain = probes.run(["dep"], encoder=tiny_encoder, limit=20, replicates=0, progress=False)["dep"]
+    with pytest.raises(probes.InputError, match="replicates differs"):
+        paired_delta(plain, result)
     assert main(["run", "dep", "--limit", "3", "--replicates", "-1", "--quiet"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
 
@@ -266,3 +272,31 @@ def test_analyses_with_and_without_intervals(tiny_encoder):
         np.testing.assert_array_equal(entry.scores, plain.scores, err_msg=name)
         assert np.all(entry.ci_low <= entry.ci_high), name
     assert patterns.replicates == {} and patterns.overall.best is None and patterns.overall.ci_low is None
+
+
+def test_compare_gives_paired_intervals(tiny_encoder, tmp_path, capsys):
+    """`probes compare A B` pairs the two runs' replicates: each label's interval is paired_delta(B, A) of the
+    results read back; A against itself changes by exactly 0 (flat); another seed cannot pair and says so."""
+    from probes.compare.results_diff import compare_results
+
+    runs = {name: probes.run(["dep"], encoder=tiny_encoder, limit=25, replicates=200, progress=False, pool=pool,
+                             bootstrap_seed=seed)["dep"]
+            for name, pool, seed in (("a", "mean-sum", 0), ("b", "first", 0), ("c", "first", 1))}
+    for name, result in runs.items():
+        result.save(tmp_path / name, plots=False)
+    comparison = compare_results(tmp_path / "a", tmp_path / "b")
+    loaded = {name: probes.load_result(tmp_path / name / "dep.json") for name in "ab"}
+    paired = [d for d in comparison.labels if d.paired is not None]
+    assert {d.label for d in paired} == set(loaded["a"].replicates) & set(loaded["b"].replicates)
+    for d in paired:
+        assert d.paired == paired_delta(loaded["b"], loaded["a"], d.label)[1:]
+        row = d.row()
+        assert (row["delta_low"], row["delta_high"]) == d.paired and row["flat"] == (d.paired[0] <= 0 <= d.paired[1])
+    same = compare_results(tmp_path / "a", tmp_path / "a")
+    assert all(d.paired == (0.0, 0.0) and d.flat for d in same.labels if d.paired is not None)
+    other = compare_results(tmp_path / "a", tmp_path / "c")
+    assert all(d.paired is None for d in other.labels)
+    assert any("no paired intervals: cannot pair dep results: bootstrap_seed differs" in n for n in other.notes)
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--all-labels"]) == 0
+    out = capsys.readouterr().out
+    assert "95% interval" in out and "paired bootstrap interval" in out

@@ -6,7 +6,10 @@ run made one), the change of the best score, how A's best head fares in B, the m
 and the heads that gained or lost most; delta = B − A per head, as an [L,H] grid (and a heatmap).
 Minimum counts (the larger of the two runs' ``--min-count``): ``label_lost`` marks a label at or
 above it in A but absent or below it in B, ``few`` a delta resting on fewer instances on either side;
-the table on screen leaves out the labels below it on both sides unless asked (``all_labels``). The probes both sides hold are
+the table on screen leaves out the labels below it on both sides unless asked (``all_labels``). Where both runs
+kept bootstrap replicates over the same corpus with the same seed (probes.bootstrap), the change of the best
+score gets a paired 95% interval (the best head chosen again in each replicate of each side, the sentences
+reweighted alike on both), and ``flat`` marks a change whose interval contains 0. The probes both sides hold are
 compared (those only one side holds are left out and listed in ``left_out``); each must have been
 run with the same options, on models of one architecture (same layers × heads and family): heads
 are matched by position, which means something only between checkpoints of one model (a
@@ -20,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from probes.bootstrap import paired_delta
 from probes.compare.grids import load_any
 from probes.errors import InputError
 from probes.results import BestHead, ProbeResult, best_head, json_grid, results_in, safe_name, write_result_files
@@ -40,6 +44,7 @@ class LabelDelta:
     min_count: int = 0  # the larger of the two runs' minimum counts
     best_a: BestHead | None = None  # A's best head as its result names it (None: from the grid, best_head)
     best_b: BestHead | None = None
+    paired: tuple[float, float] | None = None  # the paired 95% interval of B's best score − A's (None: no replicates)
 
     @property
     def delta(self) -> np.ndarray:
@@ -69,6 +74,11 @@ class LabelDelta:
         return not (self.best("a").found and self.best("b").found)
 
     @property
+    def flat(self) -> bool:
+        """Whether the paired interval of the best score's change contains 0 (False without one)."""
+        return self.paired is not None and self.paired[0] <= 0 <= self.paired[1]
+
+    @property
     def frequent(self) -> bool:
         """At or above the minimum count on one side at least (overall always): shown on screen."""
         return self.label == "overall" or max(self.count_a, self.count_b) >= self.min_count
@@ -86,12 +96,12 @@ class LabelDelta:
         best_a, best_b = self.best("a"), self.best("b")
         nan = float("nan")
         d = self.delta
-        # the hook for paired intervals: probes.bootstrap.paired_delta(result_b, result_a, label) gives
-        # (delta_best, low, high), B − A, where both results carry replicates; a column flags low ≤ 0 ≤ high
+        low, high = self.paired or (nan, nan)
         return {"probe": self.probe, "label": self.label, "count_a": self.count_a, "count_b": self.count_b,
                 "best_a": best_a.name, "score_a": best_a.score if best_a.found else nan, "no_best_a": best_a.reason,
                 "best_b": best_b.name, "score_b": best_b.score if best_b.found else nan, "no_best_b": best_b.reason,
                 "delta_best": (best_b.score - best_a.score) if best_a.found and best_b.found else nan,
+                "delta_low": low, "delta_high": high, "flat": self.flat,
                 "a_best_in_b": float(self.b[best_a.layer, best_a.head]) if best_a.found else nan,
                 "mean_delta": float(np.nanmean(d)) if np.isfinite(d).any() else nan,
                 "min_count": self.min_count, "label_lost": self.label_lost, "few": self.few,
@@ -159,8 +169,10 @@ class Comparison:
         `all_labels`) with its counts in A and B; "lost" where a label at or above the minimum count in A
         is absent or below it in B; "few" where the delta rests on fewer instances than that."""
         lines = [f"A: {self.model_a}", f"B: {self.model_b}", *[f"note: {n}" for n in self.notes]]
+        paired = any(d.paired is not None for d in self.labels)
         header = (f"{'probe':<14}{'label':<18}{'n A':>6}{'n B':>6}  {'best A':<9}{'score':>7}  {'best B':<9}"
-                  f"{'score':>7}{'Δbest':>8}{'A-best in B':>13}  {'lost':<5}{'few':<4} gained most")
+                  f"{'score':>7}{'Δbest':>8}" + (f"  {'95% interval':<17}{'flat':<5}" if paired else "") +
+                  f"{'A-best in B':>13}  {'lost':<5}{'few':<4} gained most")
         for probe, layers in self.layer_changes().groupby("probe", sort=False):
             lines.append(f"{probe}: mean |B − A| by layer: " +
                          ", ".join(f"L{r.layer} {r.mean_abs_delta:.3f}" for r in layers.itertuples()))
@@ -170,12 +182,17 @@ class Comparison:
             r = d.row()
             lines.append(f"{d.probe:<14}{d.label[:17]:<18}{d.count_a:>6}{d.count_b:>6}  {_short(d.best('a')):<9}"
                          f"{_number(r['score_a'], ''):>7}  {_short(d.best('b')):<9}{_number(r['score_b'], ''):>7}"
-                         f"{_number(r['delta_best'], '+'):>8}{_number(r['a_best_in_b'], ''):>13}  "
+                         f"{_number(r['delta_best'], '+'):>8}"
+                         + (f"  {_span(d.paired):<17}{'flat' if d.flat else '':<5}" if paired else "") +
+                         f"{_number(r['a_best_in_b'], ''):>13}  "
                          f"{'lost' if d.label_lost else '':<5}{'few' if d.few else '':<4} {r['gained'].split(';')[0]}")
         least = {d.min_count for d in self.labels}
         if len(shown) < len(self.labels):
             lines.append(f"{len(self.labels) - len(shown)} labels below the minimum count "
                          f"({', '.join(map(str, sorted(least)))} instances) in A and B not shown; --all-labels shows them")
+        if paired:
+            lines.append("95% interval: paired bootstrap interval of the change of the best score (the best head chosen "
+                         "again in every replicate); flat: it contains 0, the change is not told apart from none")
         if any(d.no_best for d in shown):
             lines.append("no best head: tie×N where N heads share the top score, 0 where the top score is 0, "
                          "- where the label is absent or the selection split names none")
@@ -220,10 +237,23 @@ def compare_results(a: str | Path | dict[str, ProbeResult], b: str | Path | dict
             labels.append(LabelDelta(probe, label, ea.count if ea else 0, eb.count if eb else 0,
                                      ea.scores if ea else nan, eb.scores if eb else nan,
                                      max(ra.min_count, rb.min_count), ra.best(label) if ea else None,
-                                     rb.best(label) if eb else None))
+                                     rb.best(label) if eb else None, _paired(ra, rb, label, notes)))
     first_a, first_b = left[shared[0]], right[shared[0]]
     return Comparison(where_a, where_b, first_a.info.model, first_b.info.model, labels, list(dict.fromkeys(notes)),
                       left_out)
+
+
+def _paired(ra: ProbeResult, rb: ProbeResult, label: str, notes: list[str]) -> tuple[float, float] | None:
+    """The paired interval of B's best score − A's for `label` (probes.bootstrap.paired_delta), or None where a
+    side kept no replicates of it; where both kept some that cannot be paired, a note says why."""
+    if label not in ra.replicates or label not in rb.replicates:
+        return None
+    try:
+        _, low, high = paired_delta(rb, ra, label)
+    except InputError as e:
+        notes.append(f"no paired intervals: {e.problem}")
+        return None
+    return low, high
 
 
 def _check_match(probe: str, ra: ProbeResult, rb: ProbeResult, where_a: str, where_b: str) -> None:
@@ -268,6 +298,10 @@ def _short(best: BestHead) -> str:
 
 def _number(x: float, sign: str) -> str:
     return format(x, f"{sign}.3f") if np.isfinite(x) else "-"
+
+
+def _span(bounds: tuple[float, float] | None) -> str:
+    return "-" if bounds is None else f"[{bounds[0]:+.3f}, {bounds[1]:+.3f}]"
 
 
 def _heads(movers: list[tuple[int, int, float]]) -> str:
