@@ -32,7 +32,8 @@ class EntropyAnalysis(MeanAnalysis):
         rows = t.row_weights()  # [B,T]
         n_rows = rows.sum()
         a = t.attention
-        entropy = -(a * a.clamp(min=1e-30).log()).sum(-1)  # [B,H,T]; a zero weight adds 0 · ln 1e-30 = 0
+        # [B,H,T]: a·ln a in one [B,H,T,T] temporary (in place); a zero weight adds 0 · ln 1e-30 = 0
+        entropy = -a.clamp(min=1e-30).log_().mul_(a).sum(-1)
         lengths = t.masks.lengths
         uniform_sum = (torch.log(lengths.double()) * lengths).sum()  # Σ over rows of ln n (float64)
         entropy_sum = row_sum(entropy, rows)  # [H] float64
