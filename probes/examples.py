@@ -73,7 +73,7 @@ class ExampleRecorder:
         if not rows:
             return
         pick = torch.tensor(rows)
-        attention = maps.word_attention[pick].to(torch.float16).cpu()  # [R,H,C,C]
+        attention = quantize(maps.word_attention[pick]).cpu()  # [R,H,C,C] uint8
         predictions = maps.predictions[pick].to(torch.int16).cpu()  # [R,H,C]
         end = batch.end_column
         for r, b in enumerate(rows):
@@ -85,7 +85,7 @@ class ExampleRecorder:
                 "predictions": np.zeros((self.layers, self.heads, n + 1), dtype=np.int16),
                 "maps_at": np.full(self.layers, -1, dtype=np.int64)})  # [L] each layer's block in the store
             entry["predictions"][maps.layer] = predictions[r, :, : n + 1].numpy()
-            entry["maps_at"][maps.layer] = self._write(quantize(attention[r][:, keep][:, :, keep].numpy()))
+            entry["maps_at"][maps.layer] = self._write(attention[r][:, keep][:, :, keep].numpy())
 
     def _write(self, maps: np.ndarray) -> int:
         """Append one sentence's layer of maps (uint8 [H,n+2,n+2]) to the store; where it begins."""
@@ -137,9 +137,9 @@ class ExampleRecorder:
         return result
 
 
-def quantize(attention: np.ndarray) -> np.ndarray:
-    """float16 attention weights → uint8, weight × 255 rounded (half to even)."""
-    return np.rint(attention.astype(np.float32) * 255).astype(np.uint8)
+def quantize(attention: torch.Tensor) -> torch.Tensor:
+    """Attention weights → uint8: the weight rounded to float16, × 255 in float32, rounded half to even."""
+    return attention.to(torch.float16).float().mul_(255).round_().to(torch.uint8)
 
 
 def pack(values: np.ndarray, dtype: type) -> str:

@@ -39,7 +39,7 @@ class EntropyAnalysis(MeanAnalysis):
         entropy_sum = row_sum(entropy, rows)  # [H] float64
         self.add(maps, "entropy", entropy_sum, n_rows)
         self.add(maps, "gap", uniform_sum - entropy_sum, n_rows)
-        confidence = a.gather(-1, t.argmax[..., None])[..., 0]  # [B,H,T] the row's largest weight
+        confidence = a.amax(-1)  # [B,H,T] the row's largest weight
         self.add(maps, "confidence", row_sum(confidence, rows), n_rows)
         if maps.layer == 0:  # the baselines do not depend on the layer
             self.add_scalar("uniform_entropy", uniform_sum, n_rows)
