@@ -6,6 +6,7 @@ its activations and ONE layer's maps ([B,H,T,T]). Batches are length-sorted and 
 (batch_size) and a token budget (max_tokens: sentences × padded length; default from the model's
 shape and the device's free memory, probes.batching.default_max_tokens). On CUDA a batch that runs out
 of memory is split in two and retried, the probes' state restored to before it (said once on stderr).
+Importing this module fixes glibc's mmap threshold (probes.allocator), so that freed maps leave the process.
 """
 from __future__ import annotations
 
