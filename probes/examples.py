@@ -72,9 +72,12 @@ class ExampleRecorder:
         rows = [b for b, index in enumerate(batch.indices) if index < self.limit]
         if not rows:
             return
-        pick = torch.tensor(rows)
-        attention = quantize(maps.word_attention[pick]).cpu()  # [R,H,C,C] uint8
-        predictions = maps.predictions[pick].to(torch.int16).cpu()  # [R,H,C]
+        attention, predictions = maps.word_attention, maps.predictions  # [B,H,C,C], [B,H,C]
+        if len(rows) < len(batch.indices):
+            pick = torch.tensor(rows, device=attention.device)
+            attention, predictions = attention.index_select(0, pick), predictions.index_select(0, pick)
+        attention = quantize(attention).cpu()  # [R,H,C,C] uint8
+        predictions = predictions.to(torch.int16).cpu()  # [R,H,C]
         end = batch.end_column
         for r, b in enumerate(rows):
             sentence = batch.sentences[b]
@@ -85,7 +88,7 @@ class ExampleRecorder:
                 "predictions": np.zeros((self.layers, self.heads, n + 1), dtype=np.int16),
                 "maps_at": np.full(self.layers, -1, dtype=np.int64)})  # [L] each layer's block in the store
             entry["predictions"][maps.layer] = predictions[r, :, : n + 1].numpy()
-            entry["maps_at"][maps.layer] = self._write(attention[r][:, keep][:, :, keep].numpy())
+            entry["maps_at"][maps.layer] = self._write(attention[r].index_select(1, keep).index_select(2, keep).numpy())
 
     def _write(self, maps: np.ndarray) -> int:
         """Append one sentence's layer of maps (uint8 [H,n+2,n+2]) to the store; where it begins."""
