@@ -5,13 +5,16 @@ layer, the fit phase excepted). For the first N scored sentences (corpus order, 
 < N) it keeps, for every head:
 
     predictions  int16   [L,H,n+1]      each word row's argmax column (``LayerMaps.predictions``:
-                                         0 = the start special / root, 1..n the words)
-    attention    float16 [L,H,n+2,n+2]  word-level attention over root, words and the end special
+                                         0 = the start special / root, 1..n the words), in memory
+    attention    uint8   [L,H,n+2,n+2]  word-level attention over root, words and the end special,
+                                         weight × 255 rounded (of its float16 value), in a temporary file
 
 so that the heads wanted at the end (the best head of every label, known only once a probe has
-computed, and the heads a user named) can be picked then. Memory is bounded by N: for a 24×16 model
-and sentences of 25 words, 24·16·27²·2 B ≈ 0.56 MB of maps and 24·16·26·2 B ≈ 20 kB of predictions
-per sentence, ≈ 11.6 MB for N = 20. Batches without a recorded sentence cost nothing.
+computed, and the heads a user named) can be picked then. The maps grow as N·L·H·n² (for a 24×16
+model and 20 sentences of 400 words, 1.2 GB): they go to an unnamed temporary file (deleted when the
+recorder is), one block per sentence and layer, and only the chosen heads' maps are read back, so that
+memory holds only the predictions (24·16·401·2 B ≈ 0.3 MB a sentence for that model) and stays flat
+in depth. Batches without a recorded sentence cost nothing.
 
 ``view(result)`` is what a result carries under ``extra["sentence_views"]`` (the JSON key
 ``sentence_views``): every head's argmax arcs, and the attention maps of the chosen heads only, both
@@ -29,7 +32,8 @@ kept map and sentence.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+import tempfile
+from typing import IO, Any, Iterable
 
 import numpy as np
 import torch
@@ -57,7 +61,8 @@ class ExampleRecorder:
             if not (0 <= layer < layers and 0 <= head < heads):
                 raise InputError(f"no head L{layer}-H{head}: the model has {layers} layers × {heads} heads "
                                  "(0-indexed)")
-        self.kept: dict[int, dict[str, Any]] = {}  # sentence index -> sentence, predictions, attention
+        self.kept: dict[int, dict[str, Any]] = {}  # sentence index -> sentence, predictions, maps_at
+        self._store: IO[bytes] | None = None  # the kept maps (an unnamed temporary file), opened at the first one
 
     def shuffle_seed(self) -> None:
         return None
@@ -67,9 +72,12 @@ class ExampleRecorder:
         rows = [b for b, index in enumerate(batch.indices) if index < self.limit]
         if not rows:
             return
-        pick = torch.tensor(rows)
-        attention = maps.word_attention[pick].to(torch.float16).cpu()  # [R,H,C,C]
-        predictions = maps.predictions[pick].to(torch.int16).cpu()  # [R,H,C]
+        attention, predictions = maps.word_attention, maps.predictions  # [B,H,C,C], [B,H,C]
+        if len(rows) < len(batch.indices):
+            pick = torch.tensor(rows, device=attention.device)
+            attention, predictions = attention.index_select(0, pick), predictions.index_select(0, pick)
+        attention = quantize(attention).cpu()  # [R,H,C,C] uint8
+        predictions = predictions.to(torch.int16).cpu()  # [R,H,C]
         end = batch.end_column
         for r, b in enumerate(rows):
             sentence = batch.sentences[b]
@@ -78,9 +86,24 @@ class ExampleRecorder:
             entry = self.kept.setdefault(batch.indices[b], {
                 "sentence": sentence,
                 "predictions": np.zeros((self.layers, self.heads, n + 1), dtype=np.int16),
-                "attention": np.zeros((self.layers, self.heads, n + 2, n + 2), dtype=np.float16)})
+                "maps_at": np.full(self.layers, -1, dtype=np.int64)})  # [L] each layer's block in the store
             entry["predictions"][maps.layer] = predictions[r, :, : n + 1].numpy()
-            entry["attention"][maps.layer] = attention[r][:, keep][:, :, keep].numpy()
+            entry["maps_at"][maps.layer] = self._write(attention[r].index_select(1, keep).index_select(2, keep).numpy())
+
+    def _write(self, maps: np.ndarray) -> int:
+        """Append one sentence's layer of maps (uint8 [H,n+2,n+2]) to the store; where it begins."""
+        if self._store is None:
+            self._store = tempfile.TemporaryFile()
+        offset = self._store.seek(0, 2)
+        self._store.write(maps.tobytes())
+        return offset
+
+    def maps(self, index: int, layer: int, head: int) -> np.ndarray:
+        """The kept map of sentence `index` (corpus order) for head (layer, head): uint8 [n+2,n+2], weight × 255."""
+        entry = self.kept[index]
+        side = len(entry["sentence"].words) + 2
+        self._store.seek(int(entry["maps_at"][layer]) + head * side * side)
+        return np.frombuffer(self._store.read(side * side), dtype=np.uint8).reshape(side, side)
 
     def state_dict(self) -> dict[str, Any]:
         """Nothing to snapshot: a batch fed again (after an out-of-memory split, see probes.runner.Feed)
@@ -89,10 +112,6 @@ class ExampleRecorder:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """See state_dict."""
-
-    def nbytes(self) -> int:
-        """Bytes held by the kept arrays."""
-        return sum(e["predictions"].nbytes + e["attention"].nbytes for e in self.kept.values())
 
     def chosen_heads(self, result: ProbeResult) -> list[tuple[int, int]]:
         """The named heads and the best head of every label and of overall (where one is named), sorted."""
@@ -111,8 +130,7 @@ class ExampleRecorder:
                 "index": index, "sent_id": sentence.sent_id, "words": list(sentence.words),
                 "gold": {k: sentence.ann[k] for k in GOLD_KEYS if k in sentence.ann},
                 "predictions": pack(entry["predictions"], np.uint16),
-                "attention": {f"{layer}-{head}": pack(np.rint(entry["attention"][layer, head].astype(np.float32) * 255),
-                                                      np.uint8) for layer, head in heads}})
+                "attention": {f"{layer}-{head}": pack(self.maps(index, layer, head), np.uint8) for layer, head in heads}})
         return {"heads": [list(h) for h in heads], "named": [list(h) for h in self.named], "sentences": sentences}
 
     def attach(self, result: ProbeResult) -> ProbeResult:
@@ -120,6 +138,11 @@ class ExampleRecorder:
         if self.kept:
             result.extra["sentence_views"] = self.view(result)
         return result
+
+
+def quantize(attention: torch.Tensor) -> torch.Tensor:
+    """Attention weights → uint8: the weight rounded to float16, × 255 in float32, rounded half to even."""
+    return attention.to(torch.float16).float().mul_(255).round_().to(torch.uint8)
 
 
 def parse_heads(text: str) -> list[tuple[int, int]]:

@@ -59,20 +59,22 @@ def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tens
     a word's entry is the sum over its subwords of weight × value, the products of the matrix form,
     added in position order.
     """
-    return _segment_sum(_segment_sum(attention, key, dim=3), query, dim=2)  # [B,H,T,C], then [B,H,C,C]
+    keyed = _segment_sum(attention, key, dim=3)  # [B,H,T,C], this function's own: weighted in place
+    return _segment_sum(keyed, query, dim=2, in_place=True)  # [B,H,C,C]
 
 
-def _segment_sum(values: torch.Tensor, pooling: torch.Tensor, dim: int) -> torch.Tensor:
+def _segment_sum(values: torch.Tensor, pooling: torch.Tensor, dim: int, in_place: bool = False) -> torch.Tensor:
     """Σ along `dim` (T subwords) of values [B,H,.,.] weighted by pooling [B,C,T] (one nonzero per subword at
     most), into C words along `dim`. Subwords of weight 0 go to a dropped extra word; weights that are all
-    0 or 1 (sum, first) skip the multiplication, which would change nothing."""
+    0 or 1 (sum, first) skip the multiplication, which would change nothing. in_place: the weights multiply
+    `values` itself (a temporary of the caller's) rather than a copy of it."""
     weight = pooling.sum(1).to(values.dtype)  # [B,T] each subword's weight (its one nonzero)
     width = pooling.shape[1]
     target = torch.where(weight != 0, pooling.argmax(1), width)  # [B,T] each subword's word; C: none
     shape = [values.shape[0], 1, 1, 1]
     shape[dim] = values.shape[dim]
     if not ((weight == 0) | (weight == 1)).all():
-        values = values * weight.view(shape)
+        values = values.mul_(weight.view(shape)) if in_place else values * weight.view(shape)
     sized = list(values.shape)
     sized[dim] = width + 1
     summed = values.new_zeros(sized).scatter_add_(dim, target.view(shape).expand_as(values), values)

@@ -6,6 +6,7 @@ its activations and ONE layer's maps ([B,H,T,T]). Batches are length-sorted and 
 (batch_size) and a token budget (max_tokens: sentences × padded length; default from the model's
 shape and the device's free memory, probes.batching.default_max_tokens). On CUDA a batch that runs out
 of memory is split in two and retried, the probes' state restored to before it (said once on stderr).
+Importing this module fixes glibc's mmap threshold (probes.allocator), so that freed maps leave the process.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any, Iterable
 
 import torch
 
+from probes.allocator import return_large_blocks
 from probes.batching import Batch, default_max_tokens, free_memory, length_sorted_batches
 from probes.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, check_bootstrap
 from probes.corpus import check_invalid_trees, guess_format, read_corpus
@@ -36,6 +38,8 @@ from probes.provenance import provenance
 from probes.registry import get_probe, load_code
 from probes.results import DEFAULT_MIN_COUNT, ProbeResult, RunInfo, check_output_folder
 from probes.state_files import Shard, as_shard, save_states, split
+
+return_large_blocks()  # each layer's maps and temporaries go back to the system when freed (probes.allocator)
 
 
 def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Path | Iterable[str | Path] | None = None,
@@ -263,6 +267,10 @@ class Feed:
     (probes.norms.WEIGHT_KINDS: the probabilities, or the norm-based maps).
     """
 
+    # torch raises OutOfMemoryError on accelerators only (a CPU allocation that fails is a RuntimeError, and the
+    # system's OOM killer strikes first): on the CPU no state is copied per batch to restore (tests set True)
+    retry_on_cpu = False
+
     def __init__(self, encoder: Encoder, pool: str, weights: str = "attention"):
         self.encoder, self.pool, self.weights = encoder, pool, weights
         self.split_told = False  # whether the out-of-memory split was said on stderr
@@ -280,13 +288,15 @@ class Feed:
                 bar.update(len(items))
 
     def batch(self, probes: list[Probe], method: str, sentences: list, items: list) -> None:
-        """One batch; one that runs out of memory is split in two and retried, the state restored first."""
-        before = [p.state_dict() for p in probes]
+        """One batch; one that runs out of memory is split in two and retried, the state restored first
+        (on an accelerator: see retry_on_cpu)."""
+        retry = self.retry_on_cpu or self.encoder.device.type != "cpu"
+        before = [p.state_dict() for p in probes] if retry else None
         try:
             batch = Batch.from_encoded(sentences, items, self.encoder.tokenizer, self.pool, shuffle_seed=_twin_seed(probes))
             self._forward(batch, probes, method)
         except torch.OutOfMemoryError:
-            if len(items) == 1:
+            if len(items) == 1 or before is None:
                 raise
             for p, state in zip(probes, before):
                 p.load_state_dict(state)

@@ -15,6 +15,7 @@ import torch
 import probes
 from probe_corpora import CORPORA, grids, probe_run_arguments, same
 from probes.model import Encoder
+from probes.runner import Feed
 
 pytestmark = [pytest.mark.integration]
 REFERENCE_BATCH = 8
@@ -86,6 +87,7 @@ def test_a_batch_out_of_memory_is_split_and_retried_without_counting_twice(minil
         return layerwise(self, input_ids, attention_mask, failing, **kwargs)
 
     monkeypatch.setattr(Encoder, "layerwise", short_of_memory)
+    monkeypatch.setattr(Feed, "retry_on_cpu", True)  # the CPU's memory errors are not caught: pretend an accelerator
     split = probes.run(names, encoder=minilm, progress=False, **settings)
     # pos's fit (no twin): 12 → 6 + 6; scoring (with twin rows): 24 → 12 → 6 + 6, each half
     assert tried == [12, 6, 6, 24, 12, 6, 6, 12, 6, 6]
@@ -101,3 +103,17 @@ def test_a_single_sentence_out_of_memory_is_raised(minilm, monkeypatch):
     monkeypatch.setattr(Encoder, "layerwise", no_memory)
     with pytest.raises(torch.OutOfMemoryError):
         probes.run(["dep"], encoder=minilm, progress=False, limit=2)
+
+
+def test_on_the_cpu_a_batch_out_of_memory_is_raised_not_split(minilm, monkeypatch):
+    """torch raises OutOfMemoryError on accelerators only: on the CPU no state is kept to restore, nothing retried."""
+    tried: list[int] = []
+
+    def no_memory(self, input_ids, *args, **kwargs):
+        tried.append(input_ids.shape[0])
+        raise torch.OutOfMemoryError("out of memory (simulated)")
+
+    monkeypatch.setattr(Encoder, "layerwise", no_memory)
+    with pytest.raises(torch.OutOfMemoryError):
+        probes.run(["dep"], encoder=minilm, progress=False, limit=4, batch_size=4)
+    assert tried == [4]

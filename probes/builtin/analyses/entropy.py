@@ -32,11 +32,12 @@ class EntropyAnalysis(MeanAnalysis):
         rows = t.row_weights()  # [B,T]
         n_rows = rows.sum()
         a = t.attention
-        entropy = -(a * a.clamp(min=1e-30).log()).sum(-1)  # [B,H,T]; a zero weight adds 0 · ln 1e-30 = 0
+        # [B,H,T]: a·ln a in one [B,H,T,T] temporary (in place); a zero weight adds 0 · ln 1e-30 = 0
+        entropy = -a.clamp(min=1e-30).log_().mul_(a).sum(-1)
         lengths = t.masks.lengths
         uniform_sum = (torch.log(lengths.double()) * lengths).sum()  # Σ over rows of ln n (float64)
         entropy_sum = row_sum(entropy, rows)  # [H] float64
-        confidence = a.gather(-1, t.argmax[..., None])[..., 0]  # [B,H,T] the row's largest weight
+        confidence = a.amax(-1)  # [B,H,T] the row's largest weight
         split = {}  # measure -> (sums [B,H], counts [B]) for the bootstrap's replicates
         if self.bootstrap.replicates:
             per_rows, per_entropy = rows.sum(1), sentence_sums(entropy, rows)  # [B], [B,H]
