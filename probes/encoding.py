@@ -193,6 +193,12 @@ class UnknownWords:
     def share(self) -> float:
         return self.count / self.words if self.words else 0.0
 
+    def __add__(self, other: "UnknownWords") -> "UnknownWords":
+        """The counts over this one's sentences followed by `other`'s (chunks of a corpus, in order): counts
+        added, the examples the first three distinct of both in that order, as one count over all gives."""
+        return UnknownWords(self.count + other.count, self.words + other.words,
+                            list(dict.fromkeys([*self.examples, *other.examples]))[:3])
+
     def provenance(self) -> dict:
         """What the results record: {"count", "words", "share"}."""
         return {"count": self.count, "words": self.words, "share": self.share}
@@ -207,7 +213,8 @@ class UnknownWords:
 
 
 def unknown_words(unk_token_id: int | None, sentences: list[Sentence], encoded: list[Encoded]) -> UnknownWords:
-    """Count the words with a subword `unk_token_id` (None: the tokenizer has none), over all encoded ids at once."""
+    """Count the words with a subword `unk_token_id` (None: the tokenizer has none), over all encoded ids at once.
+    Additive: the counts of consecutive parts of a corpus, added in order (``+``), are those of the whole."""
     total = sum(len(sentences[e.index].words) for e in encoded)
     if unk_token_id is None or not encoded:
         return UnknownWords(0, total, [])

@@ -17,10 +17,11 @@ from typing import Any, Iterable
 import torch
 
 from probes.batching import Batch, default_max_tokens, free_memory, length_sorted_batches
-from probes.corpus import check_invalid_trees, guess_format, read_corpus
+from probes.chunks import Chunk, RunCorpus
+from probes.corpus import check_invalid_trees, guess_format
 from probes.corpus.spacy_text import annotation_format
 from probes.defaults import bundled_corpus, default_model
-from probes.encoding import check_tokenize, encode, unknown_words
+from probes.encoding import check_tokenize
 from probes.errors import InputError
 from probes.examples import DEFAULT_SENTENCES, ExampleRecorder
 from probes.fitting import plan_fit
@@ -34,7 +35,7 @@ from probes.protocols import apply_protocol
 from probes.provenance import provenance
 from probes.registry import get_probe, load_code
 from probes.results import ProbeResult, RunInfo, check_output_folder
-from probes.state_files import Shard, as_shard, save_states, split
+from probes.state_files import Shard, as_shard, save_states
 
 
 def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Path | Iterable[str | Path] | None = None,
@@ -108,91 +109,47 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         reader_options.update(cls(1, 1, **_own(cls, options)).reader_options())
     if annotate:
         format = annotation_format(annotate, format, reader_options)
-    data = read_corpus(paths, format=format or guess_format(paths[0]) or classes[0].corpus_format,
-                       invalid_trees=invalid_trees, **reader_options)
-    sentences = data.sentences[:limit] if limit else data.sentences
-    fit_data = None
-    if plan and plan.paths:
-        fit_data = read_corpus(plan.paths, format=format or guess_format(plan.paths[0]) or classes[0].corpus_format,
-                               invalid_trees=invalid_trees, **reader_options)
+    fit_paths = plan.paths if plan else []
+    data = RunCorpus(paths, format or guess_format(paths[0]) or classes[0].corpus_format, limit=limit,
+                     invalid_trees=invalid_trees, reader_options=reader_options, shard=shard, fit_paths=fit_paths,
+                     fit_format=(format or guess_format(fit_paths[0]) or classes[0].corpus_format) if fit_paths else None)
 
     if encoder is None:
         encoder = load_encoder(model or default_model(), device=device, max_length=max_length)
     active: list[Probe] = [cls(encoder.layers, encoder.heads, **_own(cls, options)) for cls in classes]
-    for p in active:
-        p.prepare(sentences)
-    part = split(sentences, shard)
-    whole = None  # the whole corpus, where a sharded run fits on it (fit_on "same")
-    if shard.count > 1 and plan and not plan.paths:
-        before = [p.state_dict() for p in active]
-        whole = _prepare(sentences, active, encoder, tokenize, {})
-        for p, saved in zip(active, before):  # undo what skip_reason counted (frames): the shard counts its own
-            p.load_state_dict(saved)
-    shard_skipped: dict[str, int] = {}
-    usable, encoded = _prepare(part.sentences, active, encoder, tokenize, shard_skipped)
-    skipped = dict(data.skipped)
-    for reason, n in shard_skipped.items():
-        skipped[reason] = skipped.get(reason, 0) + n
-    if not encoded and shard.count == 1:
-        raise InputError(f"no sentence can be scored (of {len(sentences)}: {_skip_summary(skipped)}; "
-                         f"model limit {encoder.max_length} subwords)", paths[0])
-    unknown = unknown_words(encoder.tokenizer.unk_token_id, usable, encoded)
-    unknown.warn(paths[0])
-
+    data.start(active, encoder, tokenize)
     feed = Feed(encoder, pool, weights)
     if max_tokens is None:
-        longest = max((len(e.input_ids) for e in encoded), default=encoder.max_length)  # an empty shard: any
         layers_held = 1 if encoder.capture == "hooks" else encoder.layers
-        max_tokens = feed.rows(active) * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim, longest,
+        max_tokens = feed.rows(active) * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim,
+                                                         data.longest(encoder.max_length),
                                                          free_memory(encoder.device), layers_held)
     fit_settings = None
     fitting = [p for p in active if p.needs_fit]
     if fitting:  # fit phase: a forward pass over the fit corpus feeds fit_update before any update
-        fit_usable, fit_encoded, fit_skipped = *(whole or (usable, encoded)), {}
-        if fit_data is not None:
-            fit_skipped = dict(fit_data.skipped)
-            fit_usable, fit_encoded = _prepare(fit_data.sentences[:limit] if limit else fit_data.sentences,
-                                               fitting, encoder, tokenize, fit_skipped)
-            if not fit_encoded:
-                raise InputError(f"no sentence of the fit corpus can be used ({_skip_summary(fit_skipped)})",
-                                 plan.paths[0])
-        feed.all(fitting, "fit_update", fit_usable,
-                 length_sorted_batches(fit_encoded, batch_size, max_tokens // feed.rows(fitting)), progress)
-        fit_settings = plan.settings(fit_data.files if fit_data else data.files, len(fit_encoded), fit_skipped)
+        chunks = data.fit_chunks(fitting, active, encoder, tokenize)
+        feed.all(fitting, "fit_update", chunks, batch_size, max_tokens, progress, data.fit_total())
+        fit_settings = data.fit_settings(plan)
     recorder = ExampleRecorder(encoder.layers, encoder.heads, views, view_heads)
-    feed.all([*active, recorder], "update", usable,
-             length_sorted_batches(encoded, batch_size, max_tokens // feed.rows(active)), progress)
+    feed.all([*active, recorder], "update", data.scoring, batch_size, max_tokens, progress, data.total(data.scoring))
+    data.finish(encoder)
 
-    info = RunInfo(model=encoder.name, corpus=data.files, layers=encoder.layers, heads=encoder.heads,
-                   sentences=len(encoded), skipped=skipped,
+    read = data.source.counts
+    info = RunInfo(model=encoder.name, corpus=read.files, layers=encoder.layers, heads=encoder.heads,
+                   sentences=data.scoring.scored, skipped=data.skipped(),
                    settings={"batch_size": batch_size, "max_tokens": max_tokens, "pool": pool, "max_length": encoder.max_length,
                              "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize,
                              "weights": weights,
                              **({"protocol": protocol} if protocol else {}),
                              **({"fit": fit_settings} if fit_settings else {}),
                              **({"shard": str(shard)} if shard.count > 1 else {})},
-                   provenance=provenance(encoder, data.files, time.perf_counter() - started,
-                                         unknown_words=unknown.provenance(), skipped_ids=data.skipped_ids),
-                   notes=dict(data.notes))
+                   provenance=provenance(encoder, read.files, time.perf_counter() - started,
+                                         unknown_words=data.scoring.unknown.provenance(), skipped_ids=read.skipped_ids),
+                   notes=dict(read.notes))
     if state is not None:
-        save_states(state, active, info, part, encoder.tokenizer, data.skipped, shard_skipped)
+        save_states(state, active, info, data.sharding.split(), encoder.tokenizer, read.skipped,
+                    data.scoring.skips.counts())
     return {p.name: recorder.attach(p.compute(info)) for p in active}
-
-
-def _prepare(sentences: list, probes: list[Probe], encoder: Encoder, tokenize: str,
-             skipped: dict[str, int]) -> tuple[list, list]:
-    """The sentences every probe can score, tokenised; the others counted in `skipped` by reason."""
-    usable = []
-    for s in sentences:
-        reason = next((r for p in probes if (r := p.skip_reason(s))), None)
-        if reason:
-            skipped[reason] = skipped.get(reason, 0) + 1
-        else:
-            usable.append(s)
-    encoded, unfit = encode(encoder.tokenizer, usable, encoder.max_length, tokenize)
-    for reason, n in unfit.items():
-        skipped[reason] = skipped.get(reason, 0) + n
-    return usable, encoded
 
 
 class Feed:
@@ -214,12 +171,18 @@ class Feed:
         """Forward rows per sentence: 2 when a probe asks for the word-shuffled twin, else 1."""
         return 1 if _twin_seed(probes) is None else 2
 
-    def all(self, probes: list[Probe], method: str, usable: list, batches: list[list], progress: bool | None) -> None:
-        """Every batch (lists of ``Encoded``; usable[e.index] is the sentence of e), with a progress bar."""
-        with progress_bar(sum(map(len, batches)), progress, "fitting" if method == "fit_update" else "probing") as bar:
-            for items in batches:
-                self.batch(probes, method, [usable[e.index] for e in items], items)
-                bar.update(len(items))
+    def all(self, probes: list[Probe], method: str, chunks: Iterable[Chunk], batch_size: int | None, max_tokens: int,
+            progress: bool | None, total: int | None = None) -> None:
+        """Every chunk (probes.chunks), length-sorted and cut into batches of at most `batch_size` sentences and
+        `max_tokens` forward rows × padded length (probes.batching.length_sorted_batches), one progress bar
+        over them all (`total` sentences, None where not known ahead)."""
+        budget = max_tokens // self.rows(probes)
+        with progress_bar(total, progress, "fitting" if method == "fit_update" else "probing") as bar:
+            for chunk in chunks:
+                for items in length_sorted_batches(chunk.encoded, batch_size, budget):
+                    self.batch(probes, method, [chunk.usable[e.index] for e in items], items)
+                    bar.update(len(items))
+                del chunk  # dropped before the next chunk is read and prepared
 
     def batch(self, probes: list[Probe], method: str, sentences: list, items: list) -> None:
         """One batch; one that runs out of memory is split in two and retried, the state restored first."""
@@ -264,10 +227,6 @@ class Feed:
 def _twin_seed(probes: list[Probe]) -> int | None:
     """The word-shuffle seed of the first probe that asks for a twin, or None."""
     return next((seed for p in probes if (seed := p.shuffle_seed()) is not None), None)
-
-
-def _skip_summary(skipped: dict[str, int]) -> str:
-    return ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in skipped.items()) or "none read"
 
 
 def _as_list(value) -> list:
