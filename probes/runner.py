@@ -1,10 +1,15 @@
 """One run: read the corpus, load the model, one forward pass per batch feeding every probe layer by layer.
 
+The corpus is read, filtered, tokenised and length-sorted in bounded chunks (probes.chunks: a run holds one
+chunk's sentences at a time, whatever the corpus' size; a corpus of one chunk is batched exactly as a
+whole-corpus sort).
+
 Memory: the model computes one layer at a time (probes.model, capture "hooks"); each layer's maps are
 handed to every probe as a LayerMaps and dropped before the next layer, so a batch holds the model,
 its activations and ONE layer's maps ([B,H,T,T]). Batches are length-sorted and cut by a sentence cap
 (batch_size) and a token budget (max_tokens: sentences × padded length; default from the model's
-shape and the device's free memory, probes.batching.default_max_tokens). On CUDA a batch that runs out
+shape, the longest sentence (of a one-chunk corpus; else the model's limit) and the device's free
+memory, probes.batching.default_max_tokens). On CUDA a batch that runs out
 of memory is split in two and retried, the probes' state restored to before it (said once on stderr).
 """
 from __future__ import annotations
