@@ -137,7 +137,7 @@ class RunCorpus:
     share of them) and the fit corpus of probes with a fit phase (probes.fitting), each a CorpusStream.
 
     Built before the model loads, it reads the first chunk of each (a reader's error in a corpus of one
-    chunk comes first, as from a whole read). Then ``start`` (whole-corpus pre-pass and first chunk),
+    chunk comes before the model's, as from a whole read; in a later chunk, when the reading reaches it). Then ``start`` (whole-corpus pre-pass and first chunk),
     ``fit_chunks`` (the fit phase's chunks), ``scoring`` (the scoring pass, a Pass) and ``finish``.
     """
 
@@ -149,7 +149,8 @@ class RunCorpus:
         self.scoring = Pass(self.sharding.select(self.source))
         self.fit_source = CorpusStream(fit_paths, fit_format, limit=limit, invalid_trees=invalid_trees,
                                        **reader_options) if fit_paths else None
-        self.fit_pass: Pass | None = None  # the fit phase's own pass (None: it fits on the scoring pass's chunk)
+        # the fit phase's own pass (None: it fits on the scoring pass's first chunk)
+        self.fit_pass = None if self.fit_source is None else Pass(self.fit_source)
 
     def start(self, probes: list[Probe], encoder: Encoder, tokenize: str) -> None:
         """``Probe.prepare`` of each probe with a streamed pass over the whole corpus (after limit, every
@@ -175,10 +176,8 @@ class RunCorpus:
         scored corpus) of the whole scored corpus (every shard), filtered by every probe (`probes`) as the
         scoring pass is, without counting its skips again: the scoring pass's first chunk where it is all."""
         if self.fit_source is None and self.shard.count == 1 and self.scoring.single:
-            self.fit_pass = None
             return [self.scoring.first]
-        if self.fit_source is not None:
-            self.fit_pass = Pass(self.fit_source)
+        if self.fit_pass is not None:
             first = self.fit_pass.start(fitting, encoder, tokenize)
             if self.fit_pass.single and not first.encoded:
                 self._check_fit()

@@ -3,6 +3,9 @@
 Multiword-token ranges (``3-4``) and empty nodes (``8.1``) are not words: the words given to
 the tokenizer are the syntactic words (IDs 1..n). Relations keep the universal part before
 ``:`` unless ``subtypes=True``.
+
+``iter_conllu`` reads a file line by line and yields its sentences one at a time (probes.corpus.iter_corpus);
+``read_conllu`` collects them into a Corpus.
 """
 from __future__ import annotations
 

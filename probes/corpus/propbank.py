@@ -44,6 +44,8 @@ HEAD. A predicate column count that disagrees with the predicates is an
 error rather than a skipped sentence because the columns can then not be matched to the
 predicates without guessing; the UP 1.0 EWT files have no such sentence. UP writes a
 sentence without predicates with one empty 12th column: that is read as no predicate column.
+The file is read line by line (``iter_propbank``), each sentence checked whole as it comes: the error
+raised is that of the first sentence at fault.
 """
 from __future__ import annotations
 
