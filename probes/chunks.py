@@ -57,7 +57,8 @@ class Chunk:
 
 
 class Pass:
-    """One pass over `sentences` in chunks, filtered by the probes given to ``start``: an iterator of Chunks, each read and prepared when it is asked for, the earlier ones dropped.
+    """One pass over `sentences` in chunks, filtered by the probes given to ``start``: an iterator of Chunks,
+    each read and prepared when it is asked for, the earlier ones dropped.
 
     The first chunk is read at once (so a reader's error in a corpus of one chunk comes before the model
     loads); ``start`` then filters and tokenises it (``first``), and iterating yields it and every later
@@ -137,8 +138,9 @@ class RunCorpus:
     share of them) and the fit corpus of probes with a fit phase (probes.fitting), each a CorpusStream.
 
     Built before the model loads, it reads the first chunk of each (a reader's error in a corpus of one
-    chunk comes before the model's, as from a whole read; in a later chunk, when the reading reaches it). Then ``start`` (whole-corpus pre-pass and first chunk),
-    ``fit_chunks`` (the fit phase's chunks), ``scoring`` (the scoring pass, a Pass) and ``finish``.
+    chunk comes before the model's, as from a whole read; in a later chunk, when the reading reaches it).
+    Then ``start`` (whole-corpus pre-pass and first chunk), ``fit_chunks`` (the fit phase's chunks),
+    ``scoring`` (the scoring pass, a Pass) and ``finish``.
     """
 
     def __init__(self, paths: list[str], format: str, *, limit: int | None, invalid_trees: str,

@@ -115,9 +115,10 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     if annotate:
         format = annotation_format(annotate, format, reader_options)
     fit_paths = plan.paths if plan else []
-    data = RunCorpus(paths, format or guess_format(paths[0]) or classes[0].corpus_format, limit=limit,
-                     invalid_trees=invalid_trees, reader_options=reader_options, shard=shard, fit_paths=fit_paths,
-                     fit_format=(format or guess_format(fit_paths[0]) or classes[0].corpus_format) if fit_paths else None)
+    reader = format or guess_format(paths[0]) or classes[0].corpus_format
+    fit_reader = (format or guess_format(fit_paths[0]) or classes[0].corpus_format) if fit_paths else None
+    data = RunCorpus(paths, reader, limit=limit, invalid_trees=invalid_trees, reader_options=reader_options,
+                     shard=shard, fit_paths=fit_paths, fit_format=fit_reader)
 
     if encoder is None:
         encoder = load_encoder(model or default_model(), device=device, max_length=max_length)
