@@ -207,7 +207,7 @@ def test_tiny_chunks_with_skips_a_fit_corpus_and_raw_text(monkeypatch, minilm, s
     whole, chunked = chunked_and_whole(monkeypatch, ["seg"], encoder=minilm, corpus=gsd, tokenize="text")
     assert_same_runs(whole, chunked, 20)
     uner = shared_corpora / "uner-english-ewt"
-    fit = excerpt(uner / "en_ewt-ud-train.iob2", 30, tmp_path / "train.iob2")
+    fit = excerpt(uner / "en_ewt-ud-test.iob2", 30, tmp_path / "test.iob2")
     scored = excerpt(uner / "en_ewt-ud-dev.iob2", 30, tmp_path / "dev.iob2")
     whole, chunked = chunked_and_whole(monkeypatch, ["ner"], encoder=minilm, corpus=scored, fit=fit)
     assert_same_runs(whole, chunked, 20)
@@ -219,7 +219,7 @@ def test_tiny_chunks_with_skips_a_fit_corpus_and_raw_text(monkeypatch, minilm, s
 
 
 def test_tiny_chunks_shard_and_merge(monkeypatch, minilm, tmp_path):
-    kwargs = dict(encoder=minilm, limit=40, fit_on="same")
+    kwargs = dict(encoder=minilm, limit=40, fit_on="same", views=0)  # a merge keeps no per-sentence views
     whole = probes.run(["dep", "pos"], **kwargs)
     monkeypatch.setattr(chunks, "CHUNK_SENTENCES", TINY)
     for i in range(2):
