@@ -211,6 +211,13 @@ class UnknownWords:
         """Whether more than UNKNOWN_UNITS_DOMINATE of the units are the unknown token."""
         return self.unit_share > UNKNOWN_UNITS_DOMINATE
 
+    def __add__(self, other: "UnknownWords") -> "UnknownWords":
+        """The counts over this one's sentences followed by `other`'s (chunks of a corpus, in order): counts
+        added, the examples the first three distinct of both in that order, as one count over all gives."""
+        return UnknownWords(self.count + other.count, self.words + other.words,
+                            list(dict.fromkeys([*self.examples, *other.examples]))[:3],
+                            self.unknown_units + other.unknown_units, self.units + other.units)
+
     def provenance(self) -> dict:
         """What the results record: {"count", "words", "share", "unknown_units", "units", "unit_share",
         "dominated"}."""
@@ -239,7 +246,8 @@ class UnknownWords:
 
 
 def unknown_words(unk_token_id: int | None, sentences: list[Sentence], encoded: list[Encoded]) -> UnknownWords:
-    """Count the words with a subword `unk_token_id` (None: the tokenizer has none), over all encoded ids at once."""
+    """Count the words with a subword `unk_token_id` (None: the tokenizer has none), over all encoded ids at once.
+    Additive: the counts of consecutive parts of a corpus, added in order (``+``), are those of the whole."""
     total = sum(len(sentences[e.index].words) for e in encoded)
     if unk_token_id is None or not encoded:
         return UnknownWords(0, total, [], 0, sum(int((e.columns >= 1).sum()) for e in encoded))

@@ -2,7 +2,7 @@
 
 The runner feeds an ``ExampleRecorder`` like a probe (``update(batch, maps)`` once per batch and
 layer, the fit phase excepted). For the first N scored sentences (corpus order, ``Encoded.index``
-< N) it keeps, for every head:
+< N: the index counts the run's usable sentences across the chunks it is read in, probes.chunks) it keeps, for every head:
 
     predictions  int16   [L,H,n+1]      each word row's argmax column (``LayerMaps.predictions``:
                                          0 = the start special / root, 1..n the words), in memory

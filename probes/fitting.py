@@ -10,9 +10,8 @@ pass is not repeated for the fit unless fit_on is "same", where the corpus is pa
 
 Selection (``select_on``, ``--select-on FILE``): fresh instances of every probe are scored on the
 selection split, each label's best head is chosen there (``choose_heads``) and its score reported on
-the scored corpus. Where the selection split is the fit corpus, the probes without a fit phase are
-scored on it in the fit pass itself (``Selecting``); those with one are given the fitted state
-(``Probe.merge_fit``) and scored in a pass of their own after the fit.
+the scored corpus, in a pass of its own after the fit phase (read in chunks, probes.chunks); the probes with
+a fit phase are given the run's fitted state first (``Probe.merge_fit``).
 """
 from __future__ import annotations
 
@@ -64,27 +63,6 @@ def plan_fit(classes: list[type], fit: list[str], fit_on: str | None, select_on:
     if fit:
         return FitPlan(on="fit", paths=list(fit), requested=True)
     return FitPlan(on="same", paths=[], requested=fit_on == "same")
-
-
-class Selecting:
-    """A fresh probe scored on the selection split during the fit pass: the runner's Feed calls ``fit_update``
-    there, which this passes to the probe's ``update``."""
-
-    def __init__(self, probe):
-        self.probe = probe
-        self.needs_vectors = probe.needs_vectors
-
-    def shuffle_seed(self) -> int | None:
-        return self.probe.shuffle_seed()
-
-    def fit_update(self, batch, maps) -> None:
-        self.probe.update(batch, maps)
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.probe.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.probe.load_state_dict(state)
 
 
 def choose_heads(result: ProbeResult, selection: ProbeResult) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Iterable, Protocol
 
 import numpy as np
 import torch
@@ -117,9 +117,12 @@ class Probe(Presentation, ABC):
         """Options this probe needs from the corpus reader (e.g. keep relation subtypes)."""
         return {}
 
-    def prepare(self, sentences: list[Sentence]) -> None:
-        """Called once with every sentence the run read, before the first batch (e.g. to count word
-        frequencies over the corpus: a pass over the text, no model)."""
+    def prepare(self, sentences: Iterable[Sentence]) -> None:
+        """Called once before the first batch with every sentence the run reads (after --limit, in every
+        shard), e.g. to count word frequencies over the corpus: a pass over the text, no model. `sentences`
+        is streamed (probes.corpus.CorpusStream): iterating it reads the corpus files again, one sentence
+        at a time, so a probe that needs no pass should not iterate it, and one that does should keep
+        what it counts, not the sentences."""
 
     def shuffle_seed(self) -> int | None:
         """A seed to have each batch's word-shuffled twin run too (``maps.twin``, see probes.shuffle), or None."""

@@ -1,10 +1,15 @@
 """One run: read the corpus, load the model, one forward pass per batch feeding every probe layer by layer.
 
+The corpus is read, filtered, tokenised and length-sorted in bounded chunks (probes.chunks: a run holds one
+chunk's sentences at a time, whatever the corpus' size; a corpus of one chunk is batched exactly as a
+whole-corpus sort).
+
 Memory: the model computes one layer at a time (probes.model, capture "hooks"); each layer's maps are
 handed to every probe as a LayerMaps and dropped before the next layer, so a batch holds the model,
 its activations and ONE layer's maps ([B,H,T,T]). Batches are length-sorted and cut by a sentence cap
 (batch_size) and a token budget (max_tokens: sentences × padded length; default from the model's
-shape and the device's free memory, probes.batching.default_max_tokens). On CUDA a batch that runs out
+shape, the longest sentence (of a one-chunk corpus; else the model's limit) and the device's free
+memory, probes.batching.default_max_tokens). On CUDA a batch that runs out
 of memory is split in two and retried, the probes' state restored to before it (said once on stderr).
 Importing this module fixes glibc's mmap threshold (probes.allocator), so that freed maps leave the process.
 """
@@ -20,13 +25,14 @@ import torch
 from probes.allocator import return_large_blocks
 from probes.batching import Batch, default_max_tokens, free_memory, length_sorted_batches
 from probes.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, check_bootstrap
-from probes.corpus import check_invalid_trees, guess_format, read_corpus
+from probes.chunks import Chunk, Pass, RunCorpus, skip_summary, with_counts
+from probes.corpus import CorpusStream, check_invalid_trees, guess_format
 from probes.corpus.spacy_text import annotation_format
 from probes.defaults import bundled_corpus, default_model
-from probes.encoding import check_tokenize, encode, unknown_words
+from probes.encoding import check_tokenize
 from probes.errors import InputError
 from probes.examples import DEFAULT_SENTENCES, ExampleRecorder
-from probes.fitting import Selecting, choose_heads, plan_fit, split_settings
+from probes.fitting import choose_heads, plan_fit, split_settings
 from probes.maps import LayerMaps
 from probes.model import Encoder, load_encoder
 from probes.norms import check_weights
@@ -37,7 +43,7 @@ from probes.protocols import apply_protocol
 from probes.provenance import provenance
 from probes.registry import get_probe, load_code
 from probes.results import DEFAULT_MIN_COUNT, ProbeResult, RunInfo, check_output_folder
-from probes.state_files import Shard, as_shard, save_states, split
+from probes.state_files import Shard, as_shard, save_states
 
 return_large_blocks()  # each layer's maps and temporaries go back to the system when freed (probes.allocator)
 
@@ -132,129 +138,77 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         reader_options.update(cls(1, 1, **_own(cls, options)).reader_options())
     if annotate:
         format = annotation_format(annotate, format, reader_options)
-    data = read_corpus(paths, format=format or guess_format(paths[0]) or classes[0].corpus_format,
-                       invalid_trees=invalid_trees, **reader_options)
-    sentences = data.sentences[:limit] if limit else data.sentences
-    fit_data = None
-    if plan and plan.paths:
-        fit_data = read_corpus(plan.paths, format=format or guess_format(plan.paths[0]) or classes[0].corpus_format,
-                               invalid_trees=invalid_trees, **reader_options)
-    select_data = fit_data if fit_data and plan.paths == select_paths else None
-    if select_paths and select_data is None:
-        select_data = read_corpus(select_paths, format=format or guess_format(select_paths[0]) or
-                                  classes[0].corpus_format, invalid_trees=invalid_trees, **reader_options)
+    fit_paths = plan.paths if plan else []
+    reader = format or guess_format(paths[0]) or classes[0].corpus_format
+    fit_reader = (format or guess_format(fit_paths[0]) or classes[0].corpus_format) if fit_paths else None
+    data = RunCorpus(paths, reader, limit=limit, invalid_trees=invalid_trees, reader_options=reader_options,
+                     shard=shard, fit_paths=fit_paths, fit_format=fit_reader)
+    select_source = None  # the selection split, read in chunks like the scored corpus
+    if select_paths:
+        select_source = CorpusStream(select_paths, format or guess_format(select_paths[0]) or classes[0].corpus_format,
+                                     limit=limit, invalid_trees=invalid_trees, **reader_options)
 
     if encoder is None:
         encoder = load_encoder(model or default_model(), device=device, max_length=max_length)
     active: list[Probe] = [cls(encoder.layers, encoder.heads, replicates=replicates, bootstrap_seed=bootstrap_seed,
                                **_own(cls, options)) for cls in classes]
-    for p in active:
-        p.prepare(sentences)
-    part = split(sentences, shard)
-    whole = None  # the whole corpus, where a sharded run fits on it (fit_on "same")
-    if shard.count > 1 and plan and not plan.paths:
-        before = [p.state_dict() for p in active]
-        whole = _prepare(sentences, active, encoder, tokenize, {})
-        for p, saved in zip(active, before):  # undo what skip_reason counted (frames): the shard counts its own
-            p.load_state_dict(saved)
-    shard_skipped: dict[str, int] = {}
-    usable, encoded = _prepare(part.sentences, active, encoder, tokenize, shard_skipped)
-    skipped = dict(data.skipped)
-    for reason, n in shard_skipped.items():
-        skipped[reason] = skipped.get(reason, 0) + n
-    if not encoded and shard.count == 1:
-        raise InputError(f"no sentence can be scored (of {len(sentences)}: {_skip_summary(skipped)}; "
-                         f"model limit {encoder.max_length} subwords)", paths[0])
-    unknown = unknown_words(encoder.tokenizer.unk_token_id, usable, encoded)
-    unknown.warn(paths[0])
-
+    data.start(active, encoder, tokenize)
     feed = Feed(encoder, pool, weights)
     if max_tokens is None:
-        longest = max((len(e.input_ids) for e in encoded), default=encoder.max_length)  # an empty shard: any
         layers_held = 1 if encoder.capture == "hooks" else encoder.layers
-        max_tokens = feed.rows(active) * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim, longest,
+        max_tokens = feed.rows(active) * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim,
+                                                         data.longest(encoder.max_length),
                                                          free_memory(encoder.device), layers_held)
-    selecting: list[Probe] = []  # fresh probes scored on the selection split
-    if select_data is not None:
-        selecting = [cls(encoder.layers, encoder.heads, **_own(cls, options)) for cls in classes]
-        select_sentences = select_data.sentences[:limit] if limit else select_data.sentences
-        for p in selecting:
-            p.prepare(select_sentences)
-        select_skipped = dict(select_data.skipped)
-        select_usable, select_encoded = _prepare(select_sentences, selecting, encoder, tokenize, select_skipped)
-        if not select_encoded:
-            raise InputError(f"no sentence of the selection split can be scored ({_skip_summary(select_skipped)})",
-                             select_paths[0])
     fit_settings = None
     fitting = [p for p in active if p.needs_fit]
-    pending = selecting  # selection probes not scored yet
     if fitting:  # fit phase: a forward pass over the fit corpus feeds fit_update before any update
-        fit_usable, fit_encoded, fit_skipped = *(whole or (usable, encoded)), {}
-        if fit_data is not None:
-            fit_skipped = dict(fit_data.skipped)
-            fit_usable, fit_encoded = _prepare(fit_data.sentences[:limit] if limit else fit_data.sentences,
-                                               fitting, encoder, tokenize, fit_skipped)
-            if not fit_encoded:
-                raise InputError(f"no sentence of the fit corpus can be used ({_skip_summary(fit_skipped)})",
-                                 plan.paths[0])
-        same = selecting and select_data is fit_data and len(fit_usable) == len(select_usable) and \
-            all(a is b for a, b in zip(fit_usable, select_usable))  # the selection split, as the fit reads it
-        together = [Selecting(p) for p in selecting if not p.needs_fit] if same else []
-        feed.all([*fitting, *together], "fit_update", fit_usable,
-                 length_sorted_batches(fit_encoded, batch_size, max_tokens // feed.rows([*fitting, *together])),
-                 progress)
-        fit_settings = plan.settings(fit_data.files if fit_data else data.files, len(fit_encoded), fit_skipped)
-        pending = [p for p in selecting if p.needs_fit or not same]
+        chunks = data.fit_chunks(fitting, active, encoder, tokenize)
+        feed.all(fitting, "fit_update", chunks, batch_size, max_tokens, progress, data.fit_total())
+        fit_settings = data.fit_settings(plan)
+    selecting: list[Probe] = []  # fresh probes scored on the selection split, the fitted ones with the run's fit
+    if select_source is not None:
+        selecting = [cls(encoder.layers, encoder.heads, **_own(cls, options)) for cls in classes]
         for p, fitted in zip(selecting, active):
+            p.prepare(select_source)
             if p.needs_fit:
                 p.merge_fit(fitted)
-    if pending:
-        feed.all(pending, "update", select_usable,
-                 length_sorted_batches(select_encoded, batch_size, max_tokens // feed.rows(pending)), progress)
+        selection = Pass(select_source)
+        selection.start(selecting, encoder, tokenize)
+        feed.all(selecting, "update", selection, batch_size, max_tokens, progress, data.total(selection))
+        select_skipped = with_counts(select_source.counts.skipped, selection.skips.counts())
+        if not selection.scored:
+            raise InputError(f"no sentence of the selection split can be scored ({skip_summary(select_skipped)})",
+                             select_paths[0])
     recorder = ExampleRecorder(encoder.layers, encoder.heads, views, view_heads)
-    feed.all([*active, recorder], "update", usable,
-             length_sorted_batches(encoded, batch_size, max_tokens // feed.rows(active)), progress)
+    feed.all([*active, recorder], "update", data.scoring, batch_size, max_tokens, progress, data.total(data.scoring))
+    data.finish(encoder)
 
-    info = RunInfo(model=encoder.name, corpus=data.files, layers=encoder.layers, heads=encoder.heads,
-                   sentences=len(encoded), skipped=skipped,
+    read = data.source.counts
+    info = RunInfo(model=encoder.name, corpus=read.files, layers=encoder.layers, heads=encoder.heads,
+                   sentences=data.scoring.scored, skipped=data.skipped(),
                    settings={"batch_size": batch_size, "max_tokens": max_tokens, "pool": pool, "max_length": encoder.max_length,
                              "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize,
                              "weights": weights, "replicates": replicates, "bootstrap_seed": bootstrap_seed,
                              **({"protocol": protocol} if protocol else {}),
                              "min_count": min_count,
                              **({"fit": fit_settings} if fit_settings else {}),
-                             **({"select_on": split_settings(select_data.files, len(select_encoded), select_skipped)}
-                                if selecting else {}),
+                             **({"select_on": split_settings(select_source.counts.files, selection.scored,
+                                                             select_skipped)} if selecting else {}),
                              **({"shard": str(shard)} if shard.count > 1 else {})},
-                   provenance=provenance(encoder, data.files, time.perf_counter() - started,
-                                         unknown_words=unknown.provenance(), skipped_ids=data.skipped_ids),
-                   notes=dict(data.notes))
+                   provenance=provenance(encoder, read.files, time.perf_counter() - started,
+                                         unknown_words=data.scoring.unknown.provenance(), skipped_ids=read.skipped_ids),
+                   notes=dict(read.notes))
     if state is not None:
-        save_states(state, active, info, part, encoder.tokenizer, data.skipped, shard_skipped)
+        save_states(state, active, info, data.sharding.split(), encoder.tokenizer, read.skipped,
+                    data.scoring.skips.counts())
     results = {p.name: p.compute(info) for p in active}
     if selecting:
-        chosen_on = RunInfo(model=encoder.name, corpus=select_data.files, layers=encoder.layers, heads=encoder.heads,
-                            sentences=len(select_encoded), skipped=select_skipped, settings=info.settings,
-                            provenance=info.provenance, notes=dict(select_data.notes))
+        chosen_on = RunInfo(model=encoder.name, corpus=select_source.counts.files, layers=encoder.layers,
+                            heads=encoder.heads, sentences=selection.scored, skipped=select_skipped,
+                            settings=info.settings, provenance=info.provenance, notes=dict(select_source.counts.notes))
         for p in selecting:
             choose_heads(results[p.name], p.compute(chosen_on))
     return {name: recorder.attach(result) for name, result in results.items()}
-
-
-def _prepare(sentences: list, probes: list[Probe], encoder: Encoder, tokenize: str,
-             skipped: dict[str, int]) -> tuple[list, list]:
-    """The sentences every probe can score, tokenised; the others counted in `skipped` by reason."""
-    usable = []
-    for s in sentences:
-        reason = next((r for p in probes if (r := p.skip_reason(s))), None)
-        if reason:
-            skipped[reason] = skipped.get(reason, 0) + 1
-        else:
-            usable.append(s)
-    encoded, unfit = encode(encoder.tokenizer, usable, encoder.max_length, tokenize)
-    for reason, n in unfit.items():
-        skipped[reason] = skipped.get(reason, 0) + n
-    return usable, encoded
 
 
 class Feed:
@@ -280,12 +234,18 @@ class Feed:
         """Forward rows per sentence: 2 when a probe asks for the word-shuffled twin, else 1."""
         return 1 if _twin_seed(probes) is None else 2
 
-    def all(self, probes: list[Probe], method: str, usable: list, batches: list[list], progress: bool | None) -> None:
-        """Every batch (lists of ``Encoded``; usable[e.index] is the sentence of e), with a progress bar."""
-        with progress_bar(sum(map(len, batches)), progress, "fitting" if method == "fit_update" else "probing") as bar:
-            for items in batches:
-                self.batch(probes, method, [usable[e.index] for e in items], items)
-                bar.update(len(items))
+    def all(self, probes: list[Probe], method: str, chunks: Iterable[Chunk], batch_size: int | None, max_tokens: int,
+            progress: bool | None, total: int | None = None) -> None:
+        """Every chunk (probes.chunks), length-sorted and cut into batches of at most `batch_size` sentences and
+        `max_tokens` forward rows × padded length (probes.batching.length_sorted_batches), one progress bar
+        over them all (`total` sentences, None where not known ahead)."""
+        budget = max_tokens // self.rows(probes)
+        with progress_bar(total, progress, "fitting" if method == "fit_update" else "probing") as bar:
+            for chunk in chunks:
+                for items in length_sorted_batches(chunk.encoded, batch_size, budget):
+                    self.batch(probes, method, [chunk.usable[e.index] for e in items], items)
+                    bar.update(len(items))
+                del chunk  # dropped before the next chunk is read and prepared
 
     def batch(self, probes: list[Probe], method: str, sentences: list, items: list) -> None:
         """One batch; one that runs out of memory is split in two and retried, the state restored first
@@ -332,10 +292,6 @@ class Feed:
 def _twin_seed(probes: list[Probe]) -> int | None:
     """The word-shuffle seed of the first probe that asks for a twin, or None."""
     return next((seed for p in probes if (seed := p.shuffle_seed()) is not None), None)
-
-
-def _skip_summary(skipped: dict[str, int]) -> str:
-    return ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in skipped.items()) or "none read"
 
 
 def _as_list(value) -> list:

@@ -7,7 +7,8 @@ corpus order. Everything that reads the whole corpus stays whole in every shard:
 (first N sentences) is applied before the split, ``Probe.prepare`` (e.g. rare's word frequencies)
 sees every sentence, and the fit phase (pos, ner, con centroids) runs on the whole fit corpus in
 every shard (with ``fit_on="same"``, the whole scored corpus), so every shard scores with the
-centroids of the unsharded run and the merge only checks that the fits agree.
+centroids of the unsharded run and the merge only checks that the fits agree. The runner streams
+the split (``ShardStream``: keys summed as the sentences pass, never held; see probes.chunks).
 
 ``save_states`` writes one file per probe, ``DIR/<probe>.<I>-of-<N>.state.pt`` (torch.save of
 plain dicts, lists, numbers, strings and tensors: ``torch.load(weights_only=True)`` reads it),
@@ -33,7 +34,7 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import torch
 
@@ -91,17 +92,41 @@ class Split:
     """The sentences of one shard, with the sentence-identity digests of the shard and of the whole corpus."""
 
     shard: Shard
-    sentences: list[Sentence]  # the shard's, in corpus order
+    sentences: list[Sentence]  # the shard's, in corpus order (empty where they were streamed: ShardStream)
     digest: str  # sum of the shard's sentence keys mod 2^256, hex
     corpus_digest: str  # the same over every sentence of the run
     corpus_sentences: int
 
 
-def split(sentences: list[Sentence], shard: Shard) -> Split:
+def split(sentences: Iterable[Sentence], shard: Shard) -> Split:
     """The sentences of `shard` (key mod count == index) among `sentences`."""
-    keys = [sentence_key(s) for s in sentences]
-    mine = [i for i, k in enumerate(keys) if k % shard.count == shard.index]
-    return Split(shard, [sentences[i] for i in mine], _digest(keys[i] for i in mine), _digest(keys), len(sentences))
+    stream = ShardStream(shard)
+    return stream.split(list(stream.select(sentences)))
+
+
+class ShardStream:
+    """The split of a stream of sentences: ``select`` yields the shard's as they come, adding every key to
+    the digests; ``split()`` is the Split of the sentences selected so far."""
+
+    def __init__(self, shard: Shard):
+        self.shard = shard
+        self.sentences = 0  # sentences seen
+        self.keys = 0  # sum of their keys
+        self.mine = 0  # sum of the shard's keys
+
+    def select(self, sentences: Iterable[Sentence]) -> Iterator[Sentence]:
+        """The shard's sentences among `sentences`, in order."""
+        for s in sentences:
+            key = sentence_key(s)
+            self.sentences += 1
+            self.keys += key
+            if key % self.shard.count == self.shard.index:
+                self.mine += key
+                yield s
+
+    def split(self, sentences: list[Sentence] | None = None) -> Split:
+        """The Split of what ``select`` saw; `sentences`: the shard's, where they were kept."""
+        return Split(self.shard, sentences or [], _digest([self.mine]), _digest([self.keys]), self.sentences)
 
 
 def _digest(keys: Iterable[int]) -> str:

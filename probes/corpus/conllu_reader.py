@@ -3,15 +3,19 @@
 Multiword-token ranges (``3-4``) and empty nodes (``8.1``) are not words: the words given to
 the tokenizer are the syntactic words (IDs 1..n). Relations keep the universal part before
 ``:`` unless ``subtypes=True``.
+
+``iter_conllu`` reads a file line by line and yields its sentences one at a time (probes.corpus.iter_corpus);
+``read_conllu`` collects them into a Corpus.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from probes.corpus.entities import spans_from_iob2
 from probes.corpus.sentence import Corpus, Sentence
-from probes.corpus.textio import comment_pair, read_text_lines
+from probes.corpus.textio import comment_pair, iter_text_lines
 from probes.corpus.trees import TreeProblem, check_invalid_trees, head_problem, id_problem
 from probes.errors import InputError
 
@@ -21,7 +25,7 @@ _EMPTY_ID = re.compile(r"^[0-9]+\.[1-9][0-9]*$")
 _INT = re.compile(r"^[0-9]+$")
 
 
-def sentence_blocks(lines: list[str]):
+def sentence_blocks(lines: Iterable[str]) -> Iterator[tuple[int, list[tuple[int, str]]]]:
     """Yield (first_line_number, [(line_number, text), ...]) per sentence block (lines between blank lines)."""
     block: list[tuple[int, str]] = []
     for number, text in enumerate(lines, 1):
@@ -52,20 +56,43 @@ def read_conllu(path: str | Path, *, subtypes: bool = False, extra_columns: bool
     ``invalid_tree_roots``, ``invalid_tree_head``, ``invalid_tree_range``), its sent_id in
     ``corpus.skipped_ids``.
     """
+    corpus = Corpus(sentences=[], files=[])
+    corpus.sentences = list(iter_conllu(path, corpus, subtypes=subtypes, extra_columns=extra_columns,
+                                        repair_i_after_o=repair_i_after_o, invalid_trees=invalid_trees))
+    return corpus
+
+
+def iter_conllu(path: str | Path, counts: Corpus | None = None, *, subtypes: bool = False,
+                extra_columns: bool = False, repair_i_after_o: bool = False,
+                invalid_trees: str = "refuse") -> Iterator[Sentence]:
+    """The sentences :func:`read_conllu` reads, one at a time, the file read line by line; the file's name and
+    the sentences set aside are added to `counts` (a Corpus whose sentences stay empty) as they come."""
+    for sentence, _ in conllu_sentences(path, counts, subtypes=subtypes, extra_columns=extra_columns,
+                                        repair_i_after_o=repair_i_after_o, invalid_trees=invalid_trees):
+        yield sentence
+
+
+def conllu_sentences(path: str | Path, counts: Corpus | None = None, *, subtypes: bool = False,
+                     extra_columns: bool = False, repair_i_after_o: bool = False,
+                     invalid_trees: str = "refuse") -> Iterator[tuple[Sentence, list[tuple[int, str]]]]:
+    """:func:`iter_conllu`'s sentences, each with its block of (line number, text) (for readers of
+    CoNLL-U extensions, e.g. probes.corpus.propbank)."""
     check_invalid_trees(invalid_trees)
     path = Path(path)
-    corpus = Corpus(sentences=[], files=[str(path)])
-    for start, block in sentence_blocks(read_text_lines(path)):
+    counts = Corpus(sentences=[], files=[]) if counts is None else counts
+    counts.files.append(str(path))
+    found = False  # a sentence read or set aside
+    for start, block in sentence_blocks(iter_text_lines(path)):
         sentence = _sentence(path, start, block, subtypes, extra_columns, repair_i_after_o)
+        found = True
         if isinstance(sentence, Sentence):
-            corpus.sentences.append(sentence)
+            yield sentence, block
         elif invalid_trees == "refuse":
             raise sentence.error(path, start)
         else:
-            corpus.skip(sentence.reason, sent_id=_metadata(block).get("sent_id"))
-    if not corpus.sentences and not corpus.skipped:
+            counts.skip(sentence.reason, sent_id=_metadata(block).get("sent_id"))
+    if not found:
         raise InputError("no sentences found (only comments or blank lines)", path)
-    return corpus
 
 
 def _sentence(path: Path, start: int, block, subtypes: bool, extra_columns: bool,

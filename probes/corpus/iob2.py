@@ -11,9 +11,10 @@ line after each sentence.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 from probes.corpus.sentence import Corpus, Sentence
-from probes.corpus.textio import comment_pair, read_text_lines
+from probes.corpus.textio import comment_pair, iter_text_lines
 from probes.corpus.entities import spans_from_iob2
 from probes.errors import InputError
 
@@ -47,9 +48,17 @@ def read_iob2(path: str | Path, *, repair_i_after_o: bool = False) -> Corpus:
     that is not O/B-TYPE/I-TYPE, a comment between the words of a sentence, and a sent_id
     used twice in the file. Comment blocks with no words after them are ignored.
     """
+    corpus = Corpus(sentences=[], files=[])
+    corpus.sentences = list(iter_iob2(path, corpus, repair_i_after_o=repair_i_after_o))
+    return corpus
+
+
+def iter_iob2(path: str | Path, counts: Corpus | None = None, *, repair_i_after_o: bool = False) -> Iterator[Sentence]:
+    """The sentences :func:`read_iob2` reads, one at a time, the file read line by line; the file's name is
+    added to `counts` (IOB2 sets no sentence aside)."""
     path = Path(path)
-    lines = read_text_lines(path)
-    corpus = Corpus(sentences=[], files=[str(path)])
+    if counts is not None:
+        counts.files.append(str(path))
     seen_ids: dict[str, int] = {}
 
     # state of the sentence being read
@@ -60,8 +69,10 @@ def read_iob2(path: str | Path, *, repair_i_after_o: bool = False) -> Corpus:
     tags: list[str] = []
     tag_lines: list[int] = []
 
-    def finish() -> None:
+    def finish() -> Sentence | None:
+        """The sentence read (None for a block without words); the state reset for the next."""
         nonlocal start, sent_id, words, tags, tag_lines
+        sentence = None
         if words:
             repaired: list[int] = []
             spans = spans_from_iob2(tags, path=path, lines=tag_lines, repair_i_after_o=repair_i_after_o,
@@ -72,16 +83,16 @@ def read_iob2(path: str | Path, *, repair_i_after_o: bool = False) -> Corpus:
                         f"sent_id {sent_id!r} used twice (first at line {seen_ids[sent_id]})",
                         path, sent_id_line)
                 seen_ids[sent_id] = sent_id_line
-            corpus.sentences.append(Sentence(
-                words=words,
-                ann={"ner": spans, "ner_tags": tags, "ner_repaired": repaired},
-                sent_id=sent_id, source=str(path), line=start))
+            sentence = Sentence(words=words, ann={"ner": spans, "ner_tags": tags, "ner_repaired": repaired},
+                                sent_id=sent_id, source=str(path), line=start)
         start, sent_id = 0, None
         words, tags, tag_lines = [], [], []
+        return sentence
 
-    for n, text in enumerate(lines, start=1):
+    for n, text in enumerate(iter_text_lines(path), start=1):
         if not text.strip():
-            finish()
+            if (sentence := finish()) is not None:
+                yield sentence
             continue
         if text.startswith("#"):
             if words:
@@ -111,5 +122,5 @@ def read_iob2(path: str | Path, *, repair_i_after_o: bool = False) -> Corpus:
         words.append(form)
         tags.append(tag)
         tag_lines.append(n)
-    finish()
-    return corpus
+    if (sentence := finish()) is not None:
+        yield sentence

@@ -44,18 +44,20 @@ HEAD. A predicate column count that disagrees with the predicates is an
 error rather than a skipped sentence because the columns can then not be matched to the
 predicates without guessing; the UP 1.0 EWT files have no such sentence. UP writes a
 sentence without predicates with one empty 12th column: that is read as no predicate column.
+The file is read line by line (``iter_propbank``), each sentence checked whole as it comes: the error
+raised is that of the first sentence at fault.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Iterator
 
-from probes.corpus.conllu_reader import read_conllu, sentence_blocks
+from probes.corpus.conllu_reader import conllu_sentences
 from probes.corpus.sentence import Corpus, Sentence
-from probes.corpus.textio import read_text_lines
 from probes.errors import InputError
 
-__all__ = ["read_propbank", "looks_like_propbank"]
+__all__ = ["read_propbank", "iter_propbank", "looks_like_propbank"]
 
 _NONE = ("_", "")
 _WORD_ID = re.compile(r"^[1-9][0-9]*$")
@@ -67,12 +69,20 @@ def read_propbank(path: str | Path, *, subtypes: bool = False, invalid_trees: st
     """Read a Universal PropBank CoNLL-U file (see the module docstring); ``subtypes`` and
     ``invalid_trees`` as in :func:`read_conllu` (keep ``nmod:poss`` rather than ``nmod``; refuse
     the file, or skip and count sentences, whose HEADs are not a tree)."""
-    path = Path(path)
-    corpus = read_conllu(path, subtypes=subtypes, extra_columns=True, invalid_trees=invalid_trees)
-    blocks = dict(sentence_blocks(read_text_lines(path)))
-    for sentence in corpus.sentences:
-        _add_srl(sentence, *_markings(blocks[sentence.line]), path)
+    corpus = Corpus(sentences=[], files=[])
+    corpus.sentences = list(iter_propbank(path, corpus, subtypes=subtypes, invalid_trees=invalid_trees))
     return corpus
+
+
+def iter_propbank(path: str | Path, counts: Corpus | None = None, *, subtypes: bool = False,
+                  invalid_trees: str = "refuse") -> Iterator[Sentence]:
+    """The sentences :func:`read_propbank` reads, one at a time, the file read line by line (the file's name
+    and the sentences set aside added to `counts` as they come, as by :func:`iter_conllu`)."""
+    path = Path(path)
+    for sentence, block in conllu_sentences(path, counts, subtypes=subtypes, extra_columns=True,
+                                            invalid_trees=invalid_trees):
+        _add_srl(sentence, *_markings(block), path)
+        yield sentence
 
 
 def _markings(block: list[tuple[int, str]]) -> tuple[bool, list[int]]:

@@ -8,8 +8,8 @@ words all share one frequency has no rarest word and is not counted ("sentences_
 in the JSON). Baseline "chance": the share an argmax drawn uniformly over [CLS] and the words
 would get (mean over query words of rarest words / (n + 1)).
 
-Frequencies: by default counted over every sentence the run reads (after --limit; a pass over the
-text, no model); or from --frequencies FILE, one "word<TAB>count" (or "word count") a line, words
+Frequencies: by default counted over every sentence the run reads (after --limit; a streamed pass over
+the text, no model, holding only the counts); or from --frequencies FILE, one "word<TAB>count" (or "word count") a line, words
 missing from it counting 0. Words are lowercased unless --case-sensitive. Sharded runs should
 share a frequency file, so that every shard ranks words the same way.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Iterable
 
 import torch
 
@@ -48,7 +49,7 @@ class RareWordAnalysis(MeanAnalysis):
     def _key(self, word: str) -> str:
         return word if self.config["case_sensitive"] else word.lower()
 
-    def prepare(self, sentences: list[Sentence]) -> None:
+    def prepare(self, sentences: Iterable[Sentence]) -> None:
         path = self.config["frequencies"]
         if path:
             self.frequency = read_frequencies(path, self._key)
