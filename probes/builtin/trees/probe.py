@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from probes.batching import Batch
-from probes.builtin.trees.decoders import chu_liu_edmonds, eisner
+from probes.builtin.trees.decoders import DECODERS, decode_stack
 from probes.builtin.trees.details import format_trees
 from probes.builtin.trees.ensemble import decode_main, select_heads
 from probes.builtin.trees.sample import SelectionSample, sentence_keys
@@ -37,7 +37,6 @@ from probes.probe import LabelSums, Option, Probe, ratio
 from probes.registry import register
 from probes.results import LabelScores, ProbeResult, RunInfo
 
-DECODERS = ("cle", "eisner")
 MAIN = "cle_attention"
 BASELINES = ("right_branching", "left_branching")
 
@@ -84,7 +83,7 @@ class TreesProbe(Probe):
         b, h, m = attention.shape[0], attention.shape[1], attention.shape[-1]
         stack = torch.stack([arc_scores(attention, form) for form in FORMS]).reshape(-1, m, m)  # [F·B·H,M,M]
         lengths = batch.n_words[None, :, None].expand(len(FORMS), b, h).reshape(-1)
-        predicted = torch.stack([decode(stack, lengths) for decode in (chu_liu_edmonds, eisner)])  # [D,F·B·H,M]
+        predicted = decode_stack(stack, lengths)  # [D,F·B·H,M]
         predicted = predicted.view(len(DECODERS), len(FORMS), b, h, m).transpose(3, 2)[:, :, :, rows]  # [D,F,H,N,M]
         directed, undirected = attached(predicted, dependents, heads)  # [D,F,H,N]
         self.hits[:, :, 0, maps.layer] += directed.sum(-1)
