@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 DECODERS = ("cle", "eisner")  # the order of decode_stack's output
+LANES = 24  # most matrices of one length Eisner decodes side by side (vectorised over them)
 
 
 def chu_liu_edmonds(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -56,80 +57,112 @@ def _decode(scores: torch.Tensor, lengths: torch.Tensor, cle: bool, projective: 
 @numba.njit(parallel=True, cache=True)
 def _decode_stack(scores: np.ndarray, lengths: np.ndarray, cle: bool, projective: bool, parts: int) -> np.ndarray:
     """heads [D,N,M] of every matrix of scores [N,M,M]: the stack cut into parts spread over the threads, each
-    part with its own work space (allocated once, sized for M)."""
+    part with its own work space, sized for its longest matrix. Eisner takes each run of up to LANES
+    neighbouring matrices of one length together (``_eisner``)."""
     n, m = scores.shape[0], scores.shape[1]
     heads = np.full((2, n, m), -1, dtype=np.int64)
     for part in numba.prange(parts):
-        cle_space = _cle_space(m)
-        eisner_space = _eisner_space(m)
-        for i in range(part * n // parts, (part + 1) * n // parts):
-            if cle:
+        start, stop = part * n // parts, (part + 1) * n // parts
+        longest = 1
+        for i in range(start, stop):
+            longest = max(longest, lengths[i])
+        if cle:
+            cle_space = _cle_space(longest + 1)
+            for i in range(start, stop):
                 _cle(scores[i], lengths[i], heads[0, i], cle_space)
-            if projective:
-                _eisner(scores[i], lengths[i], heads[1, i], eisner_space)
+        if projective:
+            eisner_space = _eisner_space(longest)
+            i = start
+            while i < stop:
+                run = i + 1
+                while run < stop and run - i < LANES and lengths[run] == lengths[i]:
+                    run += 1
+                _eisner(scores[i:run], lengths[i], heads[1, i:run], eisner_space)
+                i = run
     return heads
 
 
 @numba.njit(cache=True)
-def _eisner_space(m: int):
-    """Eisner's charts for up to m − 1 words (see ``_eisner``) and its backtrace stack."""
-    w = max(m - 1, 1)
-    return (np.empty((w, w)), np.empty((w, w)), np.empty((w, w)), np.empty((w, w), dtype=np.int64),
-            np.empty((w, w), dtype=np.int64), np.empty((4 * w, 3), dtype=np.int64))
+def _eisner_space(words: int):
+    """Eisner's work space for LANES matrices of up to `words` words (see ``_eisner``)."""
+    return (np.empty((words + 1, words + 1, LANES)), np.empty((words, words, LANES)),
+            np.empty((words, words, LANES)), np.empty((words, words, LANES), dtype=np.int64),
+            np.empty((words, words, LANES), dtype=np.int64), np.empty(LANES), np.empty(LANES, dtype=np.int64),
+            np.empty((4 * words, 3), dtype=np.int64))
 
 
 @numba.njit(cache=True)
 def _eisner(scores: np.ndarray, n: int, heads: np.ndarray, space) -> None:
-    """Write into heads [M] the best projective tree of scores [M,M] over the root and words 1..n, one root arc.
+    """Write into heads [K,M] the best projective trees of scores [K,M,M] (K ≤ LANES matrices, each over the
+    root and the same n words), one root arc each.
 
-    Charts over the words, word k at index k−1 (their [:n, :n] corner): complete[a, b] the best complete span
-    headed by a reaching to b (rightwards when a < b), inner[a, b] the best incoming span with the arc a → b;
-    ``across`` is complete transposed (across[b, a] = complete[a, b]), so that every split-point scan reads
-    rows. split_complete and split_inner keep each span's first best split point for the backtrace.
+    The K matrices are decoded side by side: every chart cell holds K lanes, the innermost axis, so that each
+    step is one vectorised loop over them. Charts over the words, word k at index k−1 (their [:n, :n, :K]
+    corner): complete[a, b] the best complete span headed by a reaching to b (rightwards when a < b),
+    inner[a, b] the best incomplete span with the arc a → b; split_complete and split_inner keep each span's
+    first best split point (a later one replaces it only when strictly better) for the backtrace.
     """
-    complete, across, inner, split_complete, split_inner, stack = space
+    arcs, complete, inner, split_complete, split_inner, best, arg, stack = space
+    lanes = scores.shape[0]
+    for h in range(n + 1):
+        for d in range(n + 1):
+            for k in range(lanes):
+                arcs[h, d, k] = scores[k, h, d]
     for a in range(n):
-        complete[a, a] = 0.0
-        across[a, a] = 0.0
+        complete[a, a, :lanes] = 0.0
     for w in range(1, n):
         for i in range(n - w):
             j = i + w
             # inner: complete[i, r] + complete[j, r+1], r = i..j−1, plus the arc either way
-            best, arg = complete[i, i] + complete[j, i + 1], i
+            for k in range(lanes):
+                best[k] = complete[i, i, k] + complete[j, i + 1, k]
+                arg[k] = i
             for r in range(i + 1, j):
-                total = complete[i, r] + complete[j, r + 1]
-                if total > best:
-                    best, arg = total, r
-            inner[i, j] = best + scores[i + 1, j + 1]
-            inner[j, i] = best + scores[j + 1, i + 1]
-            split_inner[i, j] = arg
-            split_inner[j, i] = arg
+                _better(complete, i, r, complete, j, r + 1, r, best, arg, lanes)
+            for k in range(lanes):
+                inner[i, j, k] = best[k] + arcs[i + 1, j + 1, k]
+                inner[j, i, k] = best[k] + arcs[j + 1, i + 1, k]
+                split_inner[i, j, k] = arg[k]
+                split_inner[j, i, k] = arg[k]
             # complete[j, i] (leftwards): complete[r, i] + inner[j, r], r = i..j−1
-            best, arg = across[i, i] + inner[j, i], i
+            for k in range(lanes):
+                best[k] = complete[i, i, k] + inner[j, i, k]
+                arg[k] = i
             for r in range(i + 1, j):
-                total = across[i, r] + inner[j, r]
-                if total > best:
-                    best, arg = total, r
-            complete[j, i] = best
-            across[i, j] = best
-            split_complete[j, i] = arg
+                _better(complete, r, i, inner, j, r, r, best, arg, lanes)
+            for k in range(lanes):
+                complete[j, i, k] = best[k]
+                split_complete[j, i, k] = arg[k]
             # complete[i, j] (rightwards): inner[i, r] + complete[r, j], r = i+1..j
-            best, arg = inner[i, i + 1] + across[j, i + 1], i + 1
+            for k in range(lanes):
+                best[k] = inner[i, i + 1, k] + complete[i + 1, j, k]
+                arg[k] = i + 1
             for r in range(i + 2, j + 1):
-                total = inner[i, r] + across[j, r]
-                if total > best:
-                    best, arg = total, r
-            complete[i, j] = best
-            across[j, i] = best
-            split_complete[i, j] = arg
-    # the root takes one word a: complete[a, 0] + complete[a, n−1] + score(0 → a)
-    root, best = 0, complete[0, 0] + complete[0, n - 1] + scores[0, 1]
-    for a in range(1, n):
-        total = complete[a, 0] + complete[a, n - 1] + scores[0, a + 1]
-        if total > best:
-            root, best = a, total
-    heads[root + 1] = 0
-    _backtrace(root, n, split_complete, split_inner, stack, heads)
+                _better(inner, i, r, complete, r, j, r, best, arg, lanes)
+            for k in range(lanes):
+                complete[i, j, k] = best[k]
+                split_complete[i, j, k] = arg[k]
+    for k in range(lanes):
+        # the root takes one word a: complete[a, 0] + complete[a, n−1] + score(0 → a)
+        root, top = 0, complete[0, 0, k] + complete[0, n - 1, k] + arcs[0, 1, k]
+        for a in range(1, n):
+            total = complete[a, 0, k] + complete[a, n - 1, k] + arcs[0, a + 1, k]
+            if total > top:
+                root, top = a, total
+        heads[k, root + 1] = 0
+        _backtrace(root, n, split_complete[:, :, k], split_inner[:, :, k], stack, heads[k])
+
+
+@numba.njit(cache=True)
+def _better(left: np.ndarray, a: int, b: int, right: np.ndarray, c: int, d: int, split: int, best: np.ndarray,
+            arg: np.ndarray, lanes: int) -> None:
+    """Lane by lane, split point `split` (total left[a, b] + right[c, d]) replaces best, arg [K] where strictly
+    better."""
+    for k in range(lanes):
+        total = left[a, b, k] + right[c, d, k]
+        better = total > best[k]
+        best[k] = total if better else best[k]
+        arg[k] = split if better else arg[k]
 
 
 @numba.njit(cache=True)

@@ -19,7 +19,7 @@ selection split (the fit phase: ``--select-on FILE``, else the scored corpus its
 averaged per sentence and decoded with the main variant (probes.builtin.trees.ensemble, .sample).
 
 Sentences of different lengths share a batch: each is decoded over its own n+1 nodes only, so padding
-changes no tree. All L×H trees of a batch-layer, both forms, are decoded in one call per decoder.
+changes no tree. All L×H trees of a batch-layer, both forms and both decoders, are decoded in one compiled call.
 """
 from __future__ import annotations
 
@@ -81,10 +81,11 @@ class TreesProbe(Probe):
         rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
         attention = maps.word_attention[..., :-1, :-1].double().cpu()  # [B,H,M,M] root and words
         b, h, m = attention.shape[0], attention.shape[1], attention.shape[-1]
-        stack = torch.stack([arc_scores(attention, form) for form in FORMS]).reshape(-1, m, m)  # [F·B·H,M,M]
-        lengths = batch.n_words[None, :, None].expand(len(FORMS), b, h).reshape(-1)
-        predicted = decode_stack(stack, lengths)  # [D,F·B·H,M]
-        predicted = predicted.view(len(DECODERS), len(FORMS), b, h, m).transpose(3, 2)[:, :, :, rows]  # [D,F,H,N,M]
+        # a sentence's matrices side by side, so that Eisner decodes them together (decoders.LANES)
+        stack = torch.stack([arc_scores(attention, form) for form in FORMS], 1).reshape(-1, m, m)  # [B·F·H,M,M]
+        lengths = batch.n_words.repeat_interleave(len(FORMS) * h)  # [B·F·H]
+        predicted = decode_stack(stack, lengths)  # [D,B·F·H,M]
+        predicted = predicted.view(len(DECODERS), b, len(FORMS), h, m).permute(0, 2, 3, 1, 4)[:, :, :, rows]  # [D,F,H,N,M]
         directed, undirected = attached(predicted, dependents, heads)  # [D,F,H,N]
         self.hits[:, :, 0, maps.layer] += directed.sum(-1)
         self.hits[:, :, 1, maps.layer] += undirected.sum(-1)
