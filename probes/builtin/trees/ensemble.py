@@ -43,7 +43,7 @@ def select_heads(sample: SelectionSample, most: int) -> list[tuple[int, int, flo
             candidates = (base + maps) / (len(chosen) + 1)  # [b,LH,M,M]
             predicted = decode_main(candidates, lengths[:, None])  # [b,LH,M]
             dependents, gold_heads, rows = gold
-            directed, _ = attached(predicted.transpose(0, 1)[:, rows], dependents, gold_heads)  # [LH,N]
+            directed, _ = attached(predicted.transpose(0, 1), rows, dependents, gold_heads)  # [LH,N]
             hits += directed.sum(1)
         hits[chosen] = -1  # a head joins once
         best = int(hits.argmax())

@@ -85,8 +85,8 @@ class TreesProbe(Probe):
         stack = torch.stack([arc_scores(attention, form) for form in FORMS], 1).reshape(-1, m, m)  # [B·F·H,M,M]
         lengths = batch.n_words.repeat_interleave(len(FORMS) * h)  # [B·F·H]
         predicted = decode_stack(stack, lengths)  # [D,B·F·H,M]
-        predicted = predicted.view(len(DECODERS), b, len(FORMS), h, m).permute(0, 2, 3, 1, 4)[:, :, :, rows]  # [D,F,H,N,M]
-        directed, undirected = attached(predicted, dependents, heads)  # [D,F,H,N]
+        predicted = predicted.view(len(DECODERS), b, len(FORMS), h, m).permute(0, 2, 3, 1, 4)  # [D,F,H,B,M]
+        directed, undirected = attached(predicted, rows, dependents, heads)  # [D,F,H,N]
         self.hits[:, :, 0, maps.layer] += directed.sum(-1)
         self.hits[:, :, 1, maps.layer] += undirected.sum(-1)
         self.relation_hits.add(self.relation_hits.ids(labels), directed[0, 0].T, at=(maps.layer,))
@@ -108,7 +108,7 @@ class TreesProbe(Probe):
         self._pending += attention[:, mine].sum(1)
         if layer == self.layers - 1:
             predicted = decode_main(self._pending / len(chosen), n_words)  # [B,M]
-            directed, undirected = attached(predicted[rows], dependents, heads)
+            directed, undirected = attached(predicted, rows, dependents, heads)
             self.ensemble_hits += torch.stack([directed.sum(), undirected.sum()])
             self._pending = None
 
