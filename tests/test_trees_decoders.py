@@ -1,16 +1,18 @@
 """The tree decoders: hand-built matrices whose best trees are worked out in the comments, agreement with
 networkx's maximum_spanning_arborescence (an independent Chu–Liu–Edmonds) on random matrices, Eisner
-against brute force over every projective tree, and padding that changes nothing."""
+against brute force over every projective tree, padding that changes nothing, and the one-call
+decode_stack equal to each matrix decoded alone (however the stack is cut into lanes and threads)."""
 from __future__ import annotations
 
 import itertools
 
 import networkx as nx
+import numba
 import numpy as np
 import pytest
 import torch
 
-from probes.builtin.trees.decoders import chu_liu_edmonds, eisner
+from probes.builtin.trees.decoders import LANES, chu_liu_edmonds, decode_stack, eisner
 
 DECODERS = {"cle": chu_liu_edmonds, "eisner": eisner}
 
@@ -164,3 +166,33 @@ def test_padding_and_stack_change_nothing(decoder):
     assert [heads[i, 1: n + 1].tolist() for i, n in enumerate(sizes)] == alone
     assert (heads[:, 0] == -1).all()
     assert all((heads[i, n + 1:] == -1).all() for i, n in enumerate(sizes))
+
+
+@pytest.mark.parametrize("values", ["random", "ties"])
+def test_decode_stack_is_each_matrix_decoded_alone(values):
+    """decode_stack (both decoders, one call) gives each matrix the trees it gets alone: a run of one length
+    longer than LANES (Eisner's side-by-side decoding), lengths mixed and repeated, garbage padding, and
+    scores from {0, 1, 2} with many tied trees; on one thread and on all of numba's."""
+    rng = np.random.default_rng(3)
+    sizes = np.concatenate([np.full(LANES + 5, 7), rng.integers(1, 12, 40), np.full(3, 11), [1, 1, 2]])
+    size = 13
+    if values == "random":
+        matrices = [torch.from_numpy(rng.random((n + 1, n + 1))) for n in sizes]
+    else:
+        matrices = [torch.from_numpy(rng.integers(0, 3, (n + 1, n + 1)).astype(float)) for n in sizes]
+    alone = {decoder: [_decode(decoder, [m])[0] for m in matrices] for decoder in DECODERS}
+    stack = torch.from_numpy(rng.random((len(sizes), size, size)) * 100)  # padding: garbage
+    for i, m in enumerate(matrices):
+        stack[i, : m.shape[0], : m.shape[1]] = m
+    threads = numba.get_num_threads()
+    try:
+        for count in sorted({1, numba.config.NUMBA_NUM_THREADS}):
+            numba.set_num_threads(count)
+            heads = decode_stack(stack, torch.from_numpy(sizes))  # [D,N,M]
+            assert heads.shape == (2, len(sizes), size)
+            for d, decoder in enumerate(DECODERS):
+                assert [heads[d, i, 1: n + 1].tolist() for i, n in enumerate(sizes)] == alone[decoder]
+                assert (heads[d, :, 0] == -1).all()
+                assert all((heads[d, i, n + 1:] == -1).all() for i, n in enumerate(sizes))
+    finally:
+        numba.set_num_threads(threads)

@@ -1,7 +1,7 @@
 """Dependency trees from a stack of arc-score matrices: maximum spanning arborescence (Chu–Liu–Edmonds)
 and the best projective tree (Eisner), both with exactly one word attached to the root.
 
-Input of both decoders: scores [N,M,M] (float64), scores[i, h, d] the score of the arc h → d in matrix i;
+Input of the decoders: scores [N,M,M] (float64), scores[i, h, d] the score of the arc h → d in matrix i;
 node 0 is the root, nodes 1..n_i the words, where lengths [N] holds n_i (1 ≤ n_i ≤ M−1). Rows and columns
 past n_i are padding: never read, so they cannot change a tree. Output: heads [N,M] (int64), heads[i, d]
 the head of word d (0 for the root), and −1 at node 0 and on padding. A tree's score is the sum of its
@@ -14,6 +14,14 @@ with one root arc beats any tree with two or more, and among one-root trees the 
 
 Ties: CLE takes each node's first best incoming arc (lowest head index); Eisner the first best split
 point. Both depend only on the matrix itself, never on the padding or the other matrices of the stack.
+
+Scores must be finite (attention is): CLE's bookkeeping takes −inf for "no arc yet".
+
+Speed: each entry point is one compiled call over the whole stack (``decode_stack`` runs both decoders
+in it), the matrices spread over numba's threads (prange); compiled code is cached on disk (cache=True),
+so a fresh process only loads it. Per matrix of n words, CLE costs O(n²) plus O(n × its length) per
+contracted cycle; Eisner O(n³), vectorised over up to LANES matrices of one length that lie next to each
+other in the stack (put a sentence's heads together). How the stack is cut changes no tree.
 """
 from __future__ import annotations
 
@@ -21,225 +29,322 @@ import numba
 import numpy as np
 import torch
 
-CHART_CELLS = 2**22  # most chart cells (matrices × M × M) Eisner keeps at once; bigger stacks go in chunks
+DECODERS = ("cle", "eisner")  # the order of decode_stack's output
+LANES = 24  # most matrices of one length Eisner decodes side by side (vectorised over them)
 
 
 def chu_liu_edmonds(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """[N,M] heads of the maximum spanning arborescence of each matrix, one root arc (see the module docstring).
-    One compiled call over the whole stack."""
-    matrices = np.ascontiguousarray(scores.detach().to(torch.float64).cpu().numpy())
-    return torch.from_numpy(_cle_stack(matrices, lengths.cpu().numpy().astype(np.int64)))
+    """[N,M] heads of the maximum spanning arborescence of each matrix, one root arc (see the module docstring)."""
+    return _decode(scores, lengths, True, False)[0]
 
 
 def eisner(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """[N,M] heads of the best projective tree of each matrix, one root arc (see the module docstring).
-    Vectorised over the stack: Python loops run over span widths only."""
-    scores = scores.detach().to(torch.float64).cpu()
+    """[N,M] heads of the best projective tree of each matrix, one root arc (see the module docstring)."""
+    return _decode(scores, lengths, False, True)[1]
+
+
+def decode_stack(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """[D,N,M] heads of every matrix by each decoder of DECODERS (Chu–Liu–Edmonds, Eisner), in one compiled call;
+    the same trees as ``chu_liu_edmonds`` and ``eisner``."""
+    return _decode(scores, lengths, True, True)
+
+
+def _decode(scores: torch.Tensor, lengths: torch.Tensor, cle: bool, projective: bool) -> torch.Tensor:
+    """[D,N,M] heads by the chosen decoders (−1 throughout for one not chosen)."""
+    matrices = np.ascontiguousarray(scores.detach().to(torch.float64).cpu().numpy())  # [N,M,M]
+    sizes = np.ascontiguousarray(lengths.detach().cpu().numpy().astype(np.int64))  # [N]
+    parts = min(len(sizes), 8 * numba.get_num_threads())  # a few per thread, for balance
+    return torch.from_numpy(_decode_stack(matrices, sizes, cle, projective, parts))
+
+
+@numba.njit(parallel=True, cache=True)
+def _decode_stack(scores: np.ndarray, lengths: np.ndarray, cle: bool, projective: bool, parts: int) -> np.ndarray:
+    """heads [D,N,M] of every matrix of scores [N,M,M]: the stack cut into parts spread over the threads, each
+    part with its own work space, sized for its longest matrix. Eisner takes each run of up to LANES
+    neighbouring matrices of one length together (``_eisner``)."""
     n, m = scores.shape[0], scores.shape[1]
-    chunk = max(1, CHART_CELLS // (m * m))
-    heads = [_eisner_chunk(scores[i:i + chunk], lengths[i:i + chunk].cpu()) for i in range(0, n, chunk)]
-    return torch.cat(heads) if heads else torch.full((0, m), -1, dtype=torch.long)
-
-
-def _eisner_chunk(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Eisner's chart over the words of every matrix at once, then the single root arc, then the backtrace.
-
-    The charts hold word k at index k−1 and put the stack last, [W,W,N] (W = M−1 words), so that every
-    span of one width is a diagonal and its split points a strided view (``_stripe``): complete[a, b] is
-    the complete span headed by a reaching to b (rightwards when a < b), inner[a, b] the incomplete span
-    with the arc a → b; split[...] keeps the best split point of each for the backtrace. A span of a
-    shorter sentence that runs into its padding is computed but never used: the root step reads spans
-    inside words 1..n only.
-    """
-    n = scores.shape[0]
-    arcs = scores[:, 1:, 1:].permute(1, 2, 0).contiguous()  # [W,W,N] arcs between words
-    w_all = arcs.shape[0]
-    complete = torch.full_like(arcs, float("-inf"))
-    complete.diagonal(0).fill_(0)
-    inner = torch.full_like(arcs, float("-inf"))
-    split_complete = torch.zeros(arcs.shape, dtype=torch.long)
-    split_inner = torch.zeros(arcs.shape, dtype=torch.long)
-    for w in range(1, w_all):
-        count = w_all - w  # spans (i, j = i + w), i = 0..count−1
-        starts = torch.arange(count)[None, :]  # [1,count]
-        # inner: complete[i, r] + complete[j, r+1], r = i..j−1, plus the arc either way
-        best, arg = (_stripe(complete, count, w) + _stripe(complete, count, w, (w, 1))).max(1)  # [count,N]
-        inner.diagonal(w).copy_(best.T + arcs.diagonal(w))
-        inner.diagonal(-w).copy_(best.T + arcs.diagonal(-w))
-        split_inner.diagonal(w).copy_(arg.T + starts)
-        split_inner.diagonal(-w).copy_(arg.T + starts)
-        # complete[j, i] (leftwards): complete[r, i] + inner[j, r], r = i..j−1
-        best, arg = (_stripe(complete, count, w, (0, 0), vertical=True) + _stripe(inner, count, w, (w, 0))).max(1)
-        complete.diagonal(-w).copy_(best.T)
-        split_complete.diagonal(-w).copy_(arg.T + starts)
-        # complete[i, j] (rightwards): inner[i, r] + complete[r, j], r = i+1..j
-        best, arg = (_stripe(inner, count, w, (0, 1)) + _stripe(complete, count, w, (1, w), vertical=True)).max(1)
-        complete.diagonal(w).copy_(best.T)
-        split_complete.diagonal(w).copy_(arg.T + starts + 1)
-    # the root takes one word a: complete[a, 0] + complete[a, n−1] + score(0 → a)
-    rows = torch.arange(n)
-    words = torch.arange(w_all)  # [W]
-    by_matrix = complete.permute(2, 0, 1)  # [N,W,W]
-    total = by_matrix[:, :, 0] + by_matrix[rows, :, lengths - 1] + scores[:, 0, 1:]  # [N,W]
-    total = total.masked_fill(words[None, :] >= lengths[:, None], float("-inf"))
-    return _backtrace(total.argmax(1), lengths, split_complete, split_inner)
-
-
-def _stripe(chart: torch.Tensor, count: int, width: int, offset: tuple[int, int] = (0, 0),
-            vertical: bool = False) -> torch.Tensor:
-    """A [count,width,N] view of chart [W,W,N]: element [p, q] is chart[o0 + p, o1 + p + q], or with
-    vertical chart[o0 + p + q, o1 + p] (no copy)."""
-    size, cell = chart.shape[1], chart.stride(1)
-    stride = ((size + 1) * cell, (size if vertical else 1) * cell, *chart.stride()[2:])
-    return chart.as_strided((count, width, *chart.shape[2:]), stride, (offset[0] * size + offset[1]) * cell)
-
-
-def _backtrace(root_child: torch.Tensor, lengths: torch.Tensor, split_complete: torch.Tensor,
-               split_inner: torch.Tensor) -> torch.Tensor:
-    """Heads [N,M] from the chart's split points: the spans of the best tree are marked from the widest down.
-
-    A complete span may open an incomplete span of its own width (r = j or r = i), so at each width the
-    complete spans are expanded before the incomplete ones; every other span they open is narrower.
-    Chart indices are words − 1 (see ``_eisner_chunk``).
-    """
-    w_all, n = split_complete.shape[0], split_complete.shape[2]
-    rows = torch.arange(n)
-    heads = torch.full((n, w_all + 1), -1, dtype=torch.long)
-    heads[rows, root_child + 1] = 0
-    use_complete = torch.zeros(split_complete.shape, dtype=torch.bool)  # [W,W,N]
-    use_inner = torch.zeros(split_complete.shape, dtype=torch.bool)
-    use_complete[root_child, 0, rows] = True
-    use_complete[root_child, lengths - 1, rows] = True
-    for w in range(w_all - 1, 0, -1):
-        m, i = use_complete.diagonal(w).nonzero(as_tuple=True)  # rightwards complete[i, i+w] of matrix m
-        r = split_complete[i, i + w, m]
-        use_inner[i, r, m] = True
-        use_complete[r, i + w, m] = True
-        m, i = use_complete.diagonal(-w).nonzero(as_tuple=True)  # leftwards complete[i+w, i]
-        r = split_complete[i + w, i, m]
-        use_complete[r, i, m] = True
-        use_inner[i + w, r, m] = True
-        for head_first in (True, False):  # inner[i, i+w] (arc i → i+w), then inner[i+w, i]
-            m, i = use_inner.diagonal(w if head_first else -w).nonzero(as_tuple=True)
-            head, dependent = (i, i + w) if head_first else (i + w, i)
-            heads[m, dependent + 1] = head + 1
-            r = split_inner[head, dependent, m]
-            use_complete[i, r, m] = True
-            use_complete[i + w, r + 1, m] = True
+    heads = np.full((2, n, m), -1, dtype=np.int64)
+    for part in numba.prange(parts):
+        start, stop = part * n // parts, (part + 1) * n // parts
+        longest = 1
+        for i in range(start, stop):
+            longest = max(longest, lengths[i])
+        if cle:
+            cle_space = _cle_space(longest + 1)
+            for i in range(start, stop):
+                _cle(scores[i], lengths[i], heads[0, i], cle_space)
+        if projective:
+            eisner_space = _eisner_space(longest)
+            i = start
+            while i < stop:
+                run = i + 1
+                while run < stop and run - i < LANES and lengths[run] == lengths[i]:
+                    run += 1
+                _eisner(scores[i:run], lengths[i], heads[1, i:run], eisner_space)
+                i = run
     return heads
 
 
 @numba.njit(cache=True)
-def _cle_stack(scores: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """heads [N,M] of every matrix of scores [N,M,M] (the loop over matrices runs compiled)."""
-    n, m = scores.shape[0], scores.shape[1]
-    heads = np.full((n, m), -1, dtype=np.int64)
-    for i in range(n):
-        size = lengths[i] + 1
-        block = scores[i, :size, :size].copy()
-        low, high = np.inf, -np.inf
-        for h in range(size):
-            for d in range(1, size):
-                if h != d:
-                    low = min(low, block[h, d])
-                    high = max(high, block[h, d])
-        penalty = (high - low) * lengths[i] + 1.0  # larger than the spread of all tree scores
+def _eisner_space(words: int):
+    """Eisner's work space for LANES matrices of up to `words` words (see ``_eisner``)."""
+    return (np.empty((words + 1, words + 1, LANES)), np.empty((words, words, LANES)),
+            np.empty((words, words, LANES)), np.empty((words, words, LANES), dtype=np.int64),
+            np.empty((words, words, LANES), dtype=np.int64), np.empty(LANES), np.empty(LANES, dtype=np.int64),
+            np.empty((4 * words, 3), dtype=np.int64))
+
+
+@numba.njit(cache=True)
+def _eisner(scores: np.ndarray, n: int, heads: np.ndarray, space) -> None:
+    """Write into heads [K,M] the best projective trees of scores [K,M,M] (K ≤ LANES matrices, each over the
+    root and the same n words), one root arc each.
+
+    The K matrices are decoded side by side: every chart cell holds K lanes, the innermost axis, so that each
+    step is one vectorised loop over them. Charts over the words, word k at index k−1 (their [:n, :n, :K]
+    corner): complete[a, b] the best complete span headed by a reaching to b (rightwards when a < b),
+    inner[a, b] the best incomplete span with the arc a → b; split_complete and split_inner keep each span's
+    first best split point (a later one replaces it only when strictly better) for the backtrace.
+    """
+    arcs, complete, inner, split_complete, split_inner, best, arg, stack = space
+    lanes = scores.shape[0]
+    for h in range(n + 1):
+        for d in range(n + 1):
+            for k in range(lanes):
+                arcs[h, d, k] = scores[k, h, d]
+    for a in range(n):
+        complete[a, a, :lanes] = 0.0
+    for w in range(1, n):
+        for i in range(n - w):
+            j = i + w
+            # inner: complete[i, r] + complete[j, r+1], r = i..j−1, plus the arc either way
+            for k in range(lanes):
+                best[k] = complete[i, i, k] + complete[j, i + 1, k]
+                arg[k] = i
+            for r in range(i + 1, j):
+                _better(complete, i, r, complete, j, r + 1, r, best, arg, lanes)
+            for k in range(lanes):
+                inner[i, j, k] = best[k] + arcs[i + 1, j + 1, k]
+                inner[j, i, k] = best[k] + arcs[j + 1, i + 1, k]
+                split_inner[i, j, k] = arg[k]
+                split_inner[j, i, k] = arg[k]
+            # complete[j, i] (leftwards): complete[r, i] + inner[j, r], r = i..j−1
+            for k in range(lanes):
+                best[k] = complete[i, i, k] + inner[j, i, k]
+                arg[k] = i
+            for r in range(i + 1, j):
+                _better(complete, r, i, inner, j, r, r, best, arg, lanes)
+            for k in range(lanes):
+                complete[j, i, k] = best[k]
+                split_complete[j, i, k] = arg[k]
+            # complete[i, j] (rightwards): inner[i, r] + complete[r, j], r = i+1..j
+            for k in range(lanes):
+                best[k] = inner[i, i + 1, k] + complete[i + 1, j, k]
+                arg[k] = i + 1
+            for r in range(i + 2, j + 1):
+                _better(inner, i, r, complete, r, j, r, best, arg, lanes)
+            for k in range(lanes):
+                complete[i, j, k] = best[k]
+                split_complete[i, j, k] = arg[k]
+    for k in range(lanes):
+        # the root takes one word a: complete[a, 0] + complete[a, n−1] + score(0 → a)
+        root, top = 0, complete[0, 0, k] + complete[0, n - 1, k] + arcs[0, 1, k]
+        for a in range(1, n):
+            total = complete[a, 0, k] + complete[a, n - 1, k] + arcs[0, a + 1, k]
+            if total > top:
+                root, top = a, total
+        heads[k, root + 1] = 0
+        _backtrace(root, n, split_complete[:, :, k], split_inner[:, :, k], stack, heads[k])
+
+
+@numba.njit(cache=True)
+def _better(left: np.ndarray, a: int, b: int, right: np.ndarray, c: int, d: int, split: int, best: np.ndarray,
+            arg: np.ndarray, lanes: int) -> None:
+    """Lane by lane, split point `split` (total left[a, b] + right[c, d]) replaces best, arg [K] where strictly
+    better."""
+    for k in range(lanes):
+        total = left[a, b, k] + right[c, d, k]
+        better = total > best[k]
+        best[k] = total if better else best[k]
+        arg[k] = split if better else arg[k]
+
+
+@numba.njit(cache=True)
+def _backtrace(root: int, n: int, split_complete: np.ndarray, split_inner: np.ndarray, stack: np.ndarray,
+               heads: np.ndarray) -> None:
+    """Write the heads of the best tree's arcs, from the root word's two complete spans down (chart indices are
+    words − 1, see ``_eisner``), with a stack [4n,3] of spans (kind, a, b): kind 0 complete[a, b], 1 inner[a, b].
+    Pushes: the root's 2 spans, then 2 for each of the n − 1 inner and n − 1 wider complete spans."""
+    stack[0, 0], stack[0, 1], stack[0, 2] = 0, root, 0
+    stack[1, 0], stack[1, 1], stack[1, 2] = 0, root, n - 1
+    top = 2
+    while top > 0:
+        top -= 1
+        kind, a, b = stack[top, 0], stack[top, 1], stack[top, 2]
+        if a == b:
+            continue
+        r = split_inner[a, b] if kind == 1 else split_complete[a, b]
+        if kind == 1:  # inner[a, b]: the arc a → b, then complete[low, r] and complete[high, r+1]
+            heads[b + 1] = a + 1
+            stack[top, 0], stack[top, 1], stack[top, 2] = 0, min(a, b), r
+            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2] = 0, max(a, b), r + 1
+        else:  # complete[a, b]: inner[a, r] and complete[r, b] (either way)
+            stack[top, 0], stack[top, 1], stack[top, 2] = 1, a, r
+            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2] = 0, r, b
+        top += 2
+
+
+@numba.njit(cache=True)
+def _cle_space(m: int):
+    """Chu–Liu–Edmonds' work space for up to m nodes and their m − 1 contractions (see ``_cle``)."""
+    size = 2 * m
+    return (np.empty((size, size)), np.empty((size, size), dtype=np.int64), np.empty((size, size), dtype=np.int64),
+            np.empty((9, size), dtype=np.int64), np.empty((2, size), dtype=np.bool_))
+
+
+@numba.njit(cache=True)
+def _cle(scores: np.ndarray, n: int, heads: np.ndarray, space) -> None:
+    """Write into heads [M] the maximum spanning arborescence of scores [M,M] over the root (node 0) and words
+    1..n with one root arc: every root arc lowered by more than the spread of all tree scores.
+
+    Chu–Liu–Edmonds with explicit contraction: each cycle of best incoming arcs (the first one found from the
+    lowest node up) becomes a new node (ids n+1, n+2, ...); arcs keep the original (head, dependent) they
+    stand for (orig_head, orig_dep), and the contractions are undone newest first. ``alive`` lists the nodes
+    not contracted yet, ascending; only their rows and columns of the work space are ever read.
+
+    A node's best incoming arc is looked for again only when it came from a node just contracted: any other
+    node's stays best, as the new node's arc into it is a contracted node's, no better, and has a higher id.
+    When it did come from one, the new node carries that same score (the best of the cycle's arcs), so it
+    is the new best unless another node ties with the old best: ``tied`` marks the nodes where one may.
+    """
+    score, orig_head, orig_dep, ints, flags = space
+    alive, best_in, state, parent, cycle_in, entering, cycles, cycle_start, contractions = (
+        ints[0], ints[1], ints[2], ints[3], ints[4], ints[5], ints[6], ints[7], ints[8])
+    tied, on_cycle = flags[0], flags[1]
+    size = n + 1  # nodes: the root and the words
+    low, high = np.inf, -np.inf
+    for h in range(size):
         for d in range(1, size):
-            block[0, d] -= penalty
-        heads[i, :size] = _cle(block)
-    return heads
-
-
-@numba.njit(cache=True)
-def _cle(weights: np.ndarray) -> np.ndarray:
-    """Heads [n] of the maximum spanning arborescence rooted at node 0 of weights [n,n] (weights[h, d]: the
-    arc h → d); heads[0] = −1. Chu–Liu–Edmonds with explicit contraction: each cycle of best incoming arcs
-    becomes a new node (ids n, n+1, ...); arcs keep the original (head, dependent) they stand for, and
-    the contractions are undone newest first."""
-    n = weights.shape[0]
-    size = 2 * n  # at most n − 1 contractions
-    score = np.full((size, size), -np.inf)
-    orig_head = np.full((size, size), -1, dtype=np.int64)
-    orig_dep = np.full((size, size), -1, dtype=np.int64)
-    for h in range(n):
-        for d in range(1, n):
             if h != d:
-                score[h, d] = weights[h, d]
-                orig_head[h, d] = h
-                orig_dep[h, d] = d
-    active = np.zeros(size, dtype=np.bool_)
-    active[:n] = True
-    parent = np.full(size, -1, dtype=np.int64)  # the contracted node each node went into
-    cycle_in = np.full(size, -1, dtype=np.int64)  # a cycle member's best incoming node when contracted
-    best_in = np.full(size, -1, dtype=np.int64)
-    contractions = np.zeros(n, dtype=np.int64)  # ids of the contracted nodes, in order
+                low = min(low, scores[h, d])
+                high = max(high, scores[h, d])
+    penalty = (high - low) * n + 1.0  # larger than the spread of all tree scores
+    for h in range(size):
+        for d in range(size):
+            if d == 0 or h == d:
+                score[h, d], orig_head[h, d], orig_dep[h, d] = -np.inf, -1, -1
+            else:
+                score[h, d] = scores[h, d] - penalty if h == 0 else scores[h, d]
+                orig_head[h, d], orig_dep[h, d] = h, d
+        alive[h] = h
+        on_cycle[h] = False
+        parent[h] = -1  # the contracted node each node went into
+    living = size
     made = 0
-    nodes = n
+    cycle_start[0] = 0  # contraction j's cycle: cycles[cycle_start[j]:cycle_start[j + 1]]
+    nodes = size
+    for v in range(1, size):
+        best_in[v] = _best_incoming(score, alive, living, v, tied)
     while True:
-        for v in range(1, nodes):
-            if active[v]:
-                best = -1
-                for u in range(nodes):
-                    if active[u] and u != v and (best < 0 or score[u, v] > score[best, v]):
-                        best = u
-                best_in[v] = best
-        cycle_node = _find_cycle(best_in, active, nodes)
+        cycle_node = _find_cycle(best_in, alive, living, state)
         if cycle_node < 0:
             break
         new = nodes
         nodes += 1
-        member = np.zeros(size, dtype=np.bool_)
+        # the cycle, ascending, into cycles[first:last]; the nodes left alive, then the new one
+        first = cycle_start[made]
+        last = first
         v = cycle_node
-        while not member[v]:
-            member[v] = True
+        while not on_cycle[v]:
+            on_cycle[v] = True
+            cycles[last] = v
+            last += 1
             v = best_in[v]
-        for v in range(new):
-            if member[v]:
-                active[v] = False
-                parent[v] = new
-                cycle_in[v] = best_in[v]
-        for u in range(new):
-            if not active[u]:
-                continue
-            for v in range(new):  # arcs into the cycle: gain over the arc they replace
-                if member[v] and score[u, v] > -np.inf:
-                    gain = score[u, v] - score[best_in[v], v]
-                    if orig_head[u, new] < 0 or gain > score[u, new]:
-                        score[u, new] = gain
-                        orig_head[u, new], orig_dep[u, new] = orig_head[u, v], orig_dep[u, v]
-            for v in range(new):  # arcs out of the cycle: the best member's
-                if member[v] and score[v, u] > -np.inf and (orig_head[new, u] < 0 or score[v, u] > score[new, u]):
+        cycles[first:last].sort()
+        kept = 0
+        for k in range(living):
+            u = alive[k]
+            if on_cycle[u]:
+                on_cycle[u] = False
+                parent[u] = new
+                cycle_in[u] = best_in[u]
+            else:
+                alive[kept] = u
+                kept += 1
+                score[u, new], score[new, u] = -np.inf, -np.inf
+        living = kept
+        on_cycle[new] = False
+        for c in range(first, last):
+            v = cycles[c]
+            replaced = score[best_in[v], v]
+            for k in range(living):
+                u = alive[k]
+                gain = score[u, v] - replaced  # arcs into the cycle: gain over the arc they replace
+                if score[u, v] > -np.inf and gain > score[u, new]:
+                    score[u, new] = gain
+                    orig_head[u, new], orig_dep[u, new] = orig_head[u, v], orig_dep[u, v]
+                if score[v, u] > score[new, u]:  # arcs out of the cycle: the best member's
                     score[new, u] = score[v, u]
                     orig_head[new, u], orig_dep[new, u] = orig_head[v, u], orig_dep[v, u]
-        active[new] = True
+        alive[living] = new
+        living += 1
+        parent[new] = -1
+        for k in range(1, living - 1):
+            v = alive[k]
+            old = best_in[v]
+            if parent[old] != new:
+                tied[v] |= score[new, v] == score[old, v]
+            elif not tied[v] and score[new, v] == score[old, v]:
+                best_in[v] = new
+            else:
+                best_in[v] = _best_incoming(score, alive, living, v, tied)
+        best_in[new] = _best_incoming(score, alive, living, new, tied)
         contractions[made] = new
         made += 1
-    heads = np.full(n, -1, dtype=np.int64)
-    entering = np.full(size, -1, dtype=np.int64)  # the original node an arc into each node lands on
-    for v in range(1, nodes):
-        if active[v]:
-            heads[orig_dep[best_in[v], v]] = orig_head[best_in[v], v]
-            entering[v] = orig_dep[best_in[v], v]
+        cycle_start[made] = last
+    for k in range(1, living):
+        v = alive[k]
+        heads[orig_dep[best_in[v], v]] = orig_head[best_in[v], v]
+        entering[v] = orig_dep[best_in[v], v]
     for j in range(made - 1, -1, -1):  # undo the contractions, newest first
         c = contractions[j]
-        inside = entering[c]
-        while parent[inside] != c:  # the cycle member that holds the node the entering arc lands on
+        inside = entering[c]  # the original node the arc into c lands on, then the cycle member holding it
+        while parent[inside] != c:
             inside = parent[inside]
-        for v in range(c):
-            if parent[v] == c and v != inside:  # every other member keeps its arc of the cycle
+        for k in range(cycle_start[j], cycle_start[j + 1]):
+            v = cycles[k]
+            if v != inside:  # every other member keeps its arc of the cycle
                 u = cycle_in[v]
                 heads[orig_dep[u, v]] = orig_head[u, v]
                 entering[v] = orig_dep[u, v]
         entering[inside] = entering[c]
-    return heads
 
 
 @numba.njit(cache=True)
-def _find_cycle(best_in: np.ndarray, active: np.ndarray, nodes: int) -> int:
-    """A node on a cycle of best incoming arcs among the active nodes, or −1 when there is none."""
-    state = np.zeros(nodes, dtype=np.int64)  # 0 unseen, 1 on the current walk, 2 done
-    for start in range(1, nodes):
-        if not active[start] or state[start]:
+def _best_incoming(score: np.ndarray, alive: np.ndarray, living: int, v: int, tied: np.ndarray) -> int:
+    """The node u ≠ v of alive[:living] of the highest score[u, v], the lowest id among ties (alive ascending);
+    tied[v]: whether there are."""
+    best = -1
+    tied[v] = False
+    for k in range(living):
+        u = alive[k]
+        if u != v:
+            if best < 0 or score[u, v] > score[best, v]:
+                best = u
+                tied[v] = False
+            elif score[u, v] == score[best, v]:
+                tied[v] = True
+    return best
+
+
+@numba.njit(cache=True)
+def _find_cycle(best_in: np.ndarray, alive: np.ndarray, living: int, state: np.ndarray) -> int:
+    """A node on a cycle of best incoming arcs among the nodes alive[:living] (ascending; the root first), the
+    first one met walking from each node up, or −1 when there is none (state: work space)."""
+    for k in range(living):
+        state[alive[k]] = 0  # 0 unseen, 1 on the current walk, 2 done
+    for k in range(1, living):
+        start = alive[k]
+        if state[start]:
             continue
         v = start
         while v != 0 and state[v] == 0:

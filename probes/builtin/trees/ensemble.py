@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import torch
 
-from probes.builtin.trees.decoders import CHART_CELLS, chu_liu_edmonds
+from probes.builtin.trees.decoders import chu_liu_edmonds
 from probes.builtin.trees.sample import SelectionSample
 from probes.builtin.trees.scoring import arc_scores, attached
+
+STACK_CELLS = 2**22  # most matrix cells (sentences × heads × M × M, float64) a chunk of the sample holds
 
 
 def decode_main(attention: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -41,7 +43,7 @@ def select_heads(sample: SelectionSample, most: int) -> list[tuple[int, int, flo
             candidates = (base + maps) / (len(chosen) + 1)  # [b,LH,M,M]
             predicted = decode_main(candidates, lengths[:, None])  # [b,LH,M]
             dependents, gold_heads, rows = gold
-            directed, _ = attached(predicted.transpose(0, 1)[:, rows], dependents, gold_heads)  # [LH,N]
+            directed, _ = attached(predicted.transpose(0, 1), rows, dependents, gold_heads)  # [LH,N]
             hits += directed.sum(1)
         hits[chosen] = -1  # a head joins once
         best = int(hits.argmax())
@@ -54,14 +56,14 @@ def select_heads(sample: SelectionSample, most: int) -> list[tuple[int, int, flo
 
 
 def _chunks(sample: SelectionSample):
-    """The sample by length, in stacks that keep about CHART_CELLS cells: maps [b,LH,M,M] float64, the gold
+    """The sample by length, in stacks that keep about STACK_CELLS cells: maps [b,LH,M,M] float64, the gold
     arcs (dependent, head, stack row, each [N]) and lengths [b]."""
     order = sorted(range(len(sample)), key=lambda i: len(sample.gold[i]))
     heads = sample.layers * sample.heads
     start = 0
     while start < len(order):
         stop = start + 1
-        while stop < len(order) and (stop - start + 1) * heads * (len(sample.gold[order[stop]]) + 1) ** 2 <= CHART_CELLS:
+        while stop < len(order) and (stop - start + 1) * heads * (len(sample.gold[order[stop]]) + 1) ** 2 <= STACK_CELLS:
             stop += 1
         part = order[start:stop]
         size = len(sample.gold[part[-1]]) + 1

@@ -19,7 +19,7 @@ selection split (the fit phase: ``--select-on FILE``, else the scored corpus its
 averaged per sentence and decoded with the main variant (probes.builtin.trees.ensemble, .sample).
 
 Sentences of different lengths share a batch: each is decoded over its own n+1 nodes only, so padding
-changes no tree. All L×H trees of a batch-layer, both forms, are decoded in one call per decoder.
+changes no tree. All L×H trees of a batch-layer, both forms and both decoders, are decoded in one compiled call.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import torch
 
 from probes.batching import Batch
 from probes.bootstrap import attach_intervals
-from probes.builtin.trees.decoders import chu_liu_edmonds, eisner
+from probes.builtin.trees.decoders import DECODERS, decode_stack
 from probes.builtin.trees.details import format_trees
 from probes.builtin.trees.ensemble import decode_main, select_heads
 from probes.builtin.trees.sample import SelectionSample, sentence_keys
@@ -38,7 +38,6 @@ from probes.probe import LabelSums, Option, Probe, ratio
 from probes.registry import register
 from probes.results import LabelScores, ProbeResult, RunInfo
 
-DECODERS = ("cle", "eisner")
 MAIN = "cle_attention"
 BASELINES = ("right_branching", "left_branching")
 
@@ -84,11 +83,12 @@ class TreesProbe(Probe):
         rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
         attention = maps.word_attention[..., :-1, :-1].double().cpu()  # [B,H,M,M] root and words
         b, h, m = attention.shape[0], attention.shape[1], attention.shape[-1]
-        stack = torch.stack([arc_scores(attention, form) for form in FORMS]).reshape(-1, m, m)  # [F·B·H,M,M]
-        lengths = batch.n_words[None, :, None].expand(len(FORMS), b, h).reshape(-1)
-        predicted = torch.stack([decode(stack, lengths) for decode in (chu_liu_edmonds, eisner)])  # [D,F·B·H,M]
-        predicted = predicted.view(len(DECODERS), len(FORMS), b, h, m).transpose(3, 2)[:, :, :, rows]  # [D,F,H,N,M]
-        directed, undirected = attached(predicted, dependents, heads)  # [D,F,H,N]
+        # a sentence's matrices side by side, so that Eisner decodes them together (decoders.LANES)
+        stack = torch.stack([arc_scores(attention, form) for form in FORMS], 1).reshape(-1, m, m)  # [B·F·H,M,M]
+        lengths = batch.n_words.repeat_interleave(len(FORMS) * h)  # [B·F·H]
+        predicted = decode_stack(stack, lengths)  # [D,B·F·H,M]
+        predicted = predicted.view(len(DECODERS), b, len(FORMS), h, m).permute(0, 2, 3, 1, 4)  # [D,F,H,B,M]
+        directed, undirected = attached(predicted, rows, dependents, heads)  # [D,F,H,N]
         self.hits[:, :, 0, maps.layer] += directed.sum(-1)
         self.hits[:, :, 1, maps.layer] += undirected.sum(-1)
         weights = self.bootstrap.weights(batch)  # [R,B] or None
@@ -112,7 +112,7 @@ class TreesProbe(Probe):
         self._pending += attention[:, mine].sum(1)
         if layer == self.layers - 1:
             predicted = decode_main(self._pending / len(chosen), n_words)  # [B,M]
-            directed, undirected = attached(predicted[rows], dependents, heads)
+            directed, undirected = attached(predicted, rows, dependents, heads)
             self.ensemble_hits += torch.stack([directed.sum(), undirected.sum()])
             self._pending = None
 

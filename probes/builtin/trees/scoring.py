@@ -19,12 +19,14 @@ def arc_scores(attention: torch.Tensor, form: str) -> torch.Tensor:
     return transposed if form == "attention" else (attention + transposed) / 2
 
 
-def attached(predicted: torch.Tensor, dependents: torch.Tensor, heads: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def attached(predicted: torch.Tensor, rows: torch.Tensor, dependents: torch.Tensor,
+             heads: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Whether each gold arc is in predicted trees, directed and undirected.
 
-    predicted [..,N,M]: for each gold arc's sentence, the predicted head of every node (−1 at the root);
-    dependents, heads [N]: the gold arcs (head 0: the root). Directed: the dependent's predicted head is
-    the gold head; undirected: that, or the gold head's predicted head is the dependent. Returns two [..,N]."""
-    directed = predicted.gather(-1, dependents[:, None].expand(*predicted.shape[:-1], 1))[..., 0] == heads
-    reverse = predicted.gather(-1, heads[:, None].expand(*predicted.shape[:-1], 1))[..., 0] == dependents
+    predicted [..,B,M]: the predicted head of every node of each sentence (−1 at the root); rows, dependents,
+    heads [N]: the gold arcs (sentence, dependent, head; head 0: the root). Directed: the dependent's
+    predicted head is the gold head; undirected: that, or the gold head's predicted head is the dependent.
+    Returns two [..,N] (only the N looked-up heads are read, no [..,N,M] copy)."""
+    directed = predicted[..., rows, dependents] == heads
+    reverse = predicted[..., rows, heads] == dependents
     return directed, directed | (reverse & (heads > 0))
