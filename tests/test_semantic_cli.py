@@ -161,7 +161,9 @@ def test_frames_standard_test_documents(framenet, standard_test_keyword, tmp_pat
     assert len(data["corpus"]) == 22 and "missing_document" not in data["skipped_reasons"]
     assert data["options"]["documents"] == str(listed) and data["settings"]["batch_size"] == 32
     assert 0 < data["instances"]["scored"] < 477 and data["overall"]["count"] == data["instances"]["scored"]
-    assert all(v["count"] >= 5 for v in data["labels"].values())
+    assert data["settings"]["min_count"] == 5  # every FE name kept; those under 5 instances marked
+    assert all(v["below_min_count"] == (v["count"] < 5) for v in data["labels"].values())
+    assert any(v["below_min_count"] for v in data["labels"].values())
     # --documents standard-test reads the same documents (the missing one counted) and, at another batch
     # size, gives the same scores
     keyword = standard_test_keyword
