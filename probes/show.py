@@ -16,7 +16,7 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
     Labels below the run's minimum count are left out unless `all_labels`; a label with no single best head
     (``BestHead.reason``) says why; where ``--select-on`` chose the heads, their score on the selection split
     is a column too. Below the table: a warning naming the labels whose best head does not beat its best
-    baseline."""
+    baseline, or (with intervals) whose margin over it has an interval that reaches 0."""
     info = result.info
     baselines = result.baselines.get("labels", {})
     select_on = info.settings.get("select_on")
@@ -52,11 +52,16 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
             line += f"  {offset:<12}{base['best']:>7.3f}{best.score - base['best']:>+8.3f}"
             if intervals:
                 line += f"  {_interval(entry.best and (entry.best.margin_low, entry.best.margin_high), '+.3f')}"
+            margin_low = entry.best.margin_low if intervals and entry.best is not None else None
             if not best.score > base["best"]:
                 beaten.append(f"{name} ({best.name} {best.score:.3f} ≤ {offset} {base['best']:.3f})")
+            elif margin_low is not None and not margin_low > 0:  # above the baseline, but not beyond resampling
+                beaten.append(f"{name} ({best.name}: margin over {offset} {best.score - base['best']:+.3f}, "
+                              f"its interval reaches {margin_low:+.3f})")
         lines.append(line.rstrip())
     if beaten:
-        lines.append(f"warning: best head not above its best offset baseline: {', '.join(beaten)}")
+        lines.append(f"warning: best head not above its best offset baseline{' (or its interval)' if intervals else ''}: "
+                     f"{', '.join(beaten)}")
     hidden = len(result.labels) - len(shown)
     if hidden:
         lines.append(f"{hidden} labels below the minimum count ({result.min_count} instances) not shown; "
