@@ -17,12 +17,14 @@ from probes.results import best_head
 
 @dataclass
 class Grid:
-    """One [L,H] grid to draw: its scores, title, and colour limits (None: the grid's own range)."""
+    """One [L,H] grid to draw: its scores, title, colour limits (None: the grid's own range), and `marked`, an
+    [L,H] bool grid of heads drawn with a white dot (e.g. whose interval lies above the best baseline) or None."""
 
     scores: np.ndarray
     title: str
     vmin: float | None = 0.0
     vmax: float | None = 1.0
+    marked: np.ndarray | None = None
 
 
 def heatmap_png(scores: np.ndarray, title: str, subtitle: str = "", *, vmin: float | None = 0.0,
@@ -55,10 +57,13 @@ def heatmap_pngs(grids: list[Grid], subtitle: str = "", *, cmap: str = "viridis"
     ax.tick_params(labelsize=7)
     box = ax.add_patch(Rectangle((0, 0), 1, 1, fill=False, linewidth=2,
                                  edgecolor="black" if mark == "min" else "red"))
+    dots = ax.scatter([], [], s=9, c="white", edgecolors="black", linewidths=0.4)
     pngs = []
     for grid in grids:
         scores = np.asarray(grid.scores, dtype=float)
         image.set_data(np.ma.masked_invalid(scores))
+        layers_marked, heads_marked = np.nonzero(grid.marked) if grid.marked is not None else ([], [])
+        dots.set_offsets(np.column_stack([heads_marked, layers_marked]).reshape(-1, 2))
         finite = scores[np.isfinite(scores)]
         low = grid.vmin if grid.vmin is not None else (finite.min() if finite.size else 0.0)
         high = grid.vmax if grid.vmax is not None else (finite.max() if finite.size else 1.0)
@@ -82,18 +87,22 @@ def heatmap_pngs(grids: list[Grid], subtitle: str = "", *, cmap: str = "viridis"
 def overview_png(grids: list[Grid], title: str, *, cmap: str = "viridis") -> bytes:
     """Small multiples: every grid (one shape [L,H], one colour scale: the first grid's limits, or the range of
     all where those are None) as a tile of one image, its title above it and its best head (where one head is best,
-    probes.results.best_head) boxed in red."""
+    probes.results.best_head) boxed in red; the heads a grid marks (``Grid.marked``) dotted in white."""
     plt = pyplot()
     layers, heads = grids[0].scores.shape
     columns = max(1, min(len(grids), round(math.sqrt(len(grids) * 1.6 * layers / heads)) or 1))
     rows = math.ceil(len(grids) / columns)
     gap_x, gap_y = 1, 3  # cells between tiles; the title sits in the vertical gap
     mosaic = np.full((rows * (layers + gap_y), columns * (heads + gap_x)), np.nan)
-    best_x, best_y = [], []
+    best_x, best_y, dot_x, dot_y = [], [], [], []
     for i, grid in enumerate(grids):
         top, left = (i // columns) * (layers + gap_y) + gap_y, (i % columns) * (heads + gap_x)
         scores = np.asarray(grid.scores, dtype=float)
         mosaic[top:top + layers, left:left + heads] = scores
+        if grid.marked is not None:
+            marked_layers, marked_heads = np.nonzero(grid.marked)
+            dot_x += (left + marked_heads).tolist()
+            dot_y += (top + marked_layers).tolist()
         best = best_head(scores)
         if best.found:
             best_x.append(left + best.head)
@@ -108,6 +117,7 @@ def overview_png(grids: list[Grid], title: str, *, cmap: str = "viridis") -> byt
                       interpolation="nearest", aspect="equal")
     ax.scatter(best_x, best_y, marker="s", s=(72 * cell) ** 2 * 0.9, facecolors="none", edgecolors="red",
                linewidths=1.0)
+    ax.scatter(dot_x, dot_y, s=2.5, c="white", edgecolors="none")
     for i, grid in enumerate(grids):
         top, left = (i // columns) * (layers + gap_y) + gap_y, (i % columns) * (heads + gap_x)
         ax.text(left - 0.5, top - 0.8, grid.title, fontsize=6.5, va="bottom", ha="left", clip_on=False)

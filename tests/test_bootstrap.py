@@ -300,3 +300,19 @@ def test_compare_gives_paired_intervals(tiny_encoder, tmp_path, capsys):
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--all-labels"]) == 0
     out = capsys.readouterr().out
     assert "95% interval" in out and "paired bootstrap interval" in out
+
+
+def test_figures_dot_heads_whose_interval_clears_the_baseline(tiny_encoder):
+    """The overview and per-label heatmaps dot the heads whose ci_low lies above the label's best offset baseline."""
+    from probes.presentation import Presentation, above_baseline
+
+    result = probes.run(["dep"], encoder=tiny_encoder, limit=25, replicates=100, progress=False)["dep"]
+    for name, entry in [*result.labels.items(), ("overall", result.overall)]:
+        base = result.baselines["overall"] if name == "overall" else result.baselines["labels"][name]
+        expected = np.nan_to_num(entry.ci_low, nan=-np.inf) > base["best"]
+        np.testing.assert_array_equal(above_baseline(result, name), expected)
+    result.overall.ci_low = np.full_like(result.overall.ci_low, 2.0)  # every head above: every head dotted
+    assert above_baseline(result, "overall").all()
+    assert set(Presentation.figures(result, "labels")) >= {"dep.png", "dep-overall.png"}
+    plain = probes.run(["dep"], encoder=tiny_encoder, limit=25, replicates=0, progress=False)["dep"]
+    assert above_baseline(plain, "overall") is None
