@@ -90,6 +90,13 @@ def test_report_in_chromium(report, browser, tmp_path):
     # two models: a grid each and the delta grid against the reference (A)
     assert len(browser.find_elements(By.CSS_SELECTOR, "#grids .grid-box")) == 3
     assert len(browser.find_elements(By.CSS_SELECTOR, "#grids .delta td.cell")) == 6 * 12
+    # hovering a cell shows its score, its 95% bootstrap interval and its count
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    ActionChains(browser).move_to_element(browser.find_element(
+        By.CSS_SELECTOR, '#grids td.cell[data-model="0"][data-layer="2"][data-head="8"]')).perform()
+    tip = browser.find_element(By.ID, "tip").text
+    assert "L2-H8" in tip and "95% interval [" in tip and "count" in tip
     # the view starts on the best head of overall; click another head of model B
     start = browser.find_element(By.ID, "view-head").text
     cell = browser.find_element(By.CSS_SELECTOR, '#grids td.cell[data-model="1"][data-layer="4"][data-head="9"]')

@@ -99,6 +99,7 @@ def _label(name: str, entry, baseline: dict | None, best: BestHead) -> dict[str,
     return {"name": name, "count": int(entry.count), "scores": json_grid(entry.scores),
             "best": {"l": best.layer, "h": best.head, "v": best.score} if best.found else {"why": best.reason},
             "extra": {k: json_grid(v) for k, v in entry.extra.items()},
+            "interval": None if entry.ci_low is None else {"low": json_grid(entry.ci_low), "high": json_grid(entry.ci_high)},
             "baseline": None if not baseline else {"offset": baseline.get("best_offset"), "score": baseline.get("best")}}
 
 

@@ -182,8 +182,9 @@
       lines.push(`reference ${fmt(ref.scores[l][h])} · Δ ${fmt(label.scores[l][h] - ref.scores[l][h])}`);
     }
     const extra = label.extra || {};
-    if (extra.low && extra.high) lines.push(`interval [${fmt(extra.low[l][h])}, ${fmt(extra.high[l][h])}]`);
-    Object.keys(extra).filter(k => k !== "low" && k !== "high").forEach(k => lines.push(`${k} ${fmt(extra[k][l][h])}`));
+    const ci = label.interval;
+    if (ci && kind !== "delta") lines.push(`95% interval [${fmt(ci.low[l][h])}, ${fmt(ci.high[l][h])}]`);
+    Object.keys(extra).forEach(k => lines.push(`${k} ${fmt(extra[k][l][h])}`));
     lines.push(`count ${label.count}`);
     if (label.baseline) lines.push(`baseline offset ${label.baseline.offset > 0 ? "+" : ""}${label.baseline.offset}: ${fmt(label.baseline.score)}`);
     const t = $("tip");
