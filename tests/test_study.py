@@ -125,6 +125,15 @@ def test_study_equals_plain_runs_and_a_second_run_does_nothing(models, second_co
     assert list(table.columns) == ["model", "probe", "label", "layer", "head", "score", "count"]
     pd.testing.assert_frame_equal(table, done.frame)
     pd.testing.assert_frame_equal(pd.read_csv(out / "study.csv"), done.frame, check_exact=False, rtol=1e-15)
+    # the reference (a) against b, with paired intervals: the plain comparison of the two models' results
+    from probes.compare.results_diff import compare_results
+
+    changes = pd.read_csv(out / "study-deltas.csv")
+    assert set(changes.model) == {"b"} and set(changes.probe) == {"dep", "pos", "mass"}
+    expected = compare_results(done.results["a"], done.results["b"]).to_frame()
+    pd.testing.assert_frame_equal(changes.drop(columns="model")[["probe", "label", "delta_best", "delta_low", "delta_high"]],
+                                  expected[["probe", "label", "delta_best", "delta_low", "delta_high"]],
+                                  check_exact=False, rtol=1e-12)
     record = json.loads((out / "study.json").read_text())
     assert record["timings"]["units_run"] == 6 and {u["status"] for u in record["units"]} == {"ran"}
     assert all(u["seconds"] > 0 and u["worker"] for u in record["units"])

@@ -1,6 +1,7 @@
 """What a study writes from its finished units: per model the results files of ``probes run``, one tidy
 table of the whole study (``study.parquet``, ``study.csv``), ``study.json``, and per probe a figure of each
-label's best-head score against the models in the study's order (``study-<probe>.png``: a trajectory's steps).
+label's best-head score against the models in the study's order (``study-<probe>.png``: a trajectory's steps),
+and the reference against each other model with paired intervals (``study-deltas.csv``).
 
 A model's results for a corpus group are rewritten only when the units they are merged from changed
 (their keys, recorded in study.json, differ), the figures asked for changed, or a file is missing; the table and study.json only when
@@ -27,6 +28,7 @@ from probes.studies.units import Unit, UnitStore
 
 STUDY_JSON = "study.json"
 TABLES = ("study.parquet", "study.csv")
+DELTAS = "study-deltas.csv"
 COLUMNS = ["model", "probe", "label", "layer", "head", "score", "count"]
 FIGURE_LABELS = 10  # labels drawn per probe in study-<probe>.png besides overall: the most frequent
 
@@ -104,12 +106,29 @@ def figures(table, models: list[str], min_count: int = DEFAULT_MIN_COUNT) -> dic
     return pictures
 
 
-def write_study(out: Path, table, summary: dict[str, Any], pictures: dict[str, bytes]) -> list[Path]:
-    """study.parquet, study.csv, study.json and the figures (``figures``), each atomically."""
+def deltas(made: dict[str, dict[str, ProbeResult]], reference: str):
+    """The reference against each other model (probes.compare.compare_results, reference = A): one row per
+    model × probe × label with both counts and best heads, the change of the best score and its paired
+    bootstrap interval (delta_low, delta_high; flat where it contains 0). None with one model only."""
+    import pandas as pd
+
+    from probes.compare.results_diff import compare_results
+
+    frames = [compare_results(made[reference], results).to_frame().assign(model=model)
+              for model, results in made.items() if model != reference and made[reference].keys() & results.keys()]
+    if not frames:
+        return None
+    table = pd.concat(frames, ignore_index=True)
+    return table[["model", *[c for c in table.columns if c != "model"]]]
+
+
+def write_study(out: Path, table, summary: dict[str, Any], pictures: dict[str, bytes], changes=None) -> list[Path]:
+    """study.parquet, study.csv, study.json, the figures (``figures``) and the reference's paired changes
+    (``deltas``: study-deltas.csv), each atomically."""
     parquet = io.BytesIO()
     table.to_parquet(parquet, index=False)
     return write_result_files(out, {TABLES[0]: parquet.getvalue(), TABLES[1]: table, STUDY_JSON: summary,
-                                    **pictures})
+                                    **pictures, **({DELTAS: changes} if changes is not None else {})})
 
 
 def summary(spec: StudySpec, out: Path, engine: dict[str, Any], units: list[dict[str, Any]],
