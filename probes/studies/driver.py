@@ -79,7 +79,8 @@ def study(source: str | Path | dict[str, Any], out: str | Path | None = None, *,
     records = [{**store.record(u), "model": u.model.name, "status": "ran" if u.key in ran else "cached"}
                for u in units]
     table = outputs.frame(made)
-    if written or before.get("results") != record or not all((folder / f).is_file() for f in outputs.TABLES):
+    expected = [*outputs.TABLES, *([outputs.DELTAS] if len(spec.models) > 1 else [])]
+    if written or before.get("results") != record or not all((folder / f).is_file() for f in expected):
         summary = outputs.summary(spec, folder, {"engine": engine, "workers": workers, "address": address}, records,
                                   record, time.perf_counter() - started)
         pictures = {} if plots in (False, "none") else outputs.figures(table, [m.name for m in spec.models])
