@@ -1,7 +1,8 @@
 """Issue 17's acceptance: a BERT-large-shaped random encoder (16 heads, hidden 1024; 24 and 12 layers) on long
 sentences, whole processes. Peak memory of `probes run dep mass entropy` against the bare SDPA forward pass
 without maps plus 4 layers' maps; its time against the bare eager forward pass WITH attentions over the same
-batches; its peak at 12 vs 24 layers (flat in depth).
+batches; its peak at 12 vs 24 layers (flat in depth), raw and as what the run adds over the bare SDPA pass of
+the same depth (the weights, 50 MB a layer here, grow with depth in both).
 
 The bare passes run twice: as they are, and with glibc's mmap threshold fixed at 1 MB (MALLOC_MMAP_THRESHOLD_,
 what probes.allocator sets inside a run), so that the time ratio is reported against both.
@@ -119,7 +120,8 @@ def test_large_model_memory_and_time(benchmark, tmp_path):
     def measure_all() -> dict:
         bare = {f"{kind}_24{tuned}": _measure("-c", BARE, str(deep), str(corpus), kind, env=env)
                 for kind in ("eager", "sdpa") for tuned, env in (("", None), ("_mmap", MMAP_THRESHOLD))}
-        return {"run_24": _probes_run(deep, corpus), **bare, "run_12": _probes_run(shallow, corpus)}
+        return {"run_24": _probes_run(deep, corpus), **bare, "run_12": _probes_run(shallow, corpus),
+                "sdpa_12": _measure("-c", BARE, str(shallow), str(corpus), "sdpa")}
 
     m = benchmark.pedantic(measure_all, rounds=1, iterations=1)
     one_layer_mb = SENTENCES * HEADS * max(lengths) ** 2 * 4 / 2**20  # [B,H,T,T] float32, one batch
@@ -137,6 +139,12 @@ def test_large_model_memory_and_time(benchmark, tmp_path):
              "peak_ratio_to_target_mmap": round(m["run_24"]["peak_mb"] / (m["sdpa_24_mmap"]["peak_mb"] + 4 * one_layer_mb), 3),
              "run_12_peak_mb": round(m["run_12"]["peak_mb"]),
              "depth_ratio_24_to_12": round(m["run_24"]["peak_mb"] / m["run_12"]["peak_mb"], 3),
+             # the weights grow with depth (50 MB a layer here) in the bare pass too: what the run adds over it
+             "sdpa_12_peak_mb": round(m["sdpa_12"]["peak_mb"]),
+             "added_over_sdpa_24_mb": round(m["run_24"]["peak_mb"] - m["sdpa_24"]["peak_mb"]),
+             "added_over_sdpa_12_mb": round(m["run_12"]["peak_mb"] - m["sdpa_12"]["peak_mb"]),
+             "depth_ratio_added_24_to_12": round((m["run_24"]["peak_mb"] - m["sdpa_24"]["peak_mb"])
+                                                 / (m["run_12"]["peak_mb"] - m["sdpa_12"]["peak_mb"]), 3),
              "load_average": os.getloadavg()[0]}
     benchmark.extra_info.update(facts)
     print("\n" + json.dumps(facts, indent=1))
