@@ -316,3 +316,29 @@ def test_figures_dot_heads_whose_interval_clears_the_baseline(tiny_encoder):
     assert set(Presentation.figures(result, "labels")) >= {"dep.png", "dep-overall.png"}
     plain = probes.run(["dep"], encoder=tiny_encoder, limit=25, replicates=0, progress=False)["dep"]
     assert above_baseline(plain, "overall") is None
+
+
+def test_seg_replicates_add_up_to_its_counts(tiny_encoder, monkeypatch):
+    """seg's word F1 per replicate from per-sentence parts: with every sentence weighing 1 in every replicate,
+    each replicate's F1 is the point F1 of every head exactly (the parts add up to tally's counts)."""
+    from probes.bootstrap import Bootstrap
+
+    def ones(self, batch):
+        return None if not self.replicates else torch.ones(self.replicates, len(batch.sentences), dtype=torch.float64)
+
+    monkeypatch.setattr(Bootstrap, "weights", ones)
+    result = probes.run(["seg"], encoder=tiny_encoder, limit=25, replicates=3, progress=False)["seg"]
+    f1 = result.overall.scores  # [L,H]
+    assert np.isfinite(f1).all()
+    np.testing.assert_array_equal(result.overall.ci_low, f1)
+    np.testing.assert_array_equal(result.overall.ci_high, f1)
+    np.testing.assert_array_equal(result.replicates["overall"], np.full(3, np.nanmax(f1)))
+
+
+def test_seg_intervals_do_not_depend_on_the_batch_size(tiny_encoder):
+    runs = [probes.run(["seg"], encoder=tiny_encoder, limit=25, batch_size=bs, replicates=200, progress=False)["seg"]
+            for bs in (1, 64)]
+    np.testing.assert_array_equal(runs[0].overall.ci_low, runs[1].overall.ci_low)
+    np.testing.assert_array_equal(runs[0].overall.ci_high, runs[1].overall.ci_high)
+    low, high = runs[0].overall.ci_low, runs[0].overall.ci_high
+    assert (low <= high).all() and (low < high).any()

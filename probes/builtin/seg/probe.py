@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
+from probes.bootstrap import add_replicates, attach_interval
 from probes.builtin.seg.kept import Examples, KeptEnds
 from probes.builtin.seg.scoring import COMBINE_RULES, STATS, greedy, metrics, tally, union_ends
 from probes.builtin.seg.units import COUNTS, LENGTH_LABELS, BatchUnits, batch_units, unit_surfaces
@@ -70,6 +71,10 @@ class SegmentationProbe(Probe):
         self.add_state("bucket_words", torch.zeros(len(LENGTH_LABELS), dtype=torch.int64))  # reachable gold words
         self.add_state("kept", KeptEnds(grid))  # every head's ends at every unit, for the ensembles
         self.add_state("examples", Examples())  # every head's segmentation of the first sentences
+        r = self.bootstrap.replicates  # word F1's parts per bootstrap replicate (probes.bootstrap): [R,L,H], [R]
+        self.add_state("replicate_right", torch.zeros(r, layers, heads, dtype=torch.float64))  # right words
+        self.add_state("replicate_predicted", torch.zeros(r, layers, heads, dtype=torch.float64))  # predicted words
+        self.add_state("replicate_gold", torch.zeros(r, dtype=torch.float64))  # gold words
         self._ends: torch.Tensor | None = None  # [N,L,H] the current batch's ends, filled layer by layer
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
@@ -81,10 +86,30 @@ class SegmentationProbe(Probe):
             self.bucket_words += torch.from_numpy(found.bucket_words)
         ends = self._predicted_ends(batch, maps, found)  # [N,H]
         self._ends[:, layer] = ends
+        self._add_replicates(batch, found, ends, layer)
         self.stats[:, layer * heads:(layer + 1) * heads] += tally(ends, found.units)
         if layer == self.layers - 1:
             self._add_batch(batch, found, self._ends.reshape(len(found.units), -1))
             self._ends = None
+
+    def _add_replicates(self, batch: Batch, found: BatchUnits, ends: torch.Tensor, layer: int) -> None:
+        """Word F1's parts per sentence, weighted into the replicates: the words each head predicts and gets
+        right in each sentence (as ``tally`` counts them: a word ends after a unit where the head says so and
+        at the sentence end), and the sentence's gold words."""
+        weights = self.bootstrap.weights(batch)  # [R,B] or None
+        if weights is None:
+            return
+        units = found.units
+        full = ends | units.final[:, None]  # [N,H] a word ends after the unit
+        add_replicates(self.replicate_predicted, found.rows, full.double(), weights, at=(layer,))
+        wrong = torch.cat([torch.zeros(1, ends.shape[1], dtype=torch.long),
+                           (full ^ units.gold_end[:, None]).long().cumsum(0)])  # [N+1,H] wrong gaps so far
+        start, stop = (units.word_first - 1).clamp(min=0), units.word_last + 1  # a word's gaps, as in tally
+        right = wrong[stop] == wrong[start]  # [W,H] the reachable gold word predicted exactly
+        add_replicates(self.replicate_right, found.rows[units.word_first], right.double(), weights, at=(layer,))
+        if layer == 0:
+            gold = torch.tensor([len(s.words) for s in batch.sentences], dtype=torch.float64)  # [B] gold words
+            add_replicates(self.replicate_gold, torch.arange(len(gold)), gold, weights)
 
     def _predicted_ends(self, batch: Batch, maps: LayerMaps, found: BatchUnits) -> torch.Tensor:
         """[N,H] bool: does each head of the layer end a word after each unit?"""
@@ -138,8 +163,14 @@ class SegmentationProbe(Probe):
         union = {rule: _scalars(scores, column[f"union_{rule}"]) for rule in COMBINE_RULES}
         extra = {"units": totals, "union": union, "ensembles": self._ensembles(totals),
                  "examples": sorted(self.examples.items, key=lambda e: e["index"])}
-        return ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
-                           baselines=baselines, extra=extra)
+        result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
+                             baselines=baselines, extra=extra)
+        if self.bootstrap.replicates and overall.count:  # word F1 = 2 right / (predicted + gold), per replicate
+            gold = self.replicate_gold[:, None, None]
+            denominator = self.replicate_predicted + gold
+            f1 = (2 * self.replicate_right / denominator.where(denominator > 0, torch.nan)).numpy()  # [R,L,H]
+            result.replicates["overall"] = attach_interval(overall, f1)
+        return result
 
     def _ensembles(self, totals: dict[str, int]) -> dict[str, list[dict]]:
         if not self.config["ensemble_size"] or not self.kept.parts:
