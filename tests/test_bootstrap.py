@@ -333,6 +333,10 @@ def test_seg_replicates_add_up_to_its_counts(tiny_encoder, monkeypatch):
     np.testing.assert_array_equal(result.overall.ci_low, f1)
     np.testing.assert_array_equal(result.overall.ci_high, f1)
     np.testing.assert_array_equal(result.replicates["overall"], np.full(3, np.nanmax(f1)))
+    for name, entry in result.labels.items():  # word-length labels: right / reachable words of that length
+        if entry.count:
+            np.testing.assert_array_equal(entry.ci_low, entry.scores)
+            np.testing.assert_array_equal(entry.ci_high, entry.scores)
 
 
 def test_seg_intervals_do_not_depend_on_the_batch_size(tiny_encoder):
@@ -342,3 +346,6 @@ def test_seg_intervals_do_not_depend_on_the_batch_size(tiny_encoder):
     np.testing.assert_array_equal(runs[0].overall.ci_high, runs[1].overall.ci_high)
     low, high = runs[0].overall.ci_low, runs[0].overall.ci_high
     assert (low <= high).all() and (low < high).any()
+    for name, entry in runs[0].labels.items():
+        if entry.count:
+            np.testing.assert_array_equal(entry.ci_low, runs[1].labels[name].ci_low)

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
-from probes.bootstrap import add_replicates, attach_interval
+from probes.bootstrap import add_replicates, attach_interval, replicate_ratio, weighted_sums
 from probes.builtin.seg.kept import Examples, KeptEnds
 from probes.builtin.seg.scoring import COMBINE_RULES, STATS, greedy, metrics, tally, union_ends
 from probes.builtin.seg.units import COUNTS, LENGTH_LABELS, BatchUnits, batch_units, unit_surfaces
@@ -75,6 +75,9 @@ class SegmentationProbe(Probe):
         self.add_state("replicate_right", torch.zeros(r, layers, heads, dtype=torch.float64))  # right words
         self.add_state("replicate_predicted", torch.zeros(r, layers, heads, dtype=torch.float64))  # predicted words
         self.add_state("replicate_gold", torch.zeros(r, dtype=torch.float64))  # gold words
+        buckets = len(LENGTH_LABELS)  # the labels: right reachable words / reachable words, by length
+        self.add_state("replicate_bucket_right", torch.zeros(r, buckets, layers, heads, dtype=torch.float64))
+        self.add_state("replicate_bucket_words", torch.zeros(r, buckets, dtype=torch.float64))
         self._ends: torch.Tensor | None = None  # [N,L,H] the current batch's ends, filled layer by layer
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
@@ -106,10 +109,16 @@ class SegmentationProbe(Probe):
                            (full ^ units.gold_end[:, None]).long().cumsum(0)])  # [N+1,H] wrong gaps so far
         start, stop = (units.word_first - 1).clamp(min=0), units.word_last + 1  # a word's gaps, as in tally
         right = wrong[stop] == wrong[start]  # [W,H] the reachable gold word predicted exactly
-        add_replicates(self.replicate_right, found.rows[units.word_first], right.double(), weights, at=(layer,))
+        sentence = found.rows[units.word_first]  # [W] each word's batch row
+        add_replicates(self.replicate_right, sentence, right.double(), weights, at=(layer,))
+        buckets = len(LENGTH_LABELS)
+        self.replicate_bucket_right[:, :, layer] += weighted_sums(units.word_bucket, buckets, sentence, right.double(),
+                                                                  weights)  # [R,buckets,H]
         if layer == 0:
             gold = torch.tensor([len(s.words) for s in batch.sentences], dtype=torch.float64)  # [B] gold words
             add_replicates(self.replicate_gold, torch.arange(len(gold)), gold, weights)
+            self.replicate_bucket_words += weighted_sums(units.word_bucket, buckets, sentence,
+                                                         torch.ones(len(sentence), 1), weights)[..., 0]  # [R,buckets]
 
     def _predicted_ends(self, batch: Batch, maps: LayerMaps, found: BatchUnits) -> torch.Tensor:
         """[N,H] bool: does each head of the layer end a word after each unit?"""
@@ -170,6 +179,10 @@ class SegmentationProbe(Probe):
             denominator = self.replicate_predicted + gold
             f1 = (2 * self.replicate_right / denominator.where(denominator > 0, torch.nan)).numpy()  # [R,L,H]
             result.replicates["overall"] = attach_interval(overall, f1)
+            for i, label in enumerate(LENGTH_LABELS):
+                if labels[label].count:
+                    scores = replicate_ratio(self.replicate_bucket_right[:, i], self.replicate_bucket_words[:, i])
+                    result.replicates[label] = attach_interval(labels[label], scores)  # [R,L,H] → [R]
         return result
 
     def _ensembles(self, totals: dict[str, int]) -> dict[str, list[dict]]:
