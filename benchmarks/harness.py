@@ -37,7 +37,13 @@ def bare_forward_seconds(encoder, corpus_paths, *, batch_size: int = 32, limit: 
     """Best-of-`repeats` time of the plain eager forward over the run's own length-sorted batches
     (tokenize: as in probes.run, "words" or "text")."""
     sentences = read_corpus(list(corpus_paths), format=format).sentences
-    sentences = sentences[:limit] if limit else sentences
+    return bare_forward_over(encoder, sentences[:limit] if limit else sentences, batch_size=batch_size,
+                             repeats=repeats, tokenize=tokenize)
+
+
+def bare_forward_over(encoder, sentences, *, batch_size: int = 32, repeats: int = 1, tokenize: str = "words") -> float:
+    """Best-of-`repeats` time of the plain eager forward over `sentences` (those a run keeps), tokenised and
+    length-sorted into batches as a run does."""
     items, _ = encode(encoder.tokenizer, sentences, encoder.max_length, tokenize)
     batches = [Batch.from_encoded([sentences[e.index] for e in chunk], chunk, encoder.tokenizer, "mean-sum")
                for chunk in length_sorted_batches(items, batch_size)]

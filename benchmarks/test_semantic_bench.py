@@ -18,12 +18,10 @@ import time
 
 import pytest
 from conftest import report
-from harness import measure
+from harness import bare_forward_over, measure
 
 import probes
-from probes.batching import Batch, length_sorted_batches
 from probes.corpus import read_corpus
-from probes.encoding import encode
 from probes.registry import get_probe
 
 
@@ -38,14 +36,7 @@ def _read_kept(encoder, name: str, corpus: str, limit: int | None, options: dict
 def bare_forward_seconds(encoder, name: str, corpus: str, *, batch_size: int = 32, limit: int | None = None,
                          **options) -> float:
     """The plain eager forward over the batches a run of probe `name` makes."""
-    kept = _read_kept(encoder, name, corpus, limit, options)
-    items, _ = encode(encoder.tokenizer, kept, encoder.max_length)
-    batches = [Batch.from_encoded([kept[e.index] for e in chunk], chunk, encoder.tokenizer, "mean-sum")
-               for chunk in length_sorted_batches(items, batch_size)]
-    start = time.perf_counter()
-    for b in batches:
-        encoder.bare_forward(b.input_ids, b.attention_mask)
-    return time.perf_counter() - start
+    return bare_forward_over(encoder, _read_kept(encoder, name, corpus, limit, options), batch_size=batch_size)
 
 
 def reading_seconds(encoder, name: str, corpus: str, limit: int | None, options: dict) -> float:

@@ -24,12 +24,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from harness import bare_forward_over
 
 import probes
-from probes.batching import Batch, length_sorted_batches
 from probes.corpus import read_corpus
 from probes.defaults import default_model
-from probes.encoding import encode
 from probes.registry import get_probe
 
 LIMIT = int(os.environ.get("PROBES_BENCH_LIMIT", "200")) or None
@@ -70,13 +69,7 @@ def bare_seconds(encoder, names: list[str], corpus: str) -> float:
     options = {k: v for p in probes_ for k, v in p.reader_options().items()}
     sentences = read_corpus([corpus], **options).sentences
     kept = [s for s in (sentences[:LIMIT] if LIMIT else sentences) if not any(p.skip_reason(s) for p in probes_)]
-    items, _ = encode(encoder.tokenizer, kept, encoder.max_length)
-    batches = [Batch.from_encoded([kept[e.index] for e in chunk], chunk, encoder.tokenizer, "mean-sum")
-               for chunk in length_sorted_batches(items, BATCH)]
-    start = time.perf_counter()
-    for b in batches:
-        encoder.bare_forward(b.input_ids, b.attention_mask)
-    return time.perf_counter() - start
+    return bare_forward_over(encoder, kept, batch_size=BATCH)
 
 
 def test_study_local_1_worker_against_ray_2_workers(benchmark, checkpoints, shared_corpora, tmp_path):

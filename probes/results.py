@@ -27,8 +27,8 @@ from probes.packing import pack, unpack
 
 SCHEMA_VERSION = 1
 DEFAULT_MIN_COUNT = 20  # labels with fewer instances are marked and left out of tables and figures unless asked
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+UMASK = os.umask(0)  # this process's file-creation mask (read once: os.umask can only be read by setting it)
+os.umask(UMASK)
 
 
 @dataclass
@@ -342,7 +342,7 @@ def write_atomic(path: Path, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; results are ordinary files
+        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp creates 0600; results are ordinary files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

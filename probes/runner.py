@@ -115,7 +115,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         load_code(path)
     classes = [get_probe(n) for n in dict.fromkeys(names)]
     pool, options = apply_protocol(protocol, classes, pool, options)
-    _check_settings(batch_size, max_tokens, max_length, limit, pool)
+    check_settings(batch_size, max_tokens, max_length, limit, pool)
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 0:
         raise InputError(f"min count must be a whole number, 0 or more, not {min_count!r}")
     check_invalid_trees(invalid_trees)
@@ -139,14 +139,16 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     if annotate:
         format = annotation_format(annotate, format, reader_options)
     fit_paths = plan.paths if plan else []
-    reader = format or guess_format(paths[0]) or classes[0].corpus_format
-    fit_reader = (format or guess_format(fit_paths[0]) or classes[0].corpus_format) if fit_paths else None
-    data = RunCorpus(paths, reader, limit=limit, invalid_trees=invalid_trees, reader_options=reader_options,
-                     shard=shard, fit_paths=fit_paths, fit_format=fit_reader)
+
+    def reader(files: list[str]) -> str:  # the format named, else the first file's, else the first probe's
+        return format or guess_format(files[0]) or classes[0].corpus_format
+
+    data = RunCorpus(paths, reader(paths), limit=limit, invalid_trees=invalid_trees, reader_options=reader_options,
+                     shard=shard, fit_paths=fit_paths, fit_format=reader(fit_paths) if fit_paths else None)
     select_source = None  # the selection split, read in chunks like the scored corpus
     if select_paths:
-        select_source = CorpusStream(select_paths, format or guess_format(select_paths[0]) or classes[0].corpus_format,
-                                     limit=limit, invalid_trees=invalid_trees, **reader_options)
+        select_source = CorpusStream(select_paths, reader(select_paths), limit=limit, invalid_trees=invalid_trees,
+                                     **reader_options)
 
     if encoder is None:
         encoder = load_encoder(model or default_model(), device=device, max_length=max_length)
@@ -314,8 +316,10 @@ def _check_options(classes: list[type[Probe]], options: dict[str, Any]) -> None:
             raise InputError(f"no selected probe has an option {key!r} (probes: {', '.join(c.name for c in classes)})")
 
 
-def _check_settings(batch_size: int | None, max_tokens: int | None, max_length: int | None, limit: int | None,
-                    pool: str) -> None:
+def check_settings(batch_size: int | None, max_tokens: int | None, max_length: int | None, limit: int | None,
+                   pool: str | None) -> None:
+    """InputError for a batch size, token budget, max length or limit out of range, or a pooling rule that
+    does not parse (None: the default, nothing to check)."""
     if batch_size is not None and batch_size < 1:
         raise InputError(f"batch size must be at least 1, not {batch_size}")
     if max_tokens is not None and max_tokens < 1:
@@ -325,6 +329,7 @@ def _check_settings(batch_size: int | None, max_tokens: int | None, max_length: 
     if limit is not None and limit < 1:
         raise InputError(f"limit must be at least 1, not {limit}")
     try:
-        parse_rule(pool)
+        if pool is not None:
+            parse_rule(pool)
     except ValueError as e:
         raise InputError(str(e)) from None

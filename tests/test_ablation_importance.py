@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from tiny_classifier import fine_tune, genre_examples, write_tsv
+from tiny_classifier import fine_tune, genre_split
 
 import probes
 from probes.ablation.classifier import ClassifierTarget
@@ -22,8 +22,7 @@ from probes.model import self_attention_modules
 
 @pytest.fixture(scope="module")
 def genre_data(tmp_path_factory):
-    examples = genre_examples(45)
-    return examples[:60], write_tsv(examples[60:], tmp_path_factory.mktemp("genre") / "test.tsv")
+    return genre_split(45, 60, tmp_path_factory.mktemp("genre"))
 
 
 @pytest.fixture(scope="module")

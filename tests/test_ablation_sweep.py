@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from tiny_classifier import fine_tune, genre_examples, write_tsv
+from tiny_classifier import fine_tune, genre_split
 
 import probes
 from probes.ablation import ablate, load_classifier
@@ -114,8 +114,7 @@ def test_confusion_scores_by_hand():
 @pytest.fixture(scope="module")
 def genre_data(tmp_path_factory):
     """Train on 40 short email and 40 short weblog sentences; evaluate on the next 25 of each (a TSV)."""
-    examples = genre_examples(65)
-    return examples[:80], write_tsv(examples[80:], tmp_path_factory.mktemp("genre") / "test.tsv")
+    return genre_split(65, 80, tmp_path_factory.mktemp("genre"))
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-import probes
 from probes.cli import main
 from probes.defaults import bundled_corpus
 from probes.studies import read_study

@@ -24,6 +24,12 @@ def genre_examples(per_genre: int, data: str | Path | None = None, genres: tuple
     return [e for group in zip(*by_genre) for e in group]
 
 
+def genre_split(per_genre: int, train: int, folder: Path) -> tuple[list[Example], Path]:
+    """The first `train` of genre_examples(per_genre) to train on, the rest written to folder/test.tsv."""
+    examples = genre_examples(per_genre)
+    return examples[:train], write_tsv(examples[train:], folder / "test.tsv")
+
+
 def write_tsv(examples: list[Example], path: Path) -> Path:
     path.write_text("".join(f"{e.text}\t{e.label}\n" for e in examples), encoding="utf-8")
     return path

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from probes.errors import InputError
+from probes.progress import progress_bar
 from probes.results import ProbeResult, check_output_folder
 from probes.studies import outputs
 from probes.studies.engines import check_engine, execute
@@ -93,7 +94,10 @@ def _run(todo: list[Unit], store: UnitStore, engine: str, workers: int, address:
     """Run `todo` (retrying failures once), saving each finished unit; the keys of those that ran."""
     ran: set[str] = set()
     failures: dict[str, str] = {}
-    with _Progress(total, total - len(todo), progress) as bar:
+    cached = total - len(todo)
+    if cached:
+        print(f"probes study: {cached} of {total} units already finished", file=sys.stderr)
+    with progress_bar(total, progress, "study", unit="unit", initial=cached) as bar:
         for attempt in range(1, ATTEMPTS + 1):
             by_key = {u.key: u for u in todo}
             failures = {}
@@ -101,12 +105,12 @@ def _run(todo: list[Unit], store: UnitStore, engine: str, workers: int, address:
                 unit = by_key[outcome.key]
                 if outcome.files is None:
                     failures[unit.key] = outcome.error
-                    bar.log(f"{unit.name}: failed{' (will retry)' if attempt < ATTEMPTS else ''}: {outcome.error}")
+                    bar.write(f"probes study: {unit.name}: failed{' (will retry)' if attempt < ATTEMPTS else ''}: {outcome.error}")
                     continue
                 store.save(unit, outcome, attempt)
                 ran.add(unit.key)
                 load = f", model loaded in {outcome.load_seconds:.1f} s" if outcome.load_seconds else ""
-                bar.log(f"{unit.name}: {outcome.sentences} sentences in {outcome.seconds:.1f} s{load} "
+                bar.write(f"probes study: {unit.name}: {outcome.sentences} sentences in {outcome.seconds:.1f} s{load} "
                         f"({outcome.worker})")
                 bar.update()
             todo = [by_key[k] for k in failures]
@@ -115,34 +119,3 @@ def _run(todo: list[Unit], store: UnitStore, engine: str, workers: int, address:
     if failures:
         raise StudyFailed({by_key[k].name: e for k, e in failures.items()})
     return ran
-
-
-class _Progress:
-    """One bar over units on stderr (tqdm) and one line per unit, printed above the bar."""
-
-    def __init__(self, total: int, cached: int, enabled: bool | None):
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.total, self.cached = total, cached
-
-    def __enter__(self) -> "_Progress":
-        if self.cached:
-            print(f"probes study: {self.cached} of {self.total} units already finished", file=sys.stderr)
-        if self.enabled:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=self.total, initial=self.cached, unit="unit", desc="study", file=sys.stderr)
-        return self
-
-    def log(self, line: str) -> None:
-        if self.enabled:
-            self.bar.write(f"probes study: {line}", file=sys.stderr)
-        else:
-            print(f"probes study: {line}", file=sys.stderr)
-
-    def update(self) -> None:
-        if self.enabled:
-            self.bar.update(1)
-
-    def __exit__(self, *exc) -> None:
-        if self.enabled:
-            self.bar.close()

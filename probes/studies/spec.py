@@ -44,10 +44,10 @@ from probes.encoding import check_tokenize
 from probes.errors import InputError
 from probes.fitting import plan_fit
 from probes.norms import check_weights
-from probes.pooling import parse_rule
 from probes.protocols import apply_protocol
 from probes.registry import available, get_probe, load_code
 from probes.results import safe_name, short_model_name
+from probes.runner import check_settings
 
 TOP_KEYS = ("out", "shards", "reference", "models", "settings", "probes", "corpora", "code")
 # probes.run settings a study may set, with their types (None: the setting's "no limit")
@@ -210,16 +210,12 @@ class _Reader:
                 check_invalid_trees(out["invalid_trees"])
             check_tokenize(out.get("tokenize", "words"))
             check_weights(out.get("weights", "attention"))
-            if "pool" in out:
-                parse_rule(out["pool"])
             heads = out.get("view_heads", [])
             if not all(isinstance(h, list) and len(h) == 2 and all(isinstance(x, int) for x in h) for h in heads):
                 raise InputError(f"view_heads must be a list of [layer, head] pairs, not {heads!r}")
             if out.get("views", 0) < 0:
                 raise InputError(f"views must be at least 0, not {out['views']}")
-            for key in ("batch_size", "max_tokens", "max_length", "limit"):
-                if out.get(key) is not None and out[key] < (3 if key == "max_length" else 1):
-                    raise InputError(f"{key} must be at least {3 if key == 'max_length' else 1}, not {out[key]}")
+            check_settings(*(out.get(key) for key in ("batch_size", "max_tokens", "max_length", "limit", "pool")))
         except (InputError, ValueError) as e:
             raise self.fail(str(e), *keys) from None
         return out

@@ -27,7 +27,7 @@ from probes.checkpoint import weight_files, weights_sha256
 from probes.model import Encoder, load_encoder
 from probes.provenance import probes_version, sha256
 from probes.registry import get_probe
-from probes.results import write_result_files
+from probes.results import UMASK, write_result_files
 from probes.studies.spec import Group, Model, StudySpec
 
 UNITS_FOLDER = ".units"
@@ -185,9 +185,7 @@ class UnitStore:
                   "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=f".tmp-{unit.key[:16]}-"))
-        umask = os.umask(0)
-        os.umask(umask)
-        tmp.chmod(0o777 & ~umask)  # mkdtemp makes it 0700; a unit folder is an ordinary folder
+        tmp.chmod(0o777 & ~UMASK)  # mkdtemp makes it 0700; a unit folder is an ordinary folder
         try:
             write_result_files(tmp, {**outcome.files, RECORD: record})
             os.replace(tmp, self.folder(unit))

@@ -107,7 +107,7 @@ class SegmentationProbe(Probe):
         add_replicates(self.replicate_predicted, found.rows, full.double(), weights, at=(layer,))
         wrong = torch.cat([torch.zeros(1, ends.shape[1], dtype=torch.long),
                            (full ^ units.gold_end[:, None]).long().cumsum(0)])  # [N+1,H] wrong gaps so far
-        start, stop = (units.word_first - 1).clamp(min=0), units.word_last + 1  # a word's gaps, as in tally
+        start, stop = units.word_gaps()  # [W] each, as tally counts them
         right = wrong[stop] == wrong[start]  # [W,H] the reachable gold word predicted exactly
         sentence = found.rows[units.word_first]  # [W] each word's batch row
         add_replicates(self.replicate_right, sentence, right.double(), weights, at=(layer,))

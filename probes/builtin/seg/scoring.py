@@ -53,8 +53,7 @@ def tally(ends: torch.Tensor, units: Units, live: torch.Tensor | None = None,
     # a word's gaps (the one before its first unit to the one after its last) in the live units' compact index
     position = torch.cat([torch.zeros(1, dtype=torch.long), live.long().cumsum(0)])  # [N+1] live units before i
     fixed_wrong = torch.cat([torch.zeros(1, dtype=torch.long), ((value ^ gold) & ~live).long().cumsum(0)])
-    start = (units.word_first - 1).clamp(min=0)  # gap before the word (the gap after the previous unit)
-    stop = units.word_last + 1  # one past the gap after the word's last unit
+    start, stop = units.word_gaps()  # [W] each: the gap before the word .. one past the gap after it
     fixed_ok = fixed_wrong[stop] == fixed_wrong[start]  # [W] no wrong gap among the units that are not live
     has_live = position[stop] > position[start]
     always = fixed_ok & ~has_live  # [W] right for every segmenter

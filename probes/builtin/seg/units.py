@@ -49,6 +49,12 @@ class Units:
     def __len__(self) -> int:
         return len(self.gold_end)
 
+    def word_gaps(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """[W] start, stop of each word's gaps, from the one before its first unit (the gap after the previous
+        unit) to the one after its last, as indices into a running count over the units with a leading 0
+        (c[stop] − c[start] counts what lies in the word's gaps)."""
+        return (self.word_first - 1).clamp(min=0), self.word_last + 1
+
     @staticmethod
     def cat(parts: list["Units"]) -> "Units":
         """Units of several batches one after the other (word indices shifted accordingly)."""
