@@ -8,6 +8,8 @@ Columns n+1..W of a shorter sentence are padding (all zero).
 """
 from __future__ import annotations
 
+import math
+
 import os
 from typing import Any, Callable, Hashable
 
@@ -111,6 +113,7 @@ class Batch:
         self.shuffled = shuffled  # [B] bool on a twin: whether the sentence's word order changed
         self._pooling: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # device -> query, key [B,C,T]
         self._memo: dict[Hashable, Any] = {}  # see memo()
+        self._scratch: dict[tuple[str, torch.dtype, torch.device], torch.Tensor] = {}  # see scratch()
         self.twin = None if shuffle_seed is None else self._shuffled(shuffle_seed)
 
     @classmethod
@@ -153,6 +156,19 @@ class Batch:
         if key not in self._memo:
             self._memo[key] = make()
         return self._memo[key]
+
+    def scratch(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """An uninitialised tensor of `shape` for a per-layer temporary, the same memory at every layer of the
+        batch under (name, dtype, device): it holds what its caller wrote only until the next call with that
+        name, so no caller may keep it. Every layer allocates the same large temporaries (one layer's maps,
+        hundreds of MB for long inputs); a fresh allocation of that size is a fresh mapping whose pages the
+        system must fault in and zero each time (probes.allocator), several times the cost of the pass itself.
+        The buffers go with the batch."""
+        key = (name, dtype, torch.device(device))
+        size = math.prod(shape)
+        if key not in self._scratch or self._scratch[key].numel() < size:
+            self._scratch[key] = torch.empty(size, dtype=dtype, device=device)
+        return self._scratch[key][:size].view(shape)
 
     def pooling(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """Query and key pooling matrices [B,C,T] on `device` (see probes.pooling), made once per device."""

@@ -6,8 +6,9 @@ layer, the fit phase excepted). For the first N scored sentences (corpus order, 
 
     predictions  int16   [L,H,n+1]      each word row's argmax column (``LayerMaps.predictions``:
                                          0 = the start special / root, 1..n the words), in memory
-    attention    uint8   [L,H,n+2,n+2]  word-level attention over root, words and the end special,
-                                         weight × 255 rounded (of its float16 value), in a temporary file
+    attention    uint8   [L,H,C,C]      word-level attention over the batch's columns (root, words, padding
+                                         columns, the end special), weight × 255 rounded (of its float16
+                                         value), in a temporary file; read back over root, words and end
 
 so that the heads wanted at the end (the best head of every label, known only once a probe has
 computed, and the heads a user named) can be picked then. The maps grow as N·L·H·n² (for a 24×16
@@ -42,6 +43,7 @@ from probes.batching import Batch
 from probes.errors import InputError
 from probes.maps import LayerMaps
 from probes.packing import pack
+from probes.pooling import Scratch
 from probes.results import ProbeResult
 
 GOLD_KEYS = ("head", "deprel", "upos", "srl")  # the annotations a view shows beside the heads
@@ -76,34 +78,36 @@ class ExampleRecorder:
         if len(rows) < len(batch.indices):
             pick = torch.tensor(rows, device=attention.device)
             attention, predictions = attention.index_select(0, pick), predictions.index_select(0, pick)
-        attention = quantize(attention).cpu()  # [R,H,C,C] uint8
+        attention = quantize(attention, batch.scratch).cpu()  # [R,H,C,C] uint8, reused by the next layer
         predictions = predictions.to(torch.int16).cpu()  # [R,H,C]
-        end = batch.end_column
         for r, b in enumerate(rows):
             sentence = batch.sentences[b]
-            n = len(sentence.words)
-            keep = torch.cat([torch.arange(n + 1), torch.tensor([end])])  # [n+2] root, words, end special
             entry = self.kept.setdefault(batch.indices[b], {
                 "sentence": sentence,
-                "predictions": np.zeros((self.layers, self.heads, n + 1), dtype=np.int16),
-                "maps_at": np.full(self.layers, -1, dtype=np.int64)})  # [L] each layer's block in the store
-            entry["predictions"][maps.layer] = predictions[r, :, : n + 1].numpy()
-            entry["maps_at"][maps.layer] = self._write(attention[r].index_select(1, keep).index_select(2, keep).numpy())
+                "predictions": np.zeros((self.layers, self.heads, len(sentence.words) + 1), dtype=np.int16),
+                "maps_at": np.full(self.layers, -1, dtype=np.int64),  # [L] each layer's block in the store
+                "widths": np.zeros(self.layers, dtype=np.int64)})  # [L] its side: the batch's C columns
+            entry["predictions"][maps.layer] = predictions[r, :, : len(sentence.words) + 1].numpy()
+            entry["maps_at"][maps.layer] = self._write(attention[r].numpy())
+            entry["widths"][maps.layer] = batch.width
 
     def _write(self, maps: np.ndarray) -> int:
-        """Append one sentence's layer of maps (uint8 [H,n+2,n+2]) to the store; where it begins."""
+        """Append one sentence's layer of maps (uint8 [H,C,C], the batch's columns) to the store; where it begins."""
         if self._store is None:
             self._store = tempfile.TemporaryFile()
         offset = self._store.seek(0, 2)
-        self._store.write(maps.tobytes())
+        self._store.write(maps.data)
         return offset
 
     def maps(self, index: int, layer: int, head: int) -> np.ndarray:
-        """The kept map of sentence `index` (corpus order) for head (layer, head): uint8 [n+2,n+2], weight × 255."""
+        """The kept map of sentence `index` (corpus order) for head (layer, head): uint8 [n+2,n+2] over the root,
+        the n words and the end special, weight × 255."""
         entry = self.kept[index]
-        side = len(entry["sentence"].words) + 2
-        self._store.seek(int(entry["maps_at"][layer]) + head * side * side)
-        return np.frombuffer(self._store.read(side * side), dtype=np.uint8).reshape(side, side)
+        width, n = int(entry["widths"][layer]), len(entry["sentence"].words)
+        self._store.seek(int(entry["maps_at"][layer]) + head * width * width)
+        block = np.frombuffer(self._store.read(width * width), dtype=np.uint8).reshape(width, width)
+        keep = np.r_[0:n + 1, width - 1]  # [n+2] the root, the words, the end special (padding columns between)
+        return block[np.ix_(keep, keep)]
 
     def state_dict(self) -> dict[str, Any]:
         """Nothing to snapshot: a batch fed again (after an out-of-memory split, see probes.runner.Feed)
@@ -140,9 +144,16 @@ class ExampleRecorder:
         return result
 
 
-def quantize(attention: torch.Tensor) -> torch.Tensor:
-    """Attention weights → uint8: the weight rounded to float16, × 255 in float32, rounded half to even."""
-    return attention.to(torch.float16).float().mul_(255).round_().to(torch.uint8)
+def quantize(attention: torch.Tensor, scratch: Scratch | None = None) -> torch.Tensor:
+    """Attention weights → uint8: the weight rounded to float16, × 255 in float32, rounded half to even.
+    scratch: the steps' tensors come from it (probes.batching.Batch.scratch), the result included, which then
+    holds only until the next layer's; None: fresh tensors."""
+    if scratch is None:
+        return attention.to(torch.float16).float().mul_(255).round_().to(torch.uint8)
+    shape, device = tuple(attention.shape), attention.device
+    half = scratch("quantize.half", shape, torch.float16, device).copy_(attention)
+    wide = scratch("temporary", shape, torch.float32, device).copy_(half).mul_(255).round_()
+    return scratch("quantize.bytes", shape, torch.uint8, device).copy_(wide)
 
 
 def parse_heads(text: str) -> list[tuple[int, int]]:

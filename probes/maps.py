@@ -36,9 +36,10 @@ class LayerMaps:
 
     @cached_property
     def word_attention(self) -> torch.Tensor:
-        """[B,H,C,C] word-level attention (rows: from, columns: to)."""
+        """[B,H,C,C] word-level attention (rows: from, columns: to), in memory the next layer reuses
+        (Batch.scratch): a probe that keeps any of it past its ``update`` keeps a copy (``.clone()``)."""
         query, key = self.batch.pooling(self.attention.device)
-        return pool_attention(self.attention, query, key)
+        return pool_attention(self.attention, query, key, self.batch.scratch)
 
     @cached_property
     def word_vectors(self) -> torch.Tensor:

@@ -12,8 +12,12 @@ A pooling rule is "QUERY-KEY": how the rows of a word's subwords combine into th
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
+# scratch(name, shape, dtype, device) -> an uninitialised tensor reused layer after layer (probes.batching.Batch.scratch)
+Scratch = Callable[[str, tuple, torch.dtype, torch.device], torch.Tensor]
 QUERY_RULES = ("mean", "first", "last")
 KEY_RULES = ("sum", "mean", "first")
 POOLING_RULES = ("mean-sum", "first-sum", "last-sum", "mean-mean", "first")
@@ -50,7 +54,8 @@ def _combine(onehot: torch.Tensor, rule: str) -> torch.Tensor:
     return torch.zeros_like(onehot).scatter_(-1, pick, 1.0) * (onehot.sum(-1, keepdim=True) > 0)
 
 
-def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                   scratch: Scratch | None = None) -> torch.Tensor:
     """One layer's subword attention [B,H,T,T] → word attention [B,H,C,C]: query · A · keyᵀ, computed as
     two segment sums (the key side over each word's columns, then the query side over its rows) in
     O(B·H·T·(T + C)), where the matrix products cost O(B·H·T²·C).
@@ -58,16 +63,21 @@ def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tens
     Each subword belongs to one word, so each column of query and key [B,C,T] holds at most one nonzero:
     a word's entry is the sum over its subwords of weight × value, the products of the matrix form,
     added in position order.
+
+    scratch: where the sums go (the key side's in "temporary", the result in "word_attention"), memory
+    reused layer after layer; the result then holds only until the next layer's. None: fresh tensors.
     """
-    keyed = _segment_sum(attention, key, dim=3)  # [B,H,T,C], this function's own: weighted in place
-    return _segment_sum(keyed, query, dim=2, in_place=True)  # [B,H,C,C]
+    keyed = _segment_sum(attention, key, dim=3, scratch=scratch, name="temporary")  # [B,H,T,C], weighted in place
+    return _segment_sum(keyed, query, dim=2, in_place=True, scratch=scratch, name="word_attention")  # [B,H,C,C]
 
 
-def _segment_sum(values: torch.Tensor, pooling: torch.Tensor, dim: int, in_place: bool = False) -> torch.Tensor:
+def _segment_sum(values: torch.Tensor, pooling: torch.Tensor, dim: int, in_place: bool = False,
+                 scratch: Scratch | None = None, name: str = "") -> torch.Tensor:
     """Σ along `dim` (T subwords) of values [B,H,.,.] weighted by pooling [B,C,T] (one nonzero per subword at
     most), into C words along `dim`. Subwords of weight 0 go to a dropped extra word; weights that are all
     0 or 1 (sum, first) skip the multiplication, which would change nothing. in_place: the weights multiply
-    `values` itself (a temporary of the caller's) rather than a copy of it."""
+    `values` itself (a temporary of the caller's) rather than a copy of it. scratch: the sums go to
+    scratch(name, ...), zeroed first, instead of a fresh tensor."""
     weight = pooling.sum(1).to(values.dtype)  # [B,T] each subword's weight (its one nonzero)
     width = pooling.shape[1]
     target = torch.where(weight != 0, pooling.argmax(1), width)  # [B,T] each subword's word; C: none
@@ -77,7 +87,11 @@ def _segment_sum(values: torch.Tensor, pooling: torch.Tensor, dim: int, in_place
         values = values.mul_(weight.view(shape)) if in_place else values * weight.view(shape)
     sized = list(values.shape)
     sized[dim] = width + 1
-    summed = values.new_zeros(sized).scatter_add_(dim, target.view(shape).expand_as(values), values)
+    if scratch is None:
+        summed = values.new_zeros(sized)
+    else:
+        summed = scratch(name, tuple(sized), values.dtype, values.device).zero_()
+    summed.scatter_add_(dim, target.view(shape).expand_as(values), values)
     return summed.narrow(dim, 0, width)
 
 

@@ -33,7 +33,8 @@ class EntropyAnalysis(MeanAnalysis):
         n_rows = rows.sum()
         a = t.attention
         # [B,H,T]: a·ln a in one [B,H,T,T] temporary (in place); a zero weight adds 0 · ln 1e-30 = 0
-        entropy = -a.clamp(min=1e-30).log_().mul_(a).sum(-1)
+        terms = batch.scratch("temporary", tuple(a.shape), a.dtype, a.device)  # reused layer after layer
+        entropy = -torch.clamp(a, min=1e-30, out=terms).log_().mul_(a).sum(-1)
         lengths = t.masks.lengths
         uniform_sum = (torch.log(lengths.double()) * lengths).sum()  # Σ over rows of ln n (float64)
         entropy_sum = row_sum(entropy, rows)  # [H] float64

@@ -56,7 +56,8 @@ class SelectionSample:
         for b, k in enumerate(keys):
             if k in where:
                 n = int(n_words[b])
-                self.maps[where[k]][layer] = attention[b, :, : n + 1, : n + 1].float().cpu()
+                # a copy: the batch's word attention is reused by its next layer (probes.maps)
+                self.maps[where[k]][layer] = attention[b, :, : n + 1, : n + 1].to("cpu", torch.float32, copy=True)
 
     def merge(self, other: "SelectionSample") -> None:
         entries = {k: (g, m) for k, g, m in zip(self.keys, self.gold, self.maps)}
