@@ -9,7 +9,8 @@ transformers 5.x returns no attentions under SDPA (silently), so every model is 
              self-attention module reads that layer's probabilities [B,H,T,T] (and per-head context,
              softmax(QKᵀ/√d)·V before W_O) as the layer runs and hands them on; the model runs with
              output_attentions=False and never holds more than the layer being computed. BERT-like
-             eager attention returns its probabilities anyway; DeBERTa's DisentangledSelfAttention
+             eager attention returns its probabilities anyway (computed in one buffer that every layer
+             reuses, probes.eager); DeBERTa's DisentangledSelfAttention
              only when its own ``output_attentions`` argument is true, which a pre-hook sets for it alone.
     outputs  the model returns all L maps (output_attentions=True), fed to the callback afterwards:
              the fallback for families whose modules do not return their maps, and the explicit
@@ -40,6 +41,7 @@ from safetensors import SafetensorError
 
 from probes.checkpoint import check_tokenizer_files, check_weight_files, resolve_source
 from probes.defaults import default_model
+from probes.eager import reused_attention_memory
 from probes.errors import InputError
 from probes.norms import NormWeights, check_weights
 
@@ -109,7 +111,7 @@ class Encoder:
         hooks += [m.register_forward_pre_hook(_ask_for_attention, with_kwargs=True)
                   for m in self._self_attention if _output_attentions_position(m) is not None]
         try:
-            with norms or nullcontext():
+            with norms or nullcontext(), reused_attention_memory():
                 self._run(input_ids, attention_mask, token_type_ids, output_attentions=False)
         finally:
             for h in hooks:

@@ -1,0 +1,78 @@
+"""BERT's eager attention computed in memory reused from layer to layer, for one forward pass at a time.
+
+transformers' eager attention (``eager_attention_forward`` of modeling_bert, copied unchanged into RoBERTa,
+XLM-R, ELECTRA and others) allocates each layer's [B,H,T,T] scores anew three times (the product QKᵀ, its
+scaled copy, the masked copy) and its probabilities once more. Blocks that large are fresh mappings
+(probes.allocator) whose pages the system faults in and zeroes at every layer, which costs more than the
+arithmetic on them. ``reused_attention_memory()`` makes every family whose eager function is that same code
+(compared byte for byte) compute, within it, the same operations in the same order into one [B,H,T,T]
+buffer per forward pass: QKᵀ into it, scaled and masked in place, softmax in place; the probabilities it
+returns are that buffer, overwritten by the next layer. The results are bit for bit those of the eager code
+(a test compares them); a module of another family, or one in training mode (dropout), runs its own
+family's eager function unchanged.
+
+For capture "hooks" only (probes.model.Encoder.layerwise), where each layer's maps are handed on and dropped
+before the next layer runs: a caller that keeps every layer's maps (capture "outputs") must not use it.
+"""
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Iterator
+
+import torch
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.bert import modeling_bert
+
+_buffer: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}  # the pass's buffer, while one runs
+
+
+def _family_eager(module: torch.nn.Module):
+    """The eager attention function of `module`'s modeling file (what transformers calls for "eager")."""
+    return getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
+
+
+def _same_as_bert(function) -> bool:
+    bert = modeling_bert.eager_attention_forward.__code__
+    code = getattr(function, "__code__", None)
+    return code is not None and (code.co_code, code.co_consts, code.co_names) == (bert.co_code, bert.co_consts,
+                                                                                    bert.co_names)
+
+
+def reused_eager_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                           attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+                           **kwargs):
+    """modeling_bert.eager_attention_forward, step for step, in the pass's buffer.
+    query, key, value [B,H,T,d]; attention_mask broadcastable to [B,H,T,T] (added) or None.
+    Returns the context [B,T,H,d] and the probabilities [B,H,T,T] (the buffer)."""
+    family = _family_eager(module)
+    if module.training or not _same_as_bert(family):
+        return family(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    if scaling is None:
+        scaling = query.size(-1) ** -0.5
+    shape = (*query.shape[:-1], key.shape[-2])
+    place = (query.dtype, query.device)
+    size = torch.Size(shape).numel()
+    if place not in _buffer or _buffer[place].numel() < size:
+        _buffer.pop(place, None)  # freed before the larger one is allocated
+        _buffer[place] = torch.empty(size, dtype=query.dtype, device=query.device)
+    weights = _buffer[place][:size].view(shape)  # [B,H,T,T]
+    torch.matmul(query, key.transpose(2, 3), out=weights)
+    weights.mul_(scaling)
+    if attention_mask is not None:
+        weights.add_(attention_mask)
+    torch.ops.aten._softmax.out(weights, -1, False, out=weights)  # nn.functional.softmax's kernel, in place
+    attn_output = torch.matmul(weights, value)  # dropout: none outside training (see above)
+    return attn_output.transpose(1, 2).contiguous(), weights
+
+
+@contextmanager
+def reused_attention_memory() -> Iterator[None]:
+    """Within it, transformers' "eager" attention is ``reused_eager_attention`` (for modules of every model);
+    the buffer is released when it ends."""
+    ALL_ATTENTION_FUNCTIONS["eager"] = reused_eager_attention
+    try:
+        yield
+    finally:
+        del ALL_ATTENTION_FUNCTIONS["eager"]
+        _buffer.clear()

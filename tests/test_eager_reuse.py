@@ -1,0 +1,67 @@
+"""probes.eager: the layer-by-layer capture computes BERT's eager attention in one reused buffer, bit for bit
+what transformers' own eager code gives (capture "outputs" runs that code, every layer's maps kept)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.bert import modeling_bert
+
+import probes
+from probes.batching import Batch, length_sorted_batches
+from probes.corpus import read_corpus
+from probes.defaults import bundled_corpus
+from probes.eager import reused_attention_memory, reused_eager_attention
+from probes.encoding import encode
+
+REUSING = ("bert", "roberta", "electra")  # families whose eager attention is BERT's code
+
+
+def _layers(encoder, limit: int, max_words: int):
+    """Every layer's maps [B,H,T,T] and context [B,H,T,d], layer by layer and all at once, on one padded batch."""
+    sentences = [s for s in read_corpus([bundled_corpus()]).sentences if 3 <= len(s) <= max_words][:limit]
+    items, _ = encode(encoder.tokenizer, sentences, encoder.max_length)
+    chunk = length_sorted_batches(items, limit)[0]
+    batch = Batch.from_encoded([sentences[e.index] for e in chunk], chunk, encoder.tokenizer, "mean-sum")
+    assert len(set(batch.attention_mask.sum(1).tolist())) > 3  # padding in play
+    seen = []
+    encoder.layerwise(batch.input_ids, batch.attention_mask,
+                      lambda layer, a, c: seen.append((a.clone(), c.clone(), a.data_ptr())), vectors=True)
+    return seen, encoder.forward(batch.input_ids, batch.attention_mask, vectors=True)
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "electra", "deberta-v2", "deberta"])
+def test_layer_by_layer_maps_equal_the_eager_codes_bit_for_bit(family, tiny_model):
+    encoder = probes.load_encoder(str(tiny_model(family)))
+    seen, whole = _layers(encoder, 12, 12)
+    assert len(seen) == encoder.layers
+    for (attention, context, _), kept, kept_context in zip(seen, whole.attentions, whole.context):
+        assert torch.equal(attention, kept) and torch.equal(context, kept_context)
+    # the BERT-like families reuse one buffer for every layer; DeBERTa computes its own (it bypasses the interface)
+    assert (len({ptr for *_, ptr in seen}) == 1) == (family in REUSING)
+    assert "eager" not in ALL_ATTENTION_FUNCTIONS._local_mapping  # put back after the pass
+
+
+def test_real_minilm_layers_equal_bit_for_bit(minilm):
+    seen, whole = _layers(minilm, 32, 40)
+    for (attention, context, _), kept, kept_context in zip(seen, whole.attentions, whole.context):
+        assert torch.equal(attention, kept) and torch.equal(context, kept_context)
+
+
+def test_direct_call_matches_bert_eager_with_a_mask_and_in_training_falls_back():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(3, 4, 29, 8) for _ in range(3))
+    mask = torch.zeros(3, 1, 1, 29)
+    mask[1, ..., 20:] = torch.finfo(torch.float32).min  # padding of sentence 1
+    module = torch.nn.Module().eval()
+    module.__class__ = type("BertSelfAttention", (torch.nn.Module,), {"__module__": modeling_bert.__name__})
+    expected = modeling_bert.eager_attention_forward(module, q, k, v, mask, scaling=0.3)
+    with reused_attention_memory():
+        got = reused_eager_attention(module, q, k, v, mask, scaling=0.3)
+        assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
+        module.train()
+        torch.manual_seed(1)
+        dropped = reused_eager_attention(module, q, k, v, mask, scaling=0.3, dropout=0.5)
+        torch.manual_seed(1)
+        reference = modeling_bert.eager_attention_forward(module, q, k, v, mask, scaling=0.3, dropout=0.5)
+        assert torch.equal(dropped[1], reference[1])  # training: the family's own code, dropout and all
