@@ -1,22 +1,36 @@
-"""What a tree is decoded from and how it is scored: the arc-score matrix of each form, and attachment.
+"""What a tree is decoded from and how it is scored: the arc scores of each form of a matrix, and attachment.
 
 Word-level attention A [..,M,M] holds the root ([CLS], column 0) and the words (1..n); the end column is
-dropped before (never a target). An arc h → d is scored by the dependent's attention to the head, A[d, h]:
+never read (never a target). An arc h → d is scored by the dependent's attention to the head, A[d, h]:
     attention   scores[h, d] = A[d, h]                    (the matrix, transposed to head × dependent)
     symmetric   scores[h, d] = (A[d, h] + A[h, d]) / 2    (its symmetrised form; the root's arcs then
                                                            also use the [CLS] row's attention to the word)
+in float64 (A's values converted first). The decoders also take matrices that hold arc scores already
+(head × dependent): the form SCORES, scores[h, d] = A[h, d].
 """
 from __future__ import annotations
 
+import numba
+import numpy as np
 import torch
 
 FORMS = ("attention", "symmetric")
+SCORES = "scores"  # not a form of attention: the matrix is read as it is, rows heads and columns dependents
 
 
-def arc_scores(attention: torch.Tensor, form: str) -> torch.Tensor:
-    """[..,M,M] arc scores (head × dependent) of word-level attention [..,M,M] (rows: from, columns: to)."""
-    transposed = attention.transpose(-1, -2)
-    return transposed if form == "attention" else (attention + transposed) / 2
+def form_code(form: str) -> int:
+    """The code ``arc_score`` takes for a form: its index in FORMS, len(FORMS) for SCORES."""
+    return len(FORMS) if form == SCORES else FORMS.index(form)
+
+
+@numba.njit(cache=True, inline="always")
+def arc_score(matrix: np.ndarray, form: int, h: int, d: int) -> float:
+    """The float64 score of the arc h → d of matrix [M,M] read in form `form` (``form_code``)."""
+    if form == 0:
+        return np.float64(matrix[d, h])
+    if form == 1:
+        return (np.float64(matrix[d, h]) + np.float64(matrix[h, d])) / 2
+    return np.float64(matrix[h, d])
 
 
 def attached(predicted: torch.Tensor, rows: torch.Tensor, dependents: torch.Tensor,
