@@ -219,7 +219,7 @@ def _cle_space(m: int):
     """Chu–Liu–Edmonds' work space for up to m nodes and their m − 1 contractions (see ``_cle``)."""
     size = 2 * m
     return (np.empty((size, size)), np.empty((size, size), dtype=np.int64), np.empty((size, size), dtype=np.int64),
-            np.empty((9, size), dtype=np.int64), np.empty((2, size), dtype=np.bool_))
+            np.empty((9, size), dtype=np.int64), np.empty((2, size), dtype=np.bool_), np.empty(size))
 
 
 @numba.njit(cache=True)
@@ -238,7 +238,7 @@ def _cle(matrix: np.ndarray, form: int, n: int, heads: np.ndarray, space) -> Non
     When it did come from one, the new node carries that same score (the best of the cycle's arcs), so it
     is the new best unless another node ties with the old best: ``tied`` marks the nodes where one may.
     """
-    score, orig_head, orig_dep, ints, flags = space
+    score, orig_head, orig_dep, ints, flags, replaced = space
     alive, best_in, state, parent, cycle_in, entering, cycles, cycle_start, contractions = (
         ints[0], ints[1], ints[2], ints[3], ints[4], ints[5], ints[6], ints[7], ints[8])
     tied, on_cycle = flags[0], flags[1]
@@ -259,6 +259,7 @@ def _cle(matrix: np.ndarray, form: int, n: int, heads: np.ndarray, space) -> Non
     for h in range(size):
         alive[h] = h
         on_cycle[h] = False
+        state[h] = 0  # see _find_cycle
         parent[h] = -1  # the contracted node each node went into
     living = size
     made = 0
@@ -292,24 +293,31 @@ def _cle(matrix: np.ndarray, form: int, n: int, heads: np.ndarray, space) -> Non
             else:
                 alive[kept] = u
                 kept += 1
-                score[u, new], score[new, u] = -np.inf, -np.inf
         living = kept
         on_cycle[new] = False
         for c in range(first, last):
             v = cycles[c]
-            replaced = score[best_in[v], v]
-            for k in range(living):
-                u = alive[k]
-                gain = score[u, v] - replaced  # arcs into the cycle: gain over the arc they replace
-                if score[u, v] > -np.inf and gain > score[u, new]:
-                    score[u, new] = gain
-                    orig_head[u, new], orig_dep[u, new] = orig_head[u, v], orig_dep[u, v]
-                if score[v, u] > score[new, u]:  # arcs out of the cycle: the best member's
-                    score[new, u] = score[v, u]
-                    orig_head[new, u], orig_dep[new, u] = orig_head[v, u], orig_dep[v, u]
+            replaced[c - first] = score[best_in[v], v]
+        for k in range(living):  # each node's arcs into and out of the cycle, its members ascending
+            u = alive[k]
+            into, out = -np.inf, -np.inf
+            into_from, out_from = -1, -1
+            for c in range(first, last):
+                v = cycles[c]
+                gain = score[u, v] - replaced[c - first]  # arcs into the cycle: gain over the arc they replace
+                if score[u, v] > -np.inf and gain > into:
+                    into, into_from = gain, v
+                if score[v, u] > out:  # arcs out of the cycle: the best member's
+                    out, out_from = score[v, u], v
+            score[u, new], score[new, u] = into, out
+            if into_from >= 0:
+                orig_head[u, new], orig_dep[u, new] = orig_head[u, into_from], orig_dep[u, into_from]
+            if out_from >= 0:
+                orig_head[new, u], orig_dep[new, u] = orig_head[out_from, u], orig_dep[out_from, u]
         alive[living] = new
         living += 1
         parent[new] = -1
+        state[new] = 0
         for k in range(1, living - 1):
             v = alive[k]
             old = best_in[v]
@@ -361,9 +369,12 @@ def _best_incoming(score: np.ndarray, alive: np.ndarray, living: int, v: int, ti
 @numba.njit(cache=True)
 def _find_cycle(best_in: np.ndarray, alive: np.ndarray, living: int, state: np.ndarray) -> int:
     """A node on a cycle of best incoming arcs among the nodes alive[:living] (ascending; the root first), the
-    first one met walking from each node up, or −1 when there is none (state: work space)."""
-    for k in range(living):
-        state[alive[k]] = 0  # 0 unseen, 1 on the current walk, 2 done
+    first one met walking from each node up, or −1 when there is none.
+
+    state: 0 not known, 2 known to reach the root, kept from call to call (1: on the current walk, only
+    during it). A node that reaches the root keeps its best incoming arc through every later contraction
+    (only arcs that came from a contracted node are looked for again, and its chain up to the root holds
+    none), so it still reaches it, and its walk need not be made again."""
     for k in range(1, living):
         start = alive[k]
         if state[start]:
@@ -375,7 +386,7 @@ def _find_cycle(best_in: np.ndarray, alive: np.ndarray, living: int, state: np.n
         found = v if v != 0 and state[v] == 1 else -1
         v = start
         while v != 0 and state[v] == 1:
-            state[v] = 2
+            state[v] = 0 if found >= 0 else 2
             v = best_in[v]
         if found >= 0:
             return found
