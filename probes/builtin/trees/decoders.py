@@ -3,7 +3,7 @@ projective tree (Eisner), both with exactly one word attached to the root.
 
 Input of the decoders: matrices [N,M,M] and lengths [N]: node 0 is the root, nodes 1..n_i the words of
 matrix i, where lengths holds n_i (1 ≤ n_i ≤ M−1). Each matrix is read in one or more forms
-(probes.builtin.trees.scoring.arc_score): word attention (the probe's forms, FORMS) or arc scores given as
+(probes.builtin.trees.scoring; ``_arc_score``): word attention (the probe's forms, FORMS) or arc scores given as
 they are (SCORES), scores[i, h, d] the score of the arc h → d; any float dtype, read as float64. Rows and
 columns past n_i are padding: never read, so they cannot change a tree. Output: heads [D,N,F,M] (int64),
 heads[., i, f, d] the head of word d (0 for the root) in matrix i read in form f, and −1 at node 0 and on
@@ -33,10 +33,11 @@ import numba
 import numpy as np
 import torch
 
-from probes.builtin.trees.scoring import FORMS, SCORES, arc_score, form_code
+from probes.builtin.trees.scoring import FORMS
 
 DECODERS = ("cle", "eisner")  # the order of decode's output
 LANES = 24  # most units of one length Eisner decodes side by side (vectorised over them)
+SCORES = "scores"  # not a form of attention: the matrix is read as it is, rows heads and columns dependents
 
 
 def chu_liu_edmonds(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -66,12 +67,28 @@ def decode(matrices: torch.Tensor, lengths: torch.Tensor, forms: tuple[str, ...]
     if array.dtype not in (np.float32, np.float64):
         array = array.astype(np.float64)
     sizes = np.ascontiguousarray(lengths.detach().cpu().numpy().astype(np.int64))  # [N]
-    codes = np.array([form_code(f) for f in forms], dtype=np.int64)  # [F]
+    codes = np.array([_form_code(f) for f in forms], dtype=np.int64)  # [F]
     units = len(sizes) * len(forms)
     parts = min(units, 8 * numba.get_num_threads())  # a few per thread, for balance
     heads = _decode_stack(np.ascontiguousarray(array), sizes, codes, cle, projective, max(parts, 1))  # [2,N·F,M]
     chosen = [DECODERS.index(d) for d in decoders]
     return torch.from_numpy(heads[chosen]).view(len(decoders), len(sizes), len(forms), array.shape[-1])
+
+
+def _form_code(form: str) -> int:
+    """The code ``_arc_score`` takes for a form: its index in FORMS, len(FORMS) for SCORES."""
+    return len(FORMS) if form == SCORES else FORMS.index(form)
+
+
+@numba.njit(cache=True, inline="always")
+def _arc_score(matrix: np.ndarray, form: int, h: int, d: int) -> float:
+    """The float64 score of the arc h → d of matrix [M,M] read in form `form` (``_form_code``): the formulas of
+    probes.builtin.trees.scoring (kept in this file: numba's disk cache sees only the file of what it compiles)."""
+    if form == 0:
+        return np.float64(matrix[d, h])
+    if form == 1:
+        return (np.float64(matrix[d, h]) + np.float64(matrix[h, d])) / 2
+    return np.float64(matrix[h, d])
 
 
 @numba.njit(parallel=True, cache=True)
@@ -104,7 +121,7 @@ def _decode_stack(matrices: np.ndarray, lengths: np.ndarray, forms: np.ndarray, 
                     matrix, form = matrices[(u + k) // width], forms[(u + k) % width]
                     for h in range(n + 1):
                         for d in range(1, n + 1):
-                            arcs[h, d, k] = arc_score(matrix, form, h, d)
+                            arcs[h, d, k] = _arc_score(matrix, form, h, d)
                 _eisner(run - u, n, heads[1, u:run], eisner_space)
                 u = run
     return heads
@@ -249,7 +266,7 @@ def _cle(matrix: np.ndarray, form: int, n: int, heads: np.ndarray, space) -> Non
             if d == 0 or h == d:
                 score[h, d], orig_head[h, d], orig_dep[h, d] = -np.inf, -1, -1
             else:
-                value = arc_score(matrix, form, h, d)
+                value = _arc_score(matrix, form, h, d)
                 low, high = min(low, value), max(high, value)
                 score[h, d] = value
                 orig_head[h, d], orig_dep[h, d] = h, d

@@ -5,32 +5,14 @@ never read (never a target). An arc h → d is scored by the dependent's attenti
     attention   scores[h, d] = A[d, h]                    (the matrix, transposed to head × dependent)
     symmetric   scores[h, d] = (A[d, h] + A[h, d]) / 2    (its symmetrised form; the root's arcs then
                                                            also use the [CLS] row's attention to the word)
-in float64 (A's values converted first). The decoders also take matrices that hold arc scores already
-(head × dependent): the form SCORES, scores[h, d] = A[h, d].
+in float64 (A's values converted first); the decoders read them straight from A (decoders.py, ``_arc_score``),
+and also take matrices that hold arc scores already (head × dependent: decoders.SCORES).
 """
 from __future__ import annotations
 
-import numba
-import numpy as np
 import torch
 
 FORMS = ("attention", "symmetric")
-SCORES = "scores"  # not a form of attention: the matrix is read as it is, rows heads and columns dependents
-
-
-def form_code(form: str) -> int:
-    """The code ``arc_score`` takes for a form: its index in FORMS, len(FORMS) for SCORES."""
-    return len(FORMS) if form == SCORES else FORMS.index(form)
-
-
-@numba.njit(cache=True, inline="always")
-def arc_score(matrix: np.ndarray, form: int, h: int, d: int) -> float:
-    """The float64 score of the arc h → d of matrix [M,M] read in form `form` (``form_code``)."""
-    if form == 0:
-        return np.float64(matrix[d, h])
-    if form == 1:
-        return (np.float64(matrix[d, h]) + np.float64(matrix[h, d])) / 2
-    return np.float64(matrix[h, d])
 
 
 def attached(predicted: torch.Tensor, rows: torch.Tensor, dependents: torch.Tensor,
