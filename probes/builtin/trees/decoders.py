@@ -1,11 +1,14 @@
-"""Dependency trees from a stack of arc-score matrices: maximum spanning arborescence (Chu–Liu–Edmonds)
-and the best projective tree (Eisner), both with exactly one word attached to the root.
+"""Dependency trees from a stack of matrices: maximum spanning arborescence (Chu–Liu–Edmonds) and the best
+projective tree (Eisner), both with exactly one word attached to the root.
 
-Input of the decoders: scores [N,M,M] (float64), scores[i, h, d] the score of the arc h → d in matrix i;
-node 0 is the root, nodes 1..n_i the words, where lengths [N] holds n_i (1 ≤ n_i ≤ M−1). Rows and columns
-past n_i are padding: never read, so they cannot change a tree. Output: heads [N,M] (int64), heads[i, d]
-the head of word d (0 for the root), and −1 at node 0 and on padding. A tree's score is the sum of its
-arcs' scores; the root column's own scores (arcs into node 0) and the diagonal are never used.
+Input of the decoders: matrices [N,M,M] and lengths [N]: node 0 is the root, nodes 1..n_i the words of
+matrix i, where lengths holds n_i (1 ≤ n_i ≤ M−1). Each matrix is read in one or more forms
+(probes.builtin.trees.scoring; ``_arc_score``): word attention (the probe's forms, FORMS) or arc scores given as
+they are (SCORES), scores[i, h, d] the score of the arc h → d; any float dtype, read as float64. Rows and
+columns past n_i are padding: never read, so they cannot change a tree. Output: heads [D,N,F,M] (int64),
+heads[., i, f, d] the head of word d (0 for the root) in matrix i read in form f, and −1 at node 0 and on
+padding. A tree's score is the sum of its arcs' scores; the root column's own scores (arcs into node 0) and
+the diagonal are never used.
 
 Single root: exactly one word is attached to node 0 (UD trees have one root word). Eisner builds it into
 the chart (the root takes one word r whose left and right complete spans cover the sentence); CLE
@@ -17,11 +20,12 @@ point. Both depend only on the matrix itself, never on the padding or the other 
 
 Scores must be finite (attention is): CLE's bookkeeping takes −inf for "no arc yet".
 
-Speed: each entry point is one compiled call over the whole stack (``decode_stack`` runs both decoders
-in it), the matrices spread over numba's threads (prange); compiled code is cached on disk (cache=True),
-so a fresh process only loads it. Per matrix of n words, CLE costs O(n²) plus O(n × its length) per
-contracted cycle; Eisner O(n³), vectorised over up to LANES matrices of one length that lie next to each
-other in the stack (put a sentence's heads together). How the stack is cut changes no tree.
+Speed: ``decode`` is one compiled call over the whole stack, every form and both decoders (the arc scores
+of each form are read straight from the matrices, no copy of the stack per form); the (matrix, form) units
+spread over numba's threads (prange); compiled code is cached on disk (cache=True), so a fresh process only
+loads it. Per unit of n words, CLE costs O(n²) plus O(n × its length) per contracted cycle; Eisner O(n³),
+vectorised over up to LANES units of one length that lie next to each other (a matrix's forms, then the
+next matrix's: put a sentence's heads together). How the stack is cut changes no tree.
 """
 from __future__ import annotations
 
@@ -29,59 +33,97 @@ import numba
 import numpy as np
 import torch
 
-DECODERS = ("cle", "eisner")  # the order of decode_stack's output
-LANES = 24  # most matrices of one length Eisner decodes side by side (vectorised over them)
+from probes.builtin.trees.scoring import FORMS
+
+DECODERS = ("cle", "eisner")  # the order of decode's output
+LANES = 24  # most units of one length Eisner decodes side by side (vectorised over them)
+SCORES = "scores"  # not a form of attention: the matrix is read as it is, rows heads and columns dependents
 
 
 def chu_liu_edmonds(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """[N,M] heads of the maximum spanning arborescence of each matrix, one root arc (see the module docstring)."""
-    return _decode(scores, lengths, True, False)[0]
+    """[N,M] heads of the maximum spanning arborescence of each matrix of arc scores [N,M,M], one root arc (see
+    the module docstring)."""
+    return decode(scores, lengths, (SCORES,), ("cle",))[0, :, 0]
 
 
 def eisner(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """[N,M] heads of the best projective tree of each matrix, one root arc (see the module docstring)."""
-    return _decode(scores, lengths, False, True)[1]
+    """[N,M] heads of the best projective tree of each matrix of arc scores [N,M,M], one root arc (see the module
+    docstring)."""
+    return decode(scores, lengths, (SCORES,), ("eisner",))[0, :, 0]
 
 
 def decode_stack(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """[D,N,M] heads of every matrix by each decoder of DECODERS (Chu–Liu–Edmonds, Eisner), in one compiled call;
-    the same trees as ``chu_liu_edmonds`` and ``eisner``."""
-    return _decode(scores, lengths, True, True)
+    """[D,N,M] heads of every matrix of arc scores [N,M,M] by each decoder of DECODERS (Chu–Liu–Edmonds, Eisner),
+    in one compiled call; the same trees as ``chu_liu_edmonds`` and ``eisner``."""
+    return decode(scores, lengths, (SCORES,))[:, :, 0]
 
 
-def _decode(scores: torch.Tensor, lengths: torch.Tensor, cle: bool, projective: bool) -> torch.Tensor:
-    """[D,N,M] heads by the chosen decoders (−1 throughout for one not chosen)."""
-    matrices = np.ascontiguousarray(scores.detach().to(torch.float64).cpu().numpy())  # [N,M,M]
+def decode(matrices: torch.Tensor, lengths: torch.Tensor, forms: tuple[str, ...] = FORMS,
+           decoders: tuple[str, ...] = DECODERS) -> torch.Tensor:
+    """[len(decoders),N,len(forms),M] heads of every matrix of matrices [N,M,M] (lengths [N]) read in each of
+    `forms` (FORMS or SCORES), by each of `decoders` (of DECODERS), in one compiled call."""
+    cle, projective = "cle" in decoders, "eisner" in decoders
+    array = matrices.detach().cpu().numpy()
+    if array.dtype not in (np.float32, np.float64):
+        array = array.astype(np.float64)
     sizes = np.ascontiguousarray(lengths.detach().cpu().numpy().astype(np.int64))  # [N]
-    parts = min(len(sizes), 8 * numba.get_num_threads())  # a few per thread, for balance
-    return torch.from_numpy(_decode_stack(matrices, sizes, cle, projective, parts))
+    codes = np.array([_form_code(f) for f in forms], dtype=np.int64)  # [F]
+    units = len(sizes) * len(forms)
+    parts = min(units, 8 * numba.get_num_threads())  # a few per thread, for balance
+    heads = _decode_stack(np.ascontiguousarray(array), sizes, codes, cle, projective, max(parts, 1))  # [2,N·F,M]
+    chosen = [DECODERS.index(d) for d in decoders]
+    return torch.from_numpy(heads[chosen]).view(len(decoders), len(sizes), len(forms), array.shape[-1])
+
+
+def _form_code(form: str) -> int:
+    """The code ``_arc_score`` takes for a form: its index in FORMS, len(FORMS) for SCORES."""
+    return len(FORMS) if form == SCORES else FORMS.index(form)
+
+
+@numba.njit(cache=True, inline="always")
+def _arc_score(matrix: np.ndarray, form: int, h: int, d: int) -> float:
+    """The float64 score of the arc h → d of matrix [M,M] read in form `form` (``_form_code``): the formulas of
+    probes.builtin.trees.scoring (kept in this file: numba's disk cache sees only the file of what it compiles)."""
+    if form == 0:
+        return np.float64(matrix[d, h])
+    if form == 1:
+        return (np.float64(matrix[d, h]) + np.float64(matrix[h, d])) / 2
+    return np.float64(matrix[h, d])
 
 
 @numba.njit(parallel=True, cache=True)
-def _decode_stack(scores: np.ndarray, lengths: np.ndarray, cle: bool, projective: bool, parts: int) -> np.ndarray:
-    """heads [D,N,M] of every matrix of scores [N,M,M]: the stack cut into parts spread over the threads, each
-    part with its own work space, sized for its longest matrix. Eisner takes each run of up to LANES
-    neighbouring matrices of one length together (``_eisner``)."""
-    n, m = scores.shape[0], scores.shape[1]
-    heads = np.full((2, n, m), -1, dtype=np.int64)
+def _decode_stack(matrices: np.ndarray, lengths: np.ndarray, forms: np.ndarray, cle: bool, projective: bool,
+                  parts: int) -> np.ndarray:
+    """heads [D,N·F,M] of every unit (matrix i of matrices [N,M,M], form f of forms [F]: unit i·F + f): the units
+    cut into parts spread over the threads, each part with its own work space, sized for its longest matrix.
+    Eisner takes each run of up to LANES neighbouring units of one length together (``_eisner``)."""
+    count, m, width = matrices.shape[0] * forms.shape[0], matrices.shape[1], forms.shape[0]
+    heads = np.full((2, count, m), -1, dtype=np.int64)
     for part in numba.prange(parts):
-        start, stop = part * n // parts, (part + 1) * n // parts
+        start, stop = part * count // parts, (part + 1) * count // parts
         longest = 1
-        for i in range(start, stop):
-            longest = max(longest, lengths[i])
+        for u in range(start, stop):
+            longest = max(longest, lengths[u // width])
         if cle:
             cle_space = _cle_space(longest + 1)
-            for i in range(start, stop):
-                _cle(scores[i], lengths[i], heads[0, i], cle_space)
+            for u in range(start, stop):
+                _cle(matrices[u // width], forms[u % width], lengths[u // width], heads[0, u], cle_space)
         if projective:
             eisner_space = _eisner_space(longest)
-            i = start
-            while i < stop:
-                run = i + 1
-                while run < stop and run - i < LANES and lengths[run] == lengths[i]:
+            u = start
+            while u < stop:
+                n = lengths[u // width]
+                run = u + 1
+                while run < stop and run - u < LANES and lengths[run // width] == n:
                     run += 1
-                _eisner(scores[i:run], lengths[i], heads[1, i:run], eisner_space)
-                i = run
+                arcs = eisner_space[0]
+                for k in range(run - u):  # the lanes' arc scores, lane innermost
+                    matrix, form = matrices[(u + k) // width], forms[(u + k) % width]
+                    for h in range(n + 1):
+                        for d in range(1, n + 1):
+                            arcs[h, d, k] = _arc_score(matrix, form, h, d)
+                _eisner(run - u, n, heads[1, u:run], eisner_space)
+                u = run
     return heads
 
 
@@ -95,9 +137,10 @@ def _eisner_space(words: int):
 
 
 @numba.njit(cache=True)
-def _eisner(scores: np.ndarray, n: int, heads: np.ndarray, space) -> None:
-    """Write into heads [K,M] the best projective trees of scores [K,M,M] (K ≤ LANES matrices, each over the
-    root and the same n words), one root arc each.
+def _eisner(lanes: int, n: int, heads: np.ndarray, space) -> None:
+    """Write into heads [K,M] the best projective trees of K = `lanes` ≤ LANES units, each over the root and the
+    same n words, one root arc each, from their arc scores in the work space (space[0], arcs [h, d, k], filled
+    by the caller), over h = 0..n, d = 1..n.
 
     The K matrices are decoded side by side: every chart cell holds K lanes, the innermost axis, so that each
     step is one vectorised loop over them. Charts over the words, word k at index k−1 (their [:n, :n, :K]
@@ -106,11 +149,6 @@ def _eisner(scores: np.ndarray, n: int, heads: np.ndarray, space) -> None:
     first best split point (a later one replaces it only when strictly better) for the backtrace.
     """
     arcs, complete, inner, split_complete, split_inner, best, arg, stack = space
-    lanes = scores.shape[0]
-    for h in range(n + 1):
-        for d in range(n + 1):
-            for k in range(lanes):
-                arcs[h, d, k] = scores[k, h, d]
     for a in range(n):
         complete[a, a, :lanes] = 0.0
     for w in range(1, n):
@@ -198,13 +236,14 @@ def _cle_space(m: int):
     """Chu–Liu–Edmonds' work space for up to m nodes and their m − 1 contractions (see ``_cle``)."""
     size = 2 * m
     return (np.empty((size, size)), np.empty((size, size), dtype=np.int64), np.empty((size, size), dtype=np.int64),
-            np.empty((9, size), dtype=np.int64), np.empty((2, size), dtype=np.bool_))
+            np.empty((9, size), dtype=np.int64), np.empty((2, size), dtype=np.bool_), np.empty(size))
 
 
 @numba.njit(cache=True)
-def _cle(scores: np.ndarray, n: int, heads: np.ndarray, space) -> None:
-    """Write into heads [M] the maximum spanning arborescence of scores [M,M] over the root (node 0) and words
-    1..n with one root arc: every root arc lowered by more than the spread of all tree scores.
+def _cle(matrix: np.ndarray, form: int, n: int, heads: np.ndarray, space) -> None:
+    """Write into heads [M] the maximum spanning arborescence of matrix [M,M] read in form `form` (its arc scores:
+    ``arc_score``) over the root (node 0) and words 1..n with one root arc: every root arc lowered by more than
+    the spread of all tree scores.
 
     Chu–Liu–Edmonds with explicit contraction: each cycle of best incoming arcs (the first one found from the
     lowest node up) becomes a new node (ids n+1, n+2, ...); arcs keep the original (head, dependent) they
@@ -216,27 +255,28 @@ def _cle(scores: np.ndarray, n: int, heads: np.ndarray, space) -> None:
     When it did come from one, the new node carries that same score (the best of the cycle's arcs), so it
     is the new best unless another node ties with the old best: ``tied`` marks the nodes where one may.
     """
-    score, orig_head, orig_dep, ints, flags = space
+    score, orig_head, orig_dep, ints, flags, replaced = space
     alive, best_in, state, parent, cycle_in, entering, cycles, cycle_start, contractions = (
         ints[0], ints[1], ints[2], ints[3], ints[4], ints[5], ints[6], ints[7], ints[8])
     tied, on_cycle = flags[0], flags[1]
     size = n + 1  # nodes: the root and the words
     low, high = np.inf, -np.inf
     for h in range(size):
-        for d in range(1, size):
-            if h != d:
-                low = min(low, scores[h, d])
-                high = max(high, scores[h, d])
-    penalty = (high - low) * n + 1.0  # larger than the spread of all tree scores
-    for h in range(size):
         for d in range(size):
             if d == 0 or h == d:
                 score[h, d], orig_head[h, d], orig_dep[h, d] = -np.inf, -1, -1
             else:
-                score[h, d] = scores[h, d] - penalty if h == 0 else scores[h, d]
+                value = _arc_score(matrix, form, h, d)
+                low, high = min(low, value), max(high, value)
+                score[h, d] = value
                 orig_head[h, d], orig_dep[h, d] = h, d
+    penalty = (high - low) * n + 1.0  # larger than the spread of all tree scores
+    for d in range(1, size):
+        score[0, d] -= penalty
+    for h in range(size):
         alive[h] = h
         on_cycle[h] = False
+        state[h] = 0  # see _find_cycle
         parent[h] = -1  # the contracted node each node went into
     living = size
     made = 0
@@ -270,24 +310,31 @@ def _cle(scores: np.ndarray, n: int, heads: np.ndarray, space) -> None:
             else:
                 alive[kept] = u
                 kept += 1
-                score[u, new], score[new, u] = -np.inf, -np.inf
         living = kept
         on_cycle[new] = False
         for c in range(first, last):
             v = cycles[c]
-            replaced = score[best_in[v], v]
-            for k in range(living):
-                u = alive[k]
-                gain = score[u, v] - replaced  # arcs into the cycle: gain over the arc they replace
-                if score[u, v] > -np.inf and gain > score[u, new]:
-                    score[u, new] = gain
-                    orig_head[u, new], orig_dep[u, new] = orig_head[u, v], orig_dep[u, v]
-                if score[v, u] > score[new, u]:  # arcs out of the cycle: the best member's
-                    score[new, u] = score[v, u]
-                    orig_head[new, u], orig_dep[new, u] = orig_head[v, u], orig_dep[v, u]
+            replaced[c - first] = score[best_in[v], v]
+        for k in range(living):  # each node's arcs into and out of the cycle, its members ascending
+            u = alive[k]
+            into, out = -np.inf, -np.inf
+            into_from, out_from = -1, -1
+            for c in range(first, last):
+                v = cycles[c]
+                gain = score[u, v] - replaced[c - first]  # arcs into the cycle: gain over the arc they replace
+                if score[u, v] > -np.inf and gain > into:
+                    into, into_from = gain, v
+                if score[v, u] > out:  # arcs out of the cycle: the best member's
+                    out, out_from = score[v, u], v
+            score[u, new], score[new, u] = into, out
+            if into_from >= 0:
+                orig_head[u, new], orig_dep[u, new] = orig_head[u, into_from], orig_dep[u, into_from]
+            if out_from >= 0:
+                orig_head[new, u], orig_dep[new, u] = orig_head[out_from, u], orig_dep[out_from, u]
         alive[living] = new
         living += 1
         parent[new] = -1
+        state[new] = 0
         for k in range(1, living - 1):
             v = alive[k]
             old = best_in[v]
@@ -339,9 +386,12 @@ def _best_incoming(score: np.ndarray, alive: np.ndarray, living: int, v: int, ti
 @numba.njit(cache=True)
 def _find_cycle(best_in: np.ndarray, alive: np.ndarray, living: int, state: np.ndarray) -> int:
     """A node on a cycle of best incoming arcs among the nodes alive[:living] (ascending; the root first), the
-    first one met walking from each node up, or −1 when there is none (state: work space)."""
-    for k in range(living):
-        state[alive[k]] = 0  # 0 unseen, 1 on the current walk, 2 done
+    first one met walking from each node up, or −1 when there is none.
+
+    state: 0 not known, 2 known to reach the root, kept from call to call (1: on the current walk, only
+    during it). A node that reaches the root keeps its best incoming arc through every later contraction
+    (only arcs that came from a contracted node are looked for again, and its chain up to the root holds
+    none), so it still reaches it, and its walk need not be made again."""
     for k in range(1, living):
         start = alive[k]
         if state[start]:
@@ -353,7 +403,7 @@ def _find_cycle(best_in: np.ndarray, alive: np.ndarray, living: int, state: np.n
         found = v if v != 0 and state[v] == 1 else -1
         v = start
         while v != 0 and state[v] == 1:
-            state[v] = 2
+            state[v] = 0 if found >= 0 else 2
             v = best_in[v]
         if found >= 0:
             return found

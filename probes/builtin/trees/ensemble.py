@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from probes.builtin.trees.decoders import chu_liu_edmonds
+from probes.builtin.trees.decoders import decode
 from probes.builtin.trees.sample import SelectionSample
-from probes.builtin.trees.scoring import arc_scores, attached
+from probes.builtin.trees.scoring import attached
 
 STACK_CELLS = 2**22  # most matrix cells (sentences × heads × M × M, float64) a chunk of the sample holds
 
@@ -22,8 +22,8 @@ def decode_main(attention: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """[..,M] heads of the main variant (Chu–Liu–Edmonds on the attention form) of word attention [..,M,M];
     lengths broadcast over the leading dimensions."""
     lead = attention.shape[:-2]
-    flat = arc_scores(attention, "attention").reshape(-1, *attention.shape[-2:])
-    heads = chu_liu_edmonds(flat, lengths.expand(lead).reshape(-1))
+    flat = attention.reshape(-1, *attention.shape[-2:])  # [N,M,M]
+    heads = decode(flat, lengths.expand(lead).reshape(-1), ("attention",), ("cle",))[0, :, 0]  # [N,M]
     return heads.view(*lead, attention.shape[-1])
 
 

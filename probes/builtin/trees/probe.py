@@ -27,11 +27,11 @@ import torch
 
 from probes.batching import Batch
 from probes.bootstrap import attach_intervals
-from probes.builtin.trees.decoders import DECODERS, decode_stack
+from probes.builtin.trees.decoders import DECODERS, decode
 from probes.builtin.trees.details import format_trees
 from probes.builtin.trees.ensemble import decode_main, select_heads
 from probes.builtin.trees.sample import SelectionSample, sentence_keys
-from probes.builtin.trees.scoring import FORMS, arc_scores, attached
+from probes.builtin.trees.scoring import FORMS, attached
 from probes.errors import InputError
 from probes.maps import LayerMaps
 from probes.probe import LabelSums, Option, Probe, ratio
@@ -81,13 +81,11 @@ class TreesProbe(Probe):
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
-        attention = maps.word_attention[..., :-1, :-1].double().cpu()  # [B,H,M,M] root and words
-        b, h, m = attention.shape[0], attention.shape[1], attention.shape[-1]
-        # a sentence's matrices side by side, so that Eisner decodes them together (decoders.LANES)
-        stack = torch.stack([arc_scores(attention, form) for form in FORMS], 1).reshape(-1, m, m)  # [B·F·H,M,M]
-        lengths = batch.n_words.repeat_interleave(len(FORMS) * h)  # [B·F·H]
-        predicted = decode_stack(stack, lengths)  # [D,B·F·H,M]
-        predicted = predicted.view(len(DECODERS), b, len(FORMS), h, m).permute(0, 2, 3, 1, 4)  # [D,F,H,B,M]
+        attention = maps.word_attention  # [B,H,C,C] root, words and the end column (never read)
+        b, h, c = attention.shape[0], attention.shape[1], attention.shape[-1]
+        # a sentence's heads side by side, so that Eisner decodes them together (decoders.LANES)
+        predicted = decode(attention.reshape(b * h, c, c), batch.n_words.repeat_interleave(h))  # [D,B·H,F,C]
+        predicted = predicted.view(len(DECODERS), b, h, len(FORMS), c).permute(0, 3, 2, 1, 4)  # [D,F,H,B,C]
         directed, undirected = attached(predicted, rows, dependents, heads)  # [D,F,H,N]
         self.hits[:, :, 0, maps.layer] += directed.sum(-1)
         self.hits[:, :, 1, maps.layer] += undirected.sum(-1)
@@ -102,14 +100,16 @@ class TreesProbe(Probe):
 
     def _ensemble_update(self, attention: torch.Tensor, n_words: torch.Tensor, layer: int, rows: torch.Tensor,
                          dependents: torch.Tensor, heads: torch.Tensor) -> None:
-        """Add this layer's ensemble heads to the batch's sum; at the last layer decode the average and score it."""
+        """Add this layer's ensemble heads (of word attention [B,H,C,C]) to the batch's sum, in float64, over the root
+        and the words; at the last layer decode the average and score it."""
         chosen = self.ensemble()
         if not chosen:
             return
-        if layer == 0:
-            self._pending = torch.zeros_like(attention[:, 0])
         mine = [h for lay, h, _ in chosen if lay == layer]
-        self._pending += attention[:, mine].sum(1)
+        words = attention[:, mine][..., :-1, :-1].double().cpu()  # [B,k,M,M]
+        if layer == 0:
+            self._pending = words.new_zeros(words.shape[0], *words.shape[2:])
+        self._pending += words.sum(1)
         if layer == self.layers - 1:
             predicted = decode_main(self._pending / len(chosen), n_words)  # [B,M]
             directed, undirected = attached(predicted, rows, dependents, heads)

@@ -1,22 +1,18 @@
-"""What a tree is decoded from and how it is scored: the arc-score matrix of each form, and attachment.
+"""What a tree is decoded from and how it is scored: the arc scores of each form of a matrix, and attachment.
 
 Word-level attention A [..,M,M] holds the root ([CLS], column 0) and the words (1..n); the end column is
-dropped before (never a target). An arc h → d is scored by the dependent's attention to the head, A[d, h]:
+never read (never a target). An arc h → d is scored by the dependent's attention to the head, A[d, h]:
     attention   scores[h, d] = A[d, h]                    (the matrix, transposed to head × dependent)
     symmetric   scores[h, d] = (A[d, h] + A[h, d]) / 2    (its symmetrised form; the root's arcs then
                                                            also use the [CLS] row's attention to the word)
+in float64 (A's values converted first); the decoders read them straight from A (decoders.py, ``_arc_score``),
+and also take matrices that hold arc scores already (head × dependent: decoders.SCORES).
 """
 from __future__ import annotations
 
 import torch
 
 FORMS = ("attention", "symmetric")
-
-
-def arc_scores(attention: torch.Tensor, form: str) -> torch.Tensor:
-    """[..,M,M] arc scores (head × dependent) of word-level attention [..,M,M] (rows: from, columns: to)."""
-    transposed = attention.transpose(-1, -2)
-    return transposed if form == "attention" else (attention + transposed) / 2
 
 
 def attached(predicted: torch.Tensor, rows: torch.Tensor, dependents: torch.Tensor,

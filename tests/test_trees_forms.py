@@ -1,0 +1,93 @@
+"""decode: the decoders reading each form's arc scores straight from word attention. Checked against arc scores
+made independently with torch (attention form: the transpose; symmetric: (A + Aᵀ) / 2, in float64) and decoded
+one matrix at a time by chu_liu_edmonds and eisner (tests/test_trees_decoders.py checks those against networkx
+and brute force): every form, float32 and float64 attention, garbage padding and end column, ties, a stack
+cut across threads and lanes, and a non-projective tree."""
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+import torch
+
+from probes.builtin.trees.decoders import DECODERS, LANES, SCORES, chu_liu_edmonds, decode, eisner
+from probes.builtin.trees.scoring import FORMS
+
+ALONE = {"cle": chu_liu_edmonds, "eisner": eisner}
+
+
+def _reference(matrix: torch.Tensor, form: str) -> torch.Tensor:
+    """[n+1,n+1] float64 arc scores (head × dependent) of one attention matrix, by the scoring module's formulas."""
+    a = matrix.double()
+    return {"attention": a.T, "symmetric": (a + a.T) / 2, SCORES: a}[form]
+
+
+def _stack(rng, sizes, values: str, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """A padded stack [N,M,M] (M = longest + 2: room for an end column) with garbage everywhere past each matrix."""
+    size = int(max(sizes)) + 2
+    stack = torch.from_numpy(rng.random((len(sizes), size, size)) * 100).to(dtype)
+    for i, n in enumerate(sizes):
+        block = rng.random((n + 1, n + 1)) if values == "random" else rng.integers(0, 3, (n + 1, n + 1)) / 4
+        stack[i, : n + 1, : n + 1] = torch.from_numpy(block).to(dtype)
+    return stack, torch.from_numpy(np.asarray(sizes))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("values", ["random", "ties"])
+def test_decode_is_each_form_decoded_alone(values, dtype):
+    """Every (matrix, form) unit of one decode call gets the tree its reference arc scores get alone; a run of
+    one length longer than LANES, lengths mixed, on one thread and on all of numba's."""
+    rng = np.random.default_rng(4)
+    sizes = np.concatenate([np.full(LANES // 2 + 3, 6), rng.integers(1, 12, 30), [1, 2, 2]])
+    stack, lengths = _stack(rng, sizes, values, dtype)
+    forms = (*FORMS, SCORES)
+    want = {(d, f): [ALONE[d](_reference(stack[i, : n + 1, : n + 1], f)[None], lengths[i: i + 1])[0].tolist()
+                     for i, n in enumerate(sizes)] for d in DECODERS for f in forms}
+    threads = numba.get_num_threads()
+    try:
+        for count in sorted({1, numba.config.NUMBA_NUM_THREADS}):
+            numba.set_num_threads(count)
+            heads = decode(stack, lengths, forms)  # [D,N,F,M]
+            assert heads.shape == (len(DECODERS), len(sizes), len(forms), stack.shape[-1])
+            for d, decoder in enumerate(DECODERS):
+                for f, form in enumerate(forms):
+                    got = [heads[d, i, f, : n + 1].tolist() for i, n in enumerate(sizes)]
+                    assert got == want[decoder, form], (decoder, form)
+            assert (heads[..., 0] == -1).all()
+            assert all((heads[:, i, :, n + 1:] == -1).all() for i, n in enumerate(sizes))
+    finally:
+        numba.set_num_threads(threads)
+
+
+def test_decoders_and_forms_chosen():
+    """A subset of decoders and forms, in the order asked: the same trees as in the full call."""
+    rng = np.random.default_rng(5)
+    stack, lengths = _stack(rng, rng.integers(1, 10, 20), "random", torch.float32)
+    full = decode(stack, lengths)  # [D,N,F,M]
+    part = decode(stack, lengths, ("symmetric",), ("eisner", "cle"))
+    assert torch.equal(part, full[[1, 0]][:, :, [1]])
+
+
+def test_forms_of_a_hand_built_attention_matrix():
+    """Words 1..3. Attention rows (from) → columns (to): word 1 → word 2 (.9), word 2 → root (.9), word 3 → word 2
+    (.6) and → word 1 (.4); the root row looks at word 3 (1). Attention form, S[h, d] = A[d, h]: arcs 2→1 .9,
+    0→2 .9, 2→3 .6, 1→3 .4, the rest 0: tree [2, 0, 2] (2.4). Symmetric: 0–2 .45, 0–3 .5, 1–2 .45, 2–3 .3,
+    1–3 .2: one root arc; 0→3 (.5) then 3→2 (.3) and 2→1 (.45) scores 1.25, 0→2 (.45) with 2→1, 2→3 1.2:
+    tree [2, 3, 0]. Projective in both, so Eisner agrees."""
+    a = torch.zeros(4, 4, dtype=torch.float32)
+    a[1, 2], a[2, 0], a[3, 2], a[3, 1], a[0, 3] = 0.9, 0.9, 0.6, 0.4, 1.0
+    heads = decode(a[None], torch.tensor([3]))  # [D,1,F,M]
+    for d in range(len(DECODERS)):
+        assert heads[d, 0, FORMS.index("attention"), 1:].tolist() == [2, 0, 2]
+        assert heads[d, 0, FORMS.index("symmetric"), 1:].tolist() == [2, 3, 0]
+
+
+def test_non_projective_attention():
+    """Attention whose best tree is non-projective (tests/test_trees_decoders.py NON_PROJECTIVE, transposed back
+    into attention): CLE finds it, Eisner a projective one."""
+    scores = torch.ones(5, 5, dtype=torch.float64)
+    for h, d in ((0, 1), (1, 2), (1, 3), (2, 4)):
+        scores[h, d] = 10
+    heads = decode(scores.T.contiguous()[None], torch.tensor([4]), ("attention",))  # [D,1,1,M]
+    assert heads[0, 0, 0, 1:].tolist() == [0, 1, 1, 2]
+    assert heads[1, 0, 0, 1:].tolist() != [0, 1, 1, 2]
