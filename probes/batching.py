@@ -68,6 +68,18 @@ def free_memory(device: torch.device) -> int:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+def scratch_from(buffers: dict, name: str, shape: tuple[int, ...], dtype: torch.dtype,
+                 device: torch.device) -> torch.Tensor:
+    """A view of shape `shape` on the buffer kept in `buffers` under (name, dtype, device), made (or replaced
+    by a larger one) when it is missing or too small."""
+    key = (name, dtype, torch.device(device))
+    size = math.prod(shape)
+    if key not in buffers or buffers[key].numel() < size:
+        buffers.pop(key, None)  # freed before the larger one is made
+        buffers[key] = torch.empty(size, dtype=dtype, device=device)
+    return buffers[key][:size].view(shape)
+
+
 class Batch:
     """One forward pass's worth of sentences: the model's inputs and the word↔subword layout, built whole.
 
@@ -158,17 +170,13 @@ class Batch:
         return self._memo[key]
 
     def scratch(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        """An uninitialised tensor of `shape` for a per-layer temporary, the same memory at every layer of the
-        batch under (name, dtype, device): it holds what its caller wrote only until the next call with that
-        name, so no caller may keep it. Every layer allocates the same large temporaries (one layer's maps,
-        hundreds of MB for long inputs); a fresh allocation of that size is a fresh mapping whose pages the
-        system must fault in and zero each time (probes.allocator), several times the cost of the pass itself.
-        The buffers go with the batch."""
-        key = (name, dtype, torch.device(device))
-        size = math.prod(shape)
-        if key not in self._scratch or self._scratch[key].numel() < size:
-            self._scratch[key] = torch.empty(size, dtype=dtype, device=device)
-        return self._scratch[key][:size].view(shape)
+        """An uninitialised tensor of `shape` that every layer of the batch reuses under (name, dtype, device):
+        it holds what its caller wrote only until the next call with that name, so no caller may keep it.
+        For what each layer makes anew at the same size (its word-level maps): a fresh allocation of hundreds
+        of MB is a fresh mapping whose pages the system must fault in and zero every time (probes.allocator),
+        which costs more than the pass that fills it. The buffers go with the batch; a layer's own temporaries
+        are LayerMaps.scratch."""
+        return scratch_from(self._scratch, name, shape, dtype, device)
 
     def pooling(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """Query and key pooling matrices [B,C,T] on `device` (see probes.pooling), made once per device."""

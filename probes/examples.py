@@ -74,21 +74,18 @@ class ExampleRecorder:
         rows = [b for b, index in enumerate(batch.indices) if index < self.limit]
         if not rows:
             return
-        attention, predictions = maps.word_attention, maps.predictions  # [B,H,C,C], [B,H,C]
-        if len(rows) < len(batch.indices):
-            pick = torch.tensor(rows, device=attention.device)
-            attention, predictions = attention.index_select(0, pick), predictions.index_select(0, pick)
-        attention = quantize(attention, batch.scratch).cpu()  # [R,H,C,C] uint8, reused by the next layer
-        predictions = predictions.to(torch.int16).cpu()  # [R,H,C]
-        for r, b in enumerate(rows):
+        attention = maps.word_attention  # [B,H,C,C]
+        predictions = maps.predictions.to(torch.int16).cpu()  # [B,H,C]
+        for b in rows:
             sentence = batch.sentences[b]
             entry = self.kept.setdefault(batch.indices[b], {
                 "sentence": sentence,
                 "predictions": np.zeros((self.layers, self.heads, len(sentence.words) + 1), dtype=np.int16),
                 "maps_at": np.full(self.layers, -1, dtype=np.int64),  # [L] each layer's block in the store
                 "widths": np.zeros(self.layers, dtype=np.int64)})  # [L] its side: the batch's C columns
-            entry["predictions"][maps.layer] = predictions[r, :, : len(sentence.words) + 1].numpy()
-            entry["maps_at"][maps.layer] = self._write(attention[r].numpy())
+            entry["predictions"][maps.layer] = predictions[b, :, : len(sentence.words) + 1].numpy()
+            # one sentence at a time: the layer's scratch holds [H,C,C], not the batch's [B,H,C,C]
+            entry["maps_at"][maps.layer] = self._write(quantize(attention[b], maps.scratch).cpu().numpy())
             entry["widths"][maps.layer] = batch.width
 
     def _write(self, maps: np.ndarray) -> int:
@@ -146,8 +143,8 @@ class ExampleRecorder:
 
 def quantize(attention: torch.Tensor, scratch: Scratch | None = None) -> torch.Tensor:
     """Attention weights → uint8: the weight rounded to float16, × 255 in float32, rounded half to even.
-    scratch: the steps' tensors come from it (probes.batching.Batch.scratch), the result included, which then
-    holds only until the next layer's; None: fresh tensors."""
+    scratch: the steps' tensors come from it (probes.maps.LayerMaps.scratch), the result included, which then
+    holds only until the next call; None: fresh tensors."""
     if scratch is None:
         return attention.to(torch.float16).float().mul_(255).round_().to(torch.uint8)
     shape, device = tuple(attention.shape), attention.device

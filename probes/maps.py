@@ -13,7 +13,7 @@ from functools import cached_property
 
 import torch
 
-from probes.batching import Batch
+from probes.batching import Batch, scratch_from
 from probes.pooling import pool_attention, pool_vectors
 
 
@@ -33,13 +33,23 @@ class LayerMaps:
         self.attention = attention  # [B,H,T,T]
         self.context = context  # [B,H,T,d] or None
         self.twin = twin
+        self._scratch: dict[tuple[str, torch.dtype, torch.device], torch.Tensor] = {}  # see scratch()
+
+    def scratch(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """An uninitialised tensor of `shape` for a temporary of this layer, shared under (name, dtype, device) by
+        the probes of the layer one after another: it holds what its caller wrote only until the next call with
+        that name, so no caller may keep it. One allocation of a layer-sized temporary (hundreds of MB for long
+        inputs, a fresh mapping whose pages the system faults in and zeroes: probes.allocator) serves the word
+        pooling, entropy and the views in turn; it goes with the layer, so that it is not held while the model
+        computes the next one."""
+        return scratch_from(self._scratch, name, shape, dtype, device)
 
     @cached_property
     def word_attention(self) -> torch.Tensor:
         """[B,H,C,C] word-level attention (rows: from, columns: to), in memory the next layer reuses
         (Batch.scratch): a probe that keeps any of it past its ``update`` keeps a copy (``.clone()``)."""
         query, key = self.batch.pooling(self.attention.device)
-        return pool_attention(self.attention, query, key, self.batch.scratch)
+        return pool_attention(self.attention, query, key, self.scratch, self.batch.scratch)
 
     @cached_property
     def word_vectors(self) -> torch.Tensor:

@@ -55,7 +55,7 @@ def _combine(onehot: torch.Tensor, rule: str) -> torch.Tensor:
 
 
 def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
-                   scratch: Scratch | None = None) -> torch.Tensor:
+                   scratch: Scratch | None = None, keep: Scratch | None = None) -> torch.Tensor:
     """One layer's subword attention [B,H,T,T] → word attention [B,H,C,C]: query · A · keyᵀ, computed as
     two segment sums (the key side over each word's columns, then the query side over its rows) in
     O(B·H·T·(T + C)), where the matrix products cost O(B·H·T²·C).
@@ -64,11 +64,12 @@ def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tens
     a word's entry is the sum over its subwords of weight × value, the products of the matrix form,
     added in position order.
 
-    scratch: where the sums go (the key side's in "temporary", the result in "word_attention"), memory
-    reused layer after layer; the result then holds only until the next layer's. None: fresh tensors.
+    scratch: where the key side's sums go (its "temporary"); keep: where the result goes (its
+    "word_attention"), e.g. memory reused layer after layer (probes.batching.Batch.scratch), the result then
+    holding only until the next layer's. None: fresh tensors.
     """
     keyed = _segment_sum(attention, key, dim=3, scratch=scratch, name="temporary")  # [B,H,T,C], weighted in place
-    return _segment_sum(keyed, query, dim=2, in_place=True, scratch=scratch, name="word_attention")  # [B,H,C,C]
+    return _segment_sum(keyed, query, dim=2, in_place=True, scratch=keep, name="word_attention")  # [B,H,C,C]
 
 
 def _segment_sum(values: torch.Tensor, pooling: torch.Tensor, dim: int, in_place: bool = False,

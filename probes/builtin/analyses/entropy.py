@@ -33,7 +33,7 @@ class EntropyAnalysis(MeanAnalysis):
         n_rows = rows.sum()
         a = t.attention
         # [B,H,T]: a·ln a in one [B,H,T,T] temporary (in place); a zero weight adds 0 · ln 1e-30 = 0
-        terms = batch.scratch("temporary", tuple(a.shape), a.dtype, a.device)  # reused layer after layer
+        terms = maps.scratch("temporary", tuple(a.shape), a.dtype, a.device)  # the layer's shared temporary
         entropy = -torch.clamp(a, min=1e-30, out=terms).log_().mul_(a).sum(-1)
         lengths = t.masks.lengths
         uniform_sum = (torch.log(lengths.double()) * lengths).sum()  # Σ over rows of ln n (float64)
