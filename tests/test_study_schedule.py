@@ -10,6 +10,7 @@ import pytest
 
 import probes
 from probes.defaults import bundled_corpus
+from probes.studies import StudyFailed
 from probes.studies.engines import Schedule
 from probes.studies.spec import Group, Model
 from probes.studies.units import Unit
@@ -83,3 +84,45 @@ def test_local_worker_processes_share_the_cores(study_spec, tmp_path):
     for unit in done.units:
         record = json.loads((tmp_path / "out" / ".units" / unit["key"] / "unit.json").read_text())
         assert record["threads"] == unit["threads"]
+
+
+CRASH = '''
+import os
+import probes
+
+
+@probes.register
+class Crash(probes.Probe):
+    """Kills the process that scores it (a worker dying mid-unit)."""
+    name = "crash-worker"
+    description = "exits its process on the first batch (a test of the study engines)"
+
+    def update(self, batch, maps):
+        os._exit(3)
+
+    def compute(self, info):
+        raise AssertionError("never reached")
+'''
+
+
+@pytest.mark.integration
+def test_a_dead_ray_actor_loses_only_the_unit_it_was_running(tiny_model, tmp_path, monkeypatch):
+    """Units crash, dep, mass on 2 actors: runs [crash, dep] and [mass]. The first actor dies on crash; dep,
+    waiting in its run, is taken over by the other actor and finishes in the first round; crash fails twice."""
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'attention-probes[ray]')")
+    from probes import registry
+
+    registry.available()
+    monkeypatch.setattr(registry, "_PROBES", dict(registry._PROBES))  # the plugin is gone after the test
+    code = tmp_path / "crash.py"
+    code.write_text(CRASH, encoding="utf-8")
+    spec = {"models": {"a": str(tiny_model("bert"))}, "settings": {"limit": 3, "batch_size": 2}, "code": str(code),
+            "corpora": [{"corpus": bundled_corpus(), "probes": [name], "name": name}
+                        for name in ("crash-worker", "dep", "mass")]}
+    with pytest.raises(StudyFailed) as failed:
+        probes.study(spec, tmp_path / "out", engine="ray", workers=2, plots="none", progress=False)
+    assert list(failed.value.failures) == ["a × crash-worker on crash-worker"]
+    assert "ActorDiedError" in failed.value.failures["a × crash-worker on crash-worker"]
+    records = [json.loads(p.read_text()) for p in (tmp_path / "out" / ".units").glob("*/unit.json")]
+    assert sorted((r["corpus"], r["attempts"]) for r in records) == [("dep", 1), ("mass", 1)]
+    assert len({r["worker"] for r in records}) == 1  # both on the actor that lived

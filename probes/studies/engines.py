@@ -142,8 +142,8 @@ def _processes(units: list[Unit], workers: int) -> Iterator[Outcome]:
                     break
                 continue
             running.pop(worker)
+            hand(worker)  # before the driver saves this outcome: the worker goes on meanwhile
             yield outcome
-            hand(worker)
         errors = [f.exception() for f in futures if f.exception() is not None]
     for unit in [*running.values(), *schedule.left()]:  # a worker process died before it finished them
         yield failed(unit, f"worker process died: {errors[0] if errors else 'no outcome'}")
@@ -183,13 +183,15 @@ def _ray(units: list[Unit], workers: int, address: str | None) -> Iterator[Outco
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 worker, unit = pending.pop(ref)
+                alive = True
                 try:
-                    yield ray.get(ref)
+                    outcome = ray.get(ref)
                 except ray.exceptions.RayError as e:  # the actor died, or Ray lost the task
-                    yield failed(unit, f"Ray worker failed: {type(e).__name__}: {str(e).splitlines()[0]}")
-                    if isinstance(e, ray.exceptions.RayActorError):
-                        continue  # an actor that died is handed nothing more
-                hand(worker)
+                    outcome = failed(unit, f"Ray worker failed: {type(e).__name__}: {str(e).splitlines()[0]}")
+                    alive = not isinstance(e, ray.exceptions.RayActorError)  # a dead actor is handed nothing more
+                if alive:
+                    hand(worker)  # before the driver saves this outcome: the actor goes on meanwhile
+                yield outcome
         for unit in schedule.left():  # every actor died
             yield failed(unit, "Ray worker failed: no Ray worker left to run it")
     finally:
