@@ -126,3 +126,23 @@ def test_a_dead_ray_actor_loses_only_the_unit_it_was_running(tiny_model, tmp_pat
     records = [json.loads(p.read_text()) for p in (tmp_path / "out" / ".units").glob("*/unit.json")]
     assert sorted((r["corpus"], r["attempts"]) for r in records) == [("dep", 1), ("mass", 1)]
     assert len({r["worker"] for r in records}) == 1  # both on the actor that lived
+
+
+@pytest.mark.integration
+def test_local_workers_stop_when_the_driver_stops_early(study_spec):
+    """The driver leaving after its first outcome (an error while saving it, ^C) closes the engine: each worker
+    process finishes its unit, is told to stop and the pool closes, rather than waiting for units forever."""
+    import threading
+
+    from probes.studies.engines import execute
+    from probes.studies.spec import read_study
+    from probes.studies.units import plan_units
+
+    spec = read_study({**study_spec, "corpora": [*study_spec["corpora"], {"corpus": bundled_corpus(), "probes": ["mass"]}]})
+    outcomes = execute(plan_units(spec), "local", 2)
+    first = next(outcomes)
+    assert first.files is not None
+    closing = threading.Thread(target=outcomes.close, daemon=True)
+    closing.start()
+    closing.join(timeout=120)
+    assert not closing.is_alive()

@@ -134,16 +134,20 @@ def _processes(units: list[Unit], workers: int) -> Iterator[Outcome]:
             hand(worker)
         futures = [pool.submit(_in_worker, i, tasks[i], outcomes, _threads(schedule.workers))
                    for i in range(schedule.workers)]
-        while running:
-            try:
-                worker, outcome = outcomes.get(timeout=0.2)
-            except queues.Empty:
-                if all(f.done() for f in futures) and outcomes.empty():
-                    break
-                continue
-            running.pop(worker)
-            hand(worker)  # before the driver saves this outcome: the worker goes on meanwhile
-            yield outcome
+        try:
+            while running:
+                try:
+                    worker, outcome = outcomes.get(timeout=0.2)
+                except queues.Empty:
+                    if all(f.done() for f in futures) and outcomes.empty():
+                        break
+                    continue
+                running.pop(worker)
+                hand(worker)  # before the driver saves this outcome: the worker goes on meanwhile
+                yield outcome
+        finally:  # the driver stopped early (an error, ^C): every worker stops after its unit, so the pool can close
+            for task in tasks:
+                task.put(None)
         errors = [f.exception() for f in futures if f.exception() is not None]
     for unit in [*running.values(), *schedule.left()]:  # a worker process died before it finished them
         yield failed(unit, f"worker process died: {errors[0] if errors else 'no outcome'}")
