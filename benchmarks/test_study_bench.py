@@ -13,6 +13,11 @@ passes over the sentences the probes keep, batched as the run batches them, in t
 of the 1-worker study to it (target ≤ 1.15), and per unit the overhead of its run over its bare passes.
 The sentences per corpus are PROBES_BENCH_LIMIT (default 200; 0 for the whole of EWT dev, 2,001).
 
+What 2 workers can gain on this machine at most: each runs 1/2 of the cores as torch threads, the 1-worker run all
+of them, so the bound on the speed-up is 2 × (time with all cores' threads) / (time with half of them), measured
+on the bare forward passes and on one dep+pos unit (test_thread_scaling_bounds_the_speed_up; best of
+PROBES_BENCH_REPEATS alternations, default 5, as other processes on a shared machine slow whichever runs).
+
 Run: pytest benchmarks/test_study_bench.py --benchmark-enable -s   (report the load average with it)
 """
 from __future__ import annotations
@@ -32,6 +37,7 @@ from probes.defaults import default_model
 from probes.registry import get_probe
 
 LIMIT = int(os.environ.get("PROBES_BENCH_LIMIT", "200")) or None
+REPEATS = int(os.environ.get("PROBES_BENCH_REPEATS", "5"))
 BATCH = 32
 
 
@@ -104,7 +110,45 @@ def test_study_local_1_worker_against_ray_2_workers(benchmark, checkpoints, shar
             "ray_unit_overhead_s": round(float(np.mean(overhead["ray"])), 3),
             "local_units_s": round(sum(u["seconds"] for u in local.units), 2),
             "ray_units_s": round(sum(u["seconds"] for u in ray.units), 2),
-            "max_score_difference": diff, "load_average": os.getloadavg()}
+            "ray_threads": sorted({u["threads"] for u in ray.units}), "max_score_difference": diff,
+            "load_average": os.getloadavg()}
     benchmark.extra_info.update(info)
     print("\nstudy 4 models × dep+pos+srl:", ", ".join(f"{k} {v}" for k, v in info.items()))
     assert (local.frame["count"].to_numpy() == ray.frame["count"].to_numpy()).all()
+
+
+def test_thread_scaling_bounds_the_speed_up(benchmark, minilm, shared_corpora):
+    import torch
+
+    ewt = shared_corpora / "ud-english-ewt"
+    dev, test = str(ewt / "en_ewt-ud-dev.conllu"), str(ewt / "en_ewt-ud-test.conllu")
+    cores, before = os.cpu_count() or 1, torch.get_num_threads()
+    threads = (max(1, cores // 2), cores)
+
+    def unit() -> float:
+        start = time.perf_counter()
+        probes.run(["dep", "pos"], encoder=minilm, corpus=dev, fit=test, limit=LIMIT, batch_size=BATCH, progress=False)
+        return time.perf_counter() - start
+
+    def passes() -> float:
+        return bare_seconds(minilm, ["pos"], test) + bare_seconds(minilm, ["dep", "pos"], dev)
+
+    best = {}  # (what, threads) -> best seconds
+
+    def alternate():
+        for _ in range(REPEATS):
+            for n in threads:
+                torch.set_num_threads(n)
+                for what, measure in (("bare", passes), ("unit", unit)):
+                    best[what, n] = min(best.get((what, n), float("inf")), measure())
+        torch.set_num_threads(before)
+
+    benchmark.pedantic(alternate, rounds=1, iterations=1)
+    info = {"cores": cores, "threads": list(threads), "limit": LIMIT or "all", "repeats": REPEATS,
+            **{f"{what}_{n}_threads_s": round(best[what, n], 3) for what, n in best},
+            **{f"{what}_scaling": round(best[what, threads[0]] / best[what, threads[1]], 3) for what in ("bare", "unit")},
+            **{f"{what}_speed_up_bound_2_workers": round(2 * best[what, threads[1]] / best[what, threads[0]], 3)
+               for what in ("bare", "unit")}, "load_average": os.getloadavg()}
+    benchmark.extra_info.update(info)
+    print("\nthread scaling:", ", ".join(f"{k} {v}" for k, v in info.items()))
+    assert all(v > 0 for v in best.values())

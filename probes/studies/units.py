@@ -6,7 +6,7 @@ path, and the sha256 of its weights and of every other file of its folder: confi
 group's probes with their options as the probes convert them, the corpus and fit files (paths and
 sha256), the run settings, the code files registering probes, and the shard. Finished units live in
 ``OUT/.units/<key>/``: the probes' state files (``probes.state_files``), ``views.json`` (the per-sentence
-views of an unsharded unit) and ``unit.json`` (what ran, where, how long). The folder is written under a
+views of an unsharded unit) and ``unit.json`` (what ran, where, with how many threads, how long). The folder is written under a
 temporary name and renamed when complete, so a unit is either finished or absent, whenever the study
 is killed. Only the driver writes there; workers return the files' bytes.
 """
@@ -49,6 +49,12 @@ class Unit:
         shard = f" shard {self.shard}/{self.group.shards}" if self.group.shards > 1 else ""
         return f"{self.model.name} × {'+'.join(self.group.probes)} on {self.group.name}{shard}"
 
+    @property
+    def encoder(self) -> tuple:
+        """What the unit's encoder is loaded from: (model path, device, max_length); units that share it share
+        a worker's loaded encoder."""
+        return self.model.path, self.group.settings.get("device", "cpu"), self.group.settings.get("max_length")
+
 
 @dataclass
 class Outcome:
@@ -61,6 +67,7 @@ class Outcome:
     load_seconds: float = 0.0  # loading the model, when this unit had to (0: the worker's loaded one)
     sentences: int = 0
     worker: str = ""
+    threads: int = 0  # torch's intra-op threads in the worker that ran it
 
 
 def plan_units(spec: StudySpec) -> list[Unit]:
@@ -124,7 +131,7 @@ def run_unit(unit: Unit, threads: int | None = None) -> Outcome:
             settings["views"] = 0
         if "view_heads" in settings:
             settings["view_heads"] = [tuple(h) for h in settings["view_heads"]]
-        which = (unit.model.path, settings.get("device", "cpu"), settings.get("max_length"))
+        which = unit.encoder
         load_seconds = 0.0
         if which not in _loaded:
             _loaded.clear()
@@ -140,7 +147,8 @@ def run_unit(unit: Unit, threads: int | None = None) -> Outcome:
                 write_result_files(tmp, {VIEWS: {name: r.extra.get("sentence_views") for name, r in results.items()}})
             files = {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir())}
         sentences = next(iter(results.values())).info.sentences
-        return Outcome(unit.key, files, None, time.perf_counter() - started, load_seconds, sentences, _worker())
+        return Outcome(unit.key, files, None, time.perf_counter() - started, load_seconds, sentences, _worker(),
+                       torch.get_num_threads())
     except Exception as e:  # reported by name by the driver (after one retry), never dropped
         return failed(unit, f"{type(e).__name__}: {e}")
 
@@ -181,7 +189,7 @@ class UnitStore:
                   "corpus": unit.group.name, "probes": list(unit.group.probes),
                   "shard": f"{unit.shard}/{unit.group.shards}", "sentences": outcome.sentences,
                   "seconds": round(outcome.seconds, 3), "load_seconds": round(outcome.load_seconds, 3),
-                  "worker": outcome.worker, "attempts": attempts,
+                  "worker": outcome.worker, "threads": outcome.threads, "attempts": attempts,
                   "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=f".tmp-{unit.key[:16]}-"))
