@@ -11,6 +11,7 @@ import probes
 from probes.batching import Batch, length_sorted_batches
 from probes.corpus import read_corpus
 from probes.defaults import bundled_corpus
+from probes import eager
 from probes.eager import reused_attention_memory, reused_eager_attention
 from probes.encoding import encode
 
@@ -31,14 +32,24 @@ def _layers(encoder, limit: int, max_words: int):
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta", "electra", "deberta-v2", "deberta"])
-def test_layer_by_layer_maps_equal_the_eager_codes_bit_for_bit(family, tiny_model):
+def test_layer_by_layer_maps_equal_the_eager_codes_bit_for_bit(family, tiny_model, monkeypatch):
     encoder = probes.load_encoder(str(tiny_model(family)))
+    calls = []
+
+    def spy(module, *args, **kwargs):
+        calls.append(type(module).__name__)
+        return reused_eager_attention(module, *args, **kwargs)
+
+    monkeypatch.setattr(eager, "reused_eager_attention", spy)
     seen, whole = _layers(encoder, 12, 12)
     assert len(seen) == encoder.layers
     for (attention, context, _), kept, kept_context in zip(seen, whole.attentions, whole.context):
         assert torch.equal(attention, kept) and torch.equal(context, kept_context)
-    # the BERT-like families reuse one buffer for every layer; DeBERTa computes its own (it bypasses the interface)
-    assert (len({ptr for *_, ptr in seen}) == 1) == (family in REUSING)
+    # the BERT-like families go through the reusing function, once a layer, all into one buffer; DeBERTa
+    # computes its own maps (it bypasses transformers' attention interface)
+    assert len(calls) == (encoder.layers if family in REUSING else 0)
+    if family in REUSING:
+        assert len({ptr for *_, ptr in seen}) == 1
     assert "eager" not in ALL_ATTENTION_FUNCTIONS._local_mapping  # put back after the pass
 
 
