@@ -8,8 +8,6 @@ Columns n+1..W of a shorter sentence are padding (all zero).
 """
 from __future__ import annotations
 
-import math
-
 import os
 from typing import Any, Callable, Hashable
 
@@ -19,6 +17,7 @@ import torch
 from probes.corpus.sentence import Sentence
 from probes.encoding import END_COLUMN, Encoded
 from probes.pooling import pooling_matrices
+from probes.scratch import scratch_from
 from probes.shuffle import twin_layout
 
 PAD_COLUMN = -1
@@ -66,18 +65,6 @@ def free_memory(device: torch.device) -> int:
         return int(available.split()[1]) * 1024
     except (OSError, StopIteration, ValueError, IndexError):
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
-def scratch_from(buffers: dict, name: str, shape: tuple[int, ...], dtype: torch.dtype,
-                 device: torch.device) -> torch.Tensor:
-    """A view of shape `shape` on the buffer kept in `buffers` under (name, dtype, device), made (or replaced
-    by a larger one) when it is missing or too small."""
-    key = (name, dtype, torch.device(device))
-    size = math.prod(shape)
-    if key not in buffers or buffers[key].numel() < size:
-        buffers.pop(key, None)  # freed before the larger one is made
-        buffers[key] = torch.empty(size, dtype=dtype, device=device)
-    return buffers[key][:size].view(shape)
 
 
 class Batch:
@@ -171,11 +158,9 @@ class Batch:
 
     def scratch(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         """An uninitialised tensor of `shape` that every layer of the batch reuses under (name, dtype, device):
-        it holds what its caller wrote only until the next call with that name, so no caller may keep it.
-        For what each layer makes anew at the same size (its word-level maps): a fresh allocation of hundreds
-        of MB is a fresh mapping whose pages the system must fault in and zero every time (probes.allocator),
-        which costs more than the pass that fills it. The buffers go with the batch; a layer's own temporaries
-        are LayerMaps.scratch."""
+        it holds what its caller wrote only until the next call with that name (probes.scratch). For what each
+        layer makes anew at the same size (its word-level maps); the buffers go with the batch, a layer's own
+        temporaries are LayerMaps.scratch."""
         return scratch_from(self._scratch, name, shape, dtype, device)
 
     def pooling(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -24,7 +24,9 @@ import torch
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert import modeling_bert
 
-_buffer: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}  # the pass's buffer, while one runs
+from probes.scratch import scratch_from
+
+_buffers: dict = {}  # the pass's buffer (probes.scratch), while one runs
 
 
 def _family_eager(module: torch.nn.Module):
@@ -51,12 +53,7 @@ def reused_eager_attention(module: torch.nn.Module, query: torch.Tensor, key: to
     if scaling is None:
         scaling = query.size(-1) ** -0.5
     shape = (*query.shape[:-1], key.shape[-2])
-    place = (query.dtype, query.device)
-    size = torch.Size(shape).numel()
-    if place not in _buffer or _buffer[place].numel() < size:
-        _buffer.pop(place, None)  # freed before the larger one is allocated
-        _buffer[place] = torch.empty(size, dtype=query.dtype, device=query.device)
-    weights = _buffer[place][:size].view(shape)  # [B,H,T,T]
+    weights = scratch_from(_buffers, "attention", shape, query.dtype, query.device)  # [B,H,T,T]
     torch.matmul(query, key.transpose(2, 3), out=weights)
     weights.mul_(scaling)
     if attention_mask is not None:
@@ -75,4 +72,4 @@ def reused_attention_memory() -> Iterator[None]:
         yield
     finally:
         del ALL_ATTENTION_FUNCTIONS["eager"]
-        _buffer.clear()
+        _buffers.clear()

@@ -43,7 +43,7 @@ from probes.batching import Batch
 from probes.errors import InputError
 from probes.maps import LayerMaps
 from probes.packing import pack
-from probes.pooling import Scratch
+from probes.scratch import Scratch
 from probes.results import ProbeResult
 
 GOLD_KEYS = ("head", "deprel", "upos", "srl")  # the annotations a view shows beside the heads
@@ -141,12 +141,10 @@ class ExampleRecorder:
         return result
 
 
-def quantize(attention: torch.Tensor, scratch: Scratch | None = None) -> torch.Tensor:
+def quantize(attention: torch.Tensor, scratch: Scratch) -> torch.Tensor:
     """Attention weights → uint8: the weight rounded to float16, × 255 in float32, rounded half to even.
     scratch: the steps' tensors come from it (probes.maps.LayerMaps.scratch), the result included, which then
-    holds only until the next call; None: fresh tensors."""
-    if scratch is None:
-        return attention.to(torch.float16).float().mul_(255).round_().to(torch.uint8)
+    holds only until the next call."""
     shape, device = tuple(attention.shape), attention.device
     half = scratch("quantize.half", shape, torch.float16, device).copy_(attention)
     wide = scratch("temporary", shape, torch.float32, device).copy_(half).mul_(255).round_()

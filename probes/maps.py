@@ -13,8 +13,9 @@ from functools import cached_property
 
 import torch
 
-from probes.batching import Batch, scratch_from
+from probes.batching import Batch
 from probes.pooling import pool_attention, pool_vectors
+from probes.scratch import scratch_from
 
 
 class LayerMaps:
@@ -38,10 +39,9 @@ class LayerMaps:
     def scratch(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         """An uninitialised tensor of `shape` for a temporary of this layer, shared under (name, dtype, device) by
         the probes of the layer one after another: it holds what its caller wrote only until the next call with
-        that name, so no caller may keep it. One allocation of a layer-sized temporary (hundreds of MB for long
-        inputs, a fresh mapping whose pages the system faults in and zeroes: probes.allocator) serves the word
-        pooling, entropy and the views in turn; it goes with the layer, so that it is not held while the model
-        computes the next one."""
+        that name (probes.scratch). One allocation of a layer-sized temporary serves the word pooling, entropy
+        and the views in turn; it goes with the layer, so that it is not held while the model computes the
+        next one."""
         return scratch_from(self._scratch, name, shape, dtype, device)
 
     @cached_property

@@ -12,12 +12,10 @@ A pooling rule is "QUERY-KEY": how the rows of a word's subwords combine into th
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 
-# scratch(name, shape, dtype, device) -> an uninitialised tensor reused layer after layer (probes.batching.Batch.scratch)
-Scratch = Callable[[str, tuple, torch.dtype, torch.device], torch.Tensor]
+from probes.scratch import Scratch
+
 QUERY_RULES = ("mean", "first", "last")
 KEY_RULES = ("sum", "mean", "first")
 POOLING_RULES = ("mean-sum", "first-sum", "last-sum", "mean-mean", "first")

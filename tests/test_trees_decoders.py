@@ -1,7 +1,7 @@
 """The tree decoders: hand-built matrices whose best trees are worked out in the comments, agreement with
 networkx's maximum_spanning_arborescence (an independent Chu–Liu–Edmonds) on random matrices, Eisner
-against brute force over every projective tree, padding that changes nothing, and the one-call
-decode_stack equal to each matrix decoded alone (however the stack is cut into lanes and threads)."""
+against brute force over every projective tree, padding that changes nothing, and the one
+decode call (both decoders) equal to each matrix decoded alone (however the stack is cut into lanes and threads)."""
 from __future__ import annotations
 
 import itertools
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from probes.builtin.trees.decoders import LANES, chu_liu_edmonds, decode_stack, eisner
+from probes.builtin.trees.decoders import LANES, SCORES, chu_liu_edmonds, decode, eisner
 
 DECODERS = {"cle": chu_liu_edmonds, "eisner": eisner}
 
@@ -169,8 +169,8 @@ def test_padding_and_stack_change_nothing(decoder):
 
 
 @pytest.mark.parametrize("values", ["random", "ties"])
-def test_decode_stack_is_each_matrix_decoded_alone(values):
-    """decode_stack (both decoders, one call) gives each matrix the trees it gets alone: a run of one length
+def test_decode_is_each_matrix_decoded_alone(values):
+    """decode (both decoders, one call) gives each matrix the trees it gets alone: a run of one length
     longer than LANES (Eisner's side-by-side decoding), lengths mixed and repeated, garbage padding, and
     scores from {0, 1, 2} with many tied trees; on one thread and on all of numba's."""
     rng = np.random.default_rng(3)
@@ -188,7 +188,7 @@ def test_decode_stack_is_each_matrix_decoded_alone(values):
     try:
         for count in sorted({1, numba.config.NUMBA_NUM_THREADS}):
             numba.set_num_threads(count)
-            heads = decode_stack(stack, torch.from_numpy(sizes))  # [D,N,M]
+            heads = decode(stack, torch.from_numpy(sizes), (SCORES,))[:, :, 0]  # [D,N,M]
             assert heads.shape == (2, len(sizes), size)
             for d, decoder in enumerate(DECODERS):
                 assert [heads[d, i, 1: n + 1].tolist() for i, n in enumerate(sizes)] == alone[decoder]

@@ -52,12 +52,6 @@ def eisner(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return decode(scores, lengths, (SCORES,), ("eisner",))[0, :, 0]
 
 
-def decode_stack(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """[D,N,M] heads of every matrix of arc scores [N,M,M] by each decoder of DECODERS (Chu–Liu–Edmonds, Eisner),
-    in one compiled call; the same trees as ``chu_liu_edmonds`` and ``eisner``."""
-    return decode(scores, lengths, (SCORES,))[:, :, 0]
-
-
 def decode(matrices: torch.Tensor, lengths: torch.Tensor, forms: tuple[str, ...] = FORMS,
            decoders: tuple[str, ...] = DECODERS) -> torch.Tensor:
     """[len(decoders),N,len(forms),M] heads of every matrix of matrices [N,M,M] (lengths [N]) read in each of
