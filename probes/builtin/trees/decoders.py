@@ -188,7 +188,7 @@ def _eisner(lanes: int, n: int, heads: np.ndarray, space) -> None:
         _backtrace(root, n, split_complete[:, :, k], split_inner[:, :, k], stack, heads[k])
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")  # called for every split point: a call each would cost a third of Eisner
 def _better(left: np.ndarray, a: int, b: int, right: np.ndarray, c: int, d: int, split: int, best: np.ndarray,
             arg: np.ndarray, lanes: int) -> None:
     """Lane by lane, split point `split` (total left[a, b] + right[c, d]) replaces best, arg [K] where strictly
@@ -293,7 +293,13 @@ def _cle(matrix: np.ndarray, form: int, n: int, heads: np.ndarray, space) -> Non
             cycles[last] = v
             last += 1
             v = best_in[v]
-        cycles[first:last].sort()
+        for c in range(first + 1, last):  # insertion sort: cycles are short (a slice's sort costs far more)
+            v = cycles[c]
+            p = c
+            while p > first and cycles[p - 1] > v:
+                cycles[p] = cycles[p - 1]
+                p -= 1
+            cycles[p] = v
         kept = 0
         for k in range(living):
             u = alive[k]
@@ -360,7 +366,7 @@ def _cle(matrix: np.ndarray, form: int, n: int, heads: np.ndarray, space) -> Non
         entering[inside] = entering[c]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _best_incoming(score: np.ndarray, alive: np.ndarray, living: int, v: int, tied: np.ndarray) -> int:
     """The node u ≠ v of alive[:living] of the highest score[u, v], the lowest id among ties (alive ascending);
     tied[v]: whether there are."""
@@ -377,7 +383,7 @@ def _best_incoming(score: np.ndarray, alive: np.ndarray, living: int, v: int, ti
     return best
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _find_cycle(best_in: np.ndarray, alive: np.ndarray, living: int, state: np.ndarray) -> int:
     """A node on a cycle of best incoming arcs among the nodes alive[:living] (ascending; the root first), the
     first one met walking from each node up, or −1 when there is none.

@@ -72,6 +72,7 @@ class TreesProbe(Probe):
         self.add_state("sample", SelectionSample(self.config["select_sentences"], layers, heads), fit=True)
         self._ensemble: list[tuple[int, int, float]] | None = None  # chosen from `sample` when first needed
         self._pending: torch.Tensor | None = None  # [B,M,M] this batch's sum of the ensemble heads' attention
+        self._relations: torch.Tensor | None = None  # [N,L,H] this batch's main-variant hits, by layer so far
 
     def fit_update(self, batch: Batch, maps: LayerMaps) -> None:
         keys = batch.memo("trees.keys", lambda: sentence_keys(batch))
@@ -90,8 +91,12 @@ class TreesProbe(Probe):
         self.hits[:, :, 0, maps.layer] += directed.sum(-1)
         self.hits[:, :, 1, maps.layer] += undirected.sum(-1)
         weights = self.bootstrap.weights(batch)  # [R,B] or None
-        self.relation_hits.add(self.relation_hits.ids(labels), directed[0, 0].T, at=(maps.layer,), sentences=rows,
-                               weights=weights)
+        if maps.layer == 0:
+            self._relations = torch.empty((len(labels), self.layers, self.heads), dtype=torch.bool)  # [N,L,H]
+        self._relations[:, maps.layer] = directed[0, 0].T  # the main variant; added per relation at the last layer
+        if maps.layer == self.layers - 1:
+            self.relation_hits.add(self.relation_hits.ids(labels), self._relations, sentences=rows, weights=weights)
+            self._relations = None
         if maps.layer == 0:  # arcs and baselines do not depend on the layer
             self.arcs += len(labels)
             self.relation_arcs.add(self.relation_arcs.ids(labels), torch.ones(len(labels)), sentences=rows, weights=weights)
@@ -128,7 +133,7 @@ class TreesProbe(Probe):
 
     def reset(self) -> None:
         super().reset()
-        self._ensemble = self._pending = None
+        self._ensemble = self._pending = self._relations = None
 
     def load_state_dict(self, state) -> None:
         super().load_state_dict(state)
