@@ -1,7 +1,8 @@
 """trees on UD English EWT dev with MiniLM: time as a ratio to the bare eager forward pass, peak memory.
 
-Two settings: every head's trees (four variants) with no ensemble, and with the head ensemble chosen on the
-bundled EWT sample (--select-on; its forward pass counts in the run's time, not in the bare pass).
+Three settings: every head's trees (four variants) with no ensemble, the same without the bootstrap's
+replicates (--replicates 0: what the intervals cost), and with the head ensemble chosen on the bundled EWT
+sample (--select-on; its forward pass counts in the run's time, not in the bare pass).
 Run: pytest benchmarks/test_trees_bench.py --benchmark-enable -s
 """
 from __future__ import annotations
@@ -14,10 +15,13 @@ import probes
 from probes.defaults import bundled_corpus
 
 
-@pytest.mark.parametrize("ensemble", [False, True], ids=["heads-only", "ensemble-on-sample"])
-def test_trees_ratio(benchmark, minilm, shared_corpora, ensemble):
+@pytest.mark.parametrize("ensemble, replicates", [(False, None), (False, 0), (True, None)],
+                         ids=["heads-only", "heads-only-no-replicates", "ensemble-on-sample"])
+def test_trees_ratio(benchmark, minilm, shared_corpora, ensemble, replicates):
     corpus = [str(shared_corpora / "ud-english-ewt" / "en_ewt-ud-dev.conllu")]
     options = {"fit": bundled_corpus()} if ensemble else {"ensemble_heads": 0}
+    if replicates is not None:
+        options["replicates"] = replicates
 
     def run():
         return probes.run(["trees"], encoder=minilm, corpus=corpus, batch_size=32, progress=False, **options)
@@ -26,4 +30,4 @@ def test_trees_ratio(benchmark, minilm, shared_corpora, ensemble):
         return bare_forward_seconds(minilm, corpus, batch_size=32)
 
     m = benchmark.pedantic(lambda: measure(run, bare, repeats=1), rounds=1, iterations=1)
-    report(benchmark, f"trees ensemble={ensemble}", m)
+    report(benchmark, f"trees ensemble={ensemble} replicates={'default' if replicates is None else replicates}", m)
