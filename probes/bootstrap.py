@@ -98,6 +98,18 @@ def weighted_sums(groups: torch.Tensor, count: int, sentences: torch.Tensor, val
     return (weights.to(dtype) @ per_sentence.view(b, -1).to(dtype)).view(len(weights), count, -1)
 
 
+def add_weighted_sums(table: torch.Tensor, groups: torch.Tensor, sentences: torch.Tensor, values: torch.Tensor,
+                      weights: torch.Tensor) -> None:
+    """table[g, r, f] += Σ_i [groups[i] = g] · weights[r, sentences[i]] · values[i, f], in place: ``weighted_sums``
+    written straight into a [count,R,F] table (a view of a probe's state), one batched product in the table's
+    dtype with no [R,count,F] result to copy (float32 is exact for counts: integer weights and sums below 2^24).
+    groups, sentences [N], values [N,F], weights [R,B]."""
+    count, b = table.shape[0], weights.shape[1]
+    per_group = torch.zeros(count * b, values.shape[1], dtype=torch.float64)  # [count·B,F] summed per (group, sentence)
+    per_group.index_add_(0, groups.cpu() * b + sentences.cpu(), values.cpu().double())
+    table.baddbmm_(weights.to(table.dtype).expand(count, -1, -1), per_group.view(count, b, -1).to(table.dtype))
+
+
 def add_replicates(table: torch.Tensor, sentences: torch.Tensor, values: torch.Tensor, weights: torch.Tensor | None,
                    at: tuple = ()) -> None:
     """Replicate sums without labels (a probe's float64 state [R, *shape]): table[:, at] += Σ_i weights[:,

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
-from probes.bootstrap import Bootstrap, weighted_sums
+from probes.bootstrap import Bootstrap, add_weighted_sums
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
 from probes.maps import LayerMaps
@@ -252,8 +252,8 @@ class LabelSums:
             main, main_at = (values, at) if self.main_index is None else \
                 (values.view(len(rows), self.shape[0], -1)[:, self.main_index], at[1:])
             replicas = self.replicas[(slice(None), slice(None), *main_at)]  # [labels, R, ...]
-            added = weighted_sums(rows, len(self.names), sentences, main, weights, self.replicas.dtype)  # [R, labels, F]
-            replicas += added.transpose(0, 1).reshape(replicas.shape)
+            # [labels, R, F] a view of the state (view() refuses where it would have to copy)
+            add_weighted_sums(replicas.view(*replicas.shape[:2], -1), rows, sentences, main, weights)
 
     def merge(self, other: "LabelSums") -> None:
         if other.names:  # a table that saw no label (a shard without any) adds nothing
