@@ -29,5 +29,5 @@ def test_trees_ratio(benchmark, minilm, shared_corpora, ensemble, replicates):
     def bare():
         return bare_forward_seconds(minilm, corpus, batch_size=32)
 
-    m = benchmark.pedantic(lambda: measure(run, bare, repeats=1), rounds=1, iterations=1)
+    m = benchmark.pedantic(lambda: measure(run, bare, repeats=2), rounds=1, iterations=1)
     report(benchmark, f"trees ensemble={ensemble} replicates={'default' if replicates is None else replicates}", m)
