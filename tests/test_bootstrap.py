@@ -101,6 +101,25 @@ def test_label_sums_replicas_by_hand():
         LabelSums((3, 2), replicates=4, main=0).load_state_dict(table.state_dict())
 
 
+def test_label_sums_replicas_into_one_layer():
+    """One layer's slice of [labels, 3 ways, L=2, H=2] (as dep adds): the replicas of that layer, a strided
+    [labels, R, H] view of the state, get the weighted sums in place and the other layer none; a table of
+    counts (shape (), replicas [labels, R]) too."""
+    table = LabelSums((3, 2, 2), replicates=2, main=0)
+    weights = torch.tensor([[1.0, 2.0], [0.0, 1.0]])  # [R=2, B=2]
+    values = torch.tensor([[[1, 0], [0, 0], [0, 0]],  # label a, sentence 0
+                           [[1, 1], [1, 0], [0, 0]]])  # label a, sentence 1
+    table.add(table.ids(["a", "a"]), values, at=(slice(None), 1), sentences=torch.tensor([0, 1]), weights=weights)
+    # layer 1, way 0: r0 = 1·(1,0) + 2·(1,1) = (3,2); r1 = 0·(1,0) + 1·(1,1) = (1,1)
+    np.testing.assert_array_equal(table.replicated("a")[:, 1], [[3, 2], [1, 1]])
+    np.testing.assert_array_equal(table.replicated("a")[:, 0], [[0, 0], [0, 0]])
+    np.testing.assert_array_equal(table["a"][:, 1], [[2, 1], [1, 0], [0, 0]])
+    counts = LabelSums((), replicates=2)
+    counts.add(counts.ids(["a", "b", "a"]), torch.ones(3), sentences=torch.tensor([0, 1, 1]), weights=weights)
+    np.testing.assert_array_equal(counts.replicated("a"), [1 + 2, 0 + 1])  # W[:,0] + W[:,1]: a in rows 0 and 1
+    np.testing.assert_array_equal(counts.replicated("b"), [2, 1])
+
+
 # ---- intervals -------------------------------------------------------------------------------------
 
 def test_coverage_of_a_known_rate():
