@@ -90,12 +90,11 @@ def weighted_sums(groups: torch.Tensor, count: int, sentences: torch.Tensor, val
     """[R,count,F] replicate sums of items: Σ_i [groups[i] = g] · weights[r, sentences[i]] · values[i, f].
 
     groups, sentences [N]: each item's group (label) and batch row; values [N,F]; weights [R,B]. The items
-    are first summed per (sentence, group), [B,count·F] in float64, then weighted by one matrix product in
+    are first summed per (group, sentence) in float64 (``_per_group``), then weighted by one matrix product in
     `dtype` (float32 is exact for counts: integer weights and sums below 2^24)."""
     b = weights.shape[1]
-    per_sentence = torch.zeros(b * count, values.shape[1], dtype=torch.float64)
-    per_sentence.index_add_(0, sentences.cpu() * count + groups.cpu(), values.cpu().double())
-    return (weights.to(dtype) @ per_sentence.view(b, -1).to(dtype)).view(len(weights), count, -1)
+    per_sentence = _per_group(groups, count, sentences, values, b).transpose(0, 1).reshape(b, -1)  # [B,count·F]
+    return (weights.to(dtype) @ per_sentence.to(dtype)).view(len(weights), count, -1)
 
 
 def add_weighted_sums(table: torch.Tensor, groups: torch.Tensor, sentences: torch.Tensor, values: torch.Tensor,
@@ -105,9 +104,16 @@ def add_weighted_sums(table: torch.Tensor, groups: torch.Tensor, sentences: torc
     dtype with no [R,count,F] result to copy (float32 is exact for counts: integer weights and sums below 2^24).
     groups, sentences [N], values [N,F], weights [R,B]."""
     count, b = table.shape[0], weights.shape[1]
-    per_group = torch.zeros(count * b, values.shape[1], dtype=torch.float64)  # [count·B,F] summed per (group, sentence)
-    per_group.index_add_(0, groups.cpu() * b + sentences.cpu(), values.cpu().double())
-    table.baddbmm_(weights.to(table.dtype).expand(count, -1, -1), per_group.view(count, b, -1).to(table.dtype))
+    per_group = _per_group(groups, count, sentences, values, b)  # [count,B,F]
+    table.baddbmm_(weights.to(table.dtype).expand(count, -1, -1), per_group.to(table.dtype))
+
+
+def _per_group(groups: torch.Tensor, count: int, sentences: torch.Tensor, values: torch.Tensor,
+               b: int) -> torch.Tensor:
+    """[count,B,F] float64: the items' values [N,F] summed per (group, sentence); groups, sentences [N]."""
+    summed = torch.zeros(count * b, values.shape[1], dtype=torch.float64)
+    summed.index_add_(0, groups.cpu() * b + sentences.cpu(), values.cpu().double())
+    return summed.view(count, b, -1)
 
 
 def add_replicates(table: torch.Tensor, sentences: torch.Tensor, values: torch.Tensor, weights: torch.Tensor | None,

@@ -91,16 +91,15 @@ class TreesProbe(Probe):
         self.hits[:, :, 0, maps.layer] += directed.sum(-1)
         self.hits[:, :, 1, maps.layer] += undirected.sum(-1)
         weights = self.bootstrap.weights(batch)  # [R,B] or None
-        if maps.layer == 0:
+        if maps.layer == 0:  # arcs and baselines do not depend on the layer
+            self.arcs += len(labels)
+            self.relation_arcs.add(self.relation_arcs.ids(labels), torch.ones(len(labels)), sentences=rows, weights=weights)
+            self.baseline_hits += _baselines(dependents, heads, batch.n_words[rows])
             self._relations = torch.empty((len(labels), self.layers, self.heads), dtype=torch.bool)  # [N,L,H]
         self._relations[:, maps.layer] = directed[0, 0].T  # the main variant; added per relation at the last layer
         if maps.layer == self.layers - 1:
             self.relation_hits.add(self.relation_hits.ids(labels), self._relations, sentences=rows, weights=weights)
             self._relations = None
-        if maps.layer == 0:  # arcs and baselines do not depend on the layer
-            self.arcs += len(labels)
-            self.relation_arcs.add(self.relation_arcs.ids(labels), torch.ones(len(labels)), sentences=rows, weights=weights)
-            self.baseline_hits += _baselines(dependents, heads, batch.n_words[rows])
         self._ensemble_update(attention, batch.n_words, maps.layer, rows, dependents, heads)
 
     def _ensemble_update(self, attention: torch.Tensor, n_words: torch.Tensor, layer: int, rows: torch.Tensor,
