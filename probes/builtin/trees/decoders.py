@@ -15,17 +15,23 @@ the chart (the root takes one word r whose left and right complete spans cover t
 subtracts a constant from every root arc larger than the spread of all tree scores, so the best tree
 with one root arc beats any tree with two or more, and among one-root trees the order is unchanged.
 
-Ties: CLE takes each node's first best incoming arc (lowest head index); Eisner the first best split
-point. Both depend only on the matrix itself, never on the padding or the other matrices of the stack.
+Symmetric form: there the arc u → v scores as v → u between words, so the best one-root arborescence is the
+best root arc over the maximum spanning tree of the words, oriented away from the root word; ``cle`` finds it
+so (Prim's algorithm, ``_symmetric_arborescence``, O(n²)), not by contracting cycles: the same tree, ties aside.
 
-Scores must be finite (attention is): CLE's bookkeeping takes −inf for "no arc yet".
+Ties: CLE takes each node's first best incoming arc (lowest head index); on the symmetric form, the first best
+root word, then at each step of Prim's the first best word to join; Eisner the first best split
+point. All depend only on the matrix itself, never on the padding or the other matrices of the stack.
+
+Scores must be finite (attention is): CLE's bookkeeping takes −inf for "no arc yet", Prim's NaN for "joined".
 
 Speed: ``decode`` is one compiled call over the whole stack, every form and both decoders (the arc scores
 of each form are read straight from the matrices, no copy of the stack per form); the (matrix, form) units
 spread over numba's threads (prange); compiled code is cached on disk (cache=True), so a fresh process only
-loads it. Per unit of n words, CLE costs O(n²) plus O(n × its length) per contracted cycle; Eisner O(n³),
-vectorised over up to LANES units of one length that lie next to each other (a matrix's forms, then the
-next matrix's: put a sentence's heads together). How the stack is cut changes no tree.
+loads it. Per unit of n words, CLE costs O(n²) plus O(n × its length) per contracted cycle (O(n²) in all
+on the symmetric form); Eisner O(n³), vectorised over up to LANES units of one length that lie next to each
+other (a matrix's forms, then the next matrix's: put a sentence's heads together). How the stack is cut
+changes no tree.
 """
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ from probes.builtin.trees.scoring import FORMS
 DECODERS = ("cle", "eisner")  # the order of decode's output
 LANES = 24  # most units of one length Eisner decodes side by side (vectorised over them)
 SCORES = "scores"  # not a form of attention: the matrix is read as it is, rows heads and columns dependents
+SYMMETRIC = FORMS.index("symmetric")  # its code (``_form_code``): its arborescence is a spanning tree's
 
 
 def chu_liu_edmonds(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -101,7 +108,10 @@ def _decode_stack(matrices: np.ndarray, lengths: np.ndarray, forms: np.ndarray, 
         if cle:
             cle_space = _cle_space(longest + 1)
             for u in range(start, stop):
-                _cle(matrices[u // width], forms[u % width], lengths[u // width], heads[0, u], cle_space)
+                if forms[u % width] == SYMMETRIC:
+                    _symmetric_arborescence(matrices[u // width], lengths[u // width], heads[0, u], cle_space[5])
+                else:
+                    _cle(matrices[u // width], forms[u % width], lengths[u // width], heads[0, u], cle_space)
         if projective:
             eisner_space = _eisner_space(longest)
             u = start
@@ -364,6 +374,37 @@ def _cle(matrix: np.ndarray, form: int, n: int, heads: np.ndarray, space) -> Non
                 heads[orig_dep[u, v]] = orig_head[u, v]
                 entering[v] = orig_dep[u, v]
         entering[inside] = entering[c]
+
+
+@numba.njit(cache=True)
+def _symmetric_arborescence(matrix: np.ndarray, n: int, heads: np.ndarray, key: np.ndarray) -> None:
+    """Write into heads [M] the maximum spanning arborescence with one root arc of matrix [M,M] read in the
+    symmetric form, where the arc u → v scores as v → u between words: a tree's score is its root arc's plus
+    its word arcs' taken undirected, so the best tree is the best root arc (0 → r, the first best r) over
+    the maximum spanning tree of the words (Prim's, from r, each step the first best word), oriented away
+    from r: what CLE finds (ties aside), in O(n²) and with nothing added but each arc's own score.
+    key [≥ n+1]: work space, the best arc from the tree so far into each word not yet in it (NaN once in)."""
+    root, top = 1, _arc_score(matrix, SYMMETRIC, 0, 1)
+    for d in range(2, n + 1):
+        value = _arc_score(matrix, SYMMETRIC, 0, d)
+        if value > top:
+            root, top = d, value
+    for v in range(1, n + 1):
+        key[v] = _arc_score(matrix, SYMMETRIC, root, v)
+        heads[v] = root
+    heads[root] = 0
+    key[root] = np.nan
+    for _ in range(n - 1):
+        best = -1
+        for v in range(1, n + 1):
+            if key[v] == key[v] and (best < 0 or key[v] > key[best]):  # key[v] == key[v]: not in the tree yet
+                best = v
+        key[best] = np.nan
+        for u in range(1, n + 1):
+            if key[u] == key[u]:
+                value = _arc_score(matrix, SYMMETRIC, best, u)
+                if value > key[u]:
+                    key[u], heads[u] = value, best
 
 
 @numba.njit(cache=True, inline="always")
