@@ -16,7 +16,7 @@ import torch
 
 from probes.corpus.sentence import Sentence
 from probes.encoding import END_COLUMN, Encoded
-from probes.pooling import pooling_matrices
+from probes.pooling import Segments, pooling_matrices, segments
 from probes.scratch import scratch_from
 from probes.shuffle import twin_layout
 
@@ -168,6 +168,11 @@ class Batch:
         if device not in self._pooling:
             self._pooling[device] = pooling_matrices(self.columns.to(device), self.width, self.pool)
         return self._pooling[device]
+
+    def segments(self, device: torch.device) -> tuple[Segments, Segments]:
+        """The query and key pooling matrices as segment sums read them (probes.pooling.Segments), made once per
+        device: what every layer's word pooling needs."""
+        return self.memo(("segments", device), lambda: tuple(segments(p) for p in self.pooling(device)))
 
 
 def token_segments(batch: Batch) -> torch.Tensor:

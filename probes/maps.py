@@ -48,7 +48,7 @@ class LayerMaps:
     def word_attention(self) -> torch.Tensor:
         """[B,H,C,C] word-level attention (rows: from, columns: to), in memory the next layer reuses
         (Batch.scratch): a probe that keeps any of it past its ``update`` keeps a copy (``.clone()``)."""
-        query, key = self.batch.pooling(self.attention.device)
+        query, key = self.batch.segments(self.attention.device)
         return pool_attention(self.attention, query, key, self.scratch, self.batch.scratch)
 
     @cached_property

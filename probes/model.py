@@ -12,6 +12,8 @@ transformers 5.x returns no attentions under SDPA (silently), so every model is 
              eager attention returns its probabilities anyway (computed in one buffer that every layer
              reuses, probes.eager); DeBERTa's DisentangledSelfAttention
              only when its own ``output_attentions`` argument is true, which a pre-hook sets for it alone.
+             The pass ends at the last layer's hook: that layer's W_O and feed-forward block, whose
+             output no map depends on, are never computed (1/L of the pass's feed-forward work saved).
     outputs  the model returns all L maps (output_attentions=True), fed to the callback afterwards:
              the fallback for families whose modules do not return their maps, and the explicit
              all-layers mode (``Encoder.forward``) for callers that need every layer at once.
@@ -84,7 +86,9 @@ class Encoder:
                   weights: str = "attention") -> None:
         """Run the model once, calling ``on_layer(layer, attention, context)`` for layers 0..L-1 in order with
         that layer's [B,H,T,T] probabilities and [B,H,T,d] per-head context (None unless `vectors`). With
-        capture "hooks" each call happens while the model runs, and the layer's maps are dropped after it.
+        capture "hooks" each call happens while the model runs, and the layer's maps are dropped after it;
+        the pass stops once the last layer's are handed on (its output projection, its feed-forward block and
+        the model's output are never computed: nothing read comes from them).
         token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero).
         weights: "attention", or "norm" to hand on the norm-based map instead (probes.norms; rows sum to 1)."""
         if self.capture == "outputs":
@@ -104,6 +108,8 @@ class Encoder:
                 seen.append(layer)
                 on_layer(layer, attention if norms is None else norms.weigh(layer, attention),
                          self._heads_of(output[0]) if vectors else None)
+                if layer == self.layers - 1:
+                    raise _LastMapsRead  # the rest of the pass (the last layer's W_O and feed-forward) feeds nothing
             return hook
 
         norms = self._norm_weights(weights)
@@ -113,6 +119,8 @@ class Encoder:
         try:
             with norms or nullcontext(), reused_attention_memory():
                 self._run(input_ids, attention_mask, token_type_ids, output_attentions=False)
+        except _LastMapsRead:
+            pass
         finally:
             for h in hooks:
                 h.remove()
@@ -175,6 +183,10 @@ class Encoder:
     def bare_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The plain eager forward pass, no capture: the benchmarks' reference."""
         return self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)).last_hidden_state
+
+
+class _LastMapsRead(Exception):
+    """Raised by the last layer's capture hook once its maps are handed on, to end the pass there (layerwise)."""
 
 
 def _output_attentions_position(module: torch.nn.Module) -> int | None:

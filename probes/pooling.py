@@ -12,6 +12,8 @@ A pooling rule is "QUERY-KEY": how the rows of a word's subwords combine into th
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from probes.scratch import Scratch
@@ -52,15 +54,37 @@ def _combine(onehot: torch.Tensor, rule: str) -> torch.Tensor:
     return torch.zeros_like(onehot).scatter_(-1, pick, 1.0) * (onehot.sum(-1, keepdim=True) > 0)
 
 
-def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
-                   scratch: Scratch | None = None, keep: Scratch | None = None) -> torch.Tensor:
-    """One layer's subword attention [B,H,T,T] → word attention [B,H,C,C]: query · A · keyᵀ, computed as
-    two segment sums (the key side over each word's columns, then the query side over its rows) in
-    O(B·H·T·(T + C)), where the matrix products cost O(B·H·T²·C).
+@dataclass(frozen=True)
+class Segments:
+    """A pooling matrix [B,C,T] (one nonzero per subword at most) as its segment sums read it, made once per
+    batch (probes.batching.Batch.segments) for every layer's pooling: word [B,T] the word of each subword (C,
+    a dropped extra word, for a subword of weight 0); weight [B,T] each subword's weight (its one nonzero), or
+    None where every weight is 0 or 1 (sum, first: a multiplication would change nothing)."""
 
-    Each subword belongs to one word, so each column of query and key [B,C,T] holds at most one nonzero:
-    a word's entry is the sum over its subwords of weight × value, the products of the matrix form,
-    added in position order.
+    word: torch.Tensor  # [B,T] int64
+    weight: torch.Tensor | None  # [B,T] the pooling matrix's dtype, or None
+    width: int  # C
+
+
+def segments(pooling: torch.Tensor) -> Segments:
+    """The Segments of a pooling matrix [B,C,T]."""
+    weight = pooling.sum(1)  # [B,T] each subword's weight (its one nonzero)
+    width = pooling.shape[1]
+    word = torch.where(weight != 0, pooling.argmax(1), width)  # [B,T]
+    trivial = bool(((weight == 0) | (weight == 1)).all())
+    return Segments(word, None if trivial else weight, width)
+
+
+def pool_attention(attention: torch.Tensor, query: Segments, key: Segments,
+                   scratch: Scratch | None = None, keep: Scratch | None = None) -> torch.Tensor:
+    """One layer's subword attention [B,H,T,T] → word attention [B,H,C,C]: Q · A · Kᵀ for the query and key
+    pooling matrices Q, K [B,C,T] (given as their Segments), computed as two segment sums (the key side over
+    each word's columns, then the query side over its rows) in O(B·H·T·(T + C)), where the matrix products
+    cost O(B·H·T²·C).
+
+    Each subword belongs to one word, so each column of Q and K holds at most one nonzero: a word's entry
+    is the sum over its subwords of weight × value, the products of the matrix form, added in position
+    order.
 
     scratch: where the key side's sums go (its "temporary"); keep: where the result goes (its
     "word_attention"), e.g. memory reused layer after layer (probes.batching.Batch.scratch), the result then
@@ -70,28 +94,24 @@ def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tens
     return _segment_sum(keyed, query, dim=2, in_place=True, scratch=keep, name="word_attention")  # [B,H,C,C]
 
 
-def _segment_sum(values: torch.Tensor, pooling: torch.Tensor, dim: int, in_place: bool = False,
+def _segment_sum(values: torch.Tensor, pooling: Segments, dim: int, in_place: bool = False,
                  scratch: Scratch | None = None, name: str = "") -> torch.Tensor:
-    """Σ along `dim` (T subwords) of values [B,H,.,.] weighted by pooling [B,C,T] (one nonzero per subword at
-    most), into C words along `dim`. Subwords of weight 0 go to a dropped extra word; weights that are all
-    0 or 1 (sum, first) skip the multiplication, which would change nothing. in_place: the weights multiply
-    `values` itself (a temporary of the caller's) rather than a copy of it. scratch: the sums go to
-    scratch(name, ...), zeroed first, instead of a fresh tensor."""
-    weight = pooling.sum(1).to(values.dtype)  # [B,T] each subword's weight (its one nonzero)
-    width = pooling.shape[1]
-    target = torch.where(weight != 0, pooling.argmax(1), width)  # [B,T] each subword's word; C: none
+    """Σ along `dim` (T subwords) of values [B,H,.,.] weighted by `pooling`, into C words along `dim`.
+    in_place: the weights multiply `values` itself (a temporary of the caller's) rather than a copy of it.
+    scratch: the sums go to scratch(name, ...), zeroed first, instead of a fresh tensor."""
     shape = [values.shape[0], 1, 1, 1]
     shape[dim] = values.shape[dim]
-    if not ((weight == 0) | (weight == 1)).all():
-        values = values.mul_(weight.view(shape)) if in_place else values * weight.view(shape)
+    if pooling.weight is not None:
+        weight = pooling.weight.to(values.dtype).view(shape)
+        values = values.mul_(weight) if in_place else values * weight
     sized = list(values.shape)
-    sized[dim] = width + 1
+    sized[dim] = pooling.width + 1
     if scratch is None:
         summed = values.new_zeros(sized)
     else:
         summed = scratch(name, tuple(sized), values.dtype, values.device).zero_()
-    summed.scatter_add_(dim, target.view(shape).expand_as(values), values)
-    return summed.narrow(dim, 0, width)
+    summed.scatter_add_(dim, pooling.word.view(shape).expand_as(values), values)
+    return summed.narrow(dim, 0, pooling.width)
 
 
 def pool_vectors(context: torch.Tensor, query: torch.Tensor) -> torch.Tensor:

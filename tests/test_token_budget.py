@@ -12,7 +12,7 @@ from probes.batching import (ACTIVATION_COPIES, MAP_COPIES, MEMORY_SHARE, defaul
 from probes.cli import main
 from probes.defaults import bundled_corpus
 from probes.encoding import Encoded
-from probes.pooling import POOLING_RULES, pool_attention, pooling_matrices
+from probes.pooling import POOLING_RULES, pool_attention, pooling_matrices, segments
 
 
 def _encoded(lengths: list[int]) -> list[Encoded]:
@@ -66,6 +66,30 @@ def test_each_layer_is_handed_over_while_the_model_runs(family, tiny_model):
     assert all(torch.equal(a, b) for a, b in zip(maps, outputs, strict=True))
 
 
+@pytest.mark.parametrize("family", ["bert", "deberta-v2"])
+def test_the_pass_stops_once_the_last_maps_are_handed_on(family, tiny_model):
+    """layerwise ends the pass once the last layer's maps are handed on: every block's feed-forward runs once but
+    the last's. A full pass after it gives the same output as before it (nothing is left half-done)."""
+    encoder = probes.load_encoder(str(tiny_model(family)))
+    blocks = encoder.model.encoder.layer
+    enc = encoder.tokenizer([["probe", "heads"]], is_split_into_words=True, return_tensors="pt")
+    calls: list[int] = []
+    hooks = [block.intermediate.register_forward_hook(lambda *_, layer=i: calls.append(layer))
+             for i, block in enumerate(blocks)]
+    try:
+        before = encoder.bare_forward(enc["input_ids"], enc["attention_mask"])
+        assert calls == list(range(len(blocks)))
+        calls.clear()
+        layers: list[int] = []
+        encoder.layerwise(enc["input_ids"], enc["attention_mask"], lambda layer, a, c: layers.append(layer))
+        assert layers == list(range(len(blocks)))
+        assert calls == list(range(len(blocks) - 1))  # every feed-forward block but the last
+        assert torch.equal(encoder.bare_forward(enc["input_ids"], enc["attention_mask"]), before)
+    finally:
+        for h in hooks:
+            h.remove()
+
+
 @pytest.mark.parametrize("rule", POOLING_RULES)
 def test_segment_sum_pooling_is_the_matrix_product(rule):
     """query · A · keyᵀ in float64 as the reference, on random maps with words of 1 to 4 subwords and padding."""
@@ -78,7 +102,7 @@ def test_segment_sum_pooling_is_the_matrix_product(rule):
     attention = logits.softmax(-1)
     query, key = pooling_matrices(columns, width, rule)
     expected = query.double()[:, None] @ attention.double() @ key.double().transpose(1, 2)[:, None]  # [B,H,C,C]
-    pooled = pool_attention(attention, query, key)
+    pooled = pool_attention(attention, segments(query), segments(key))
     assert pooled.shape == (2, 3, width, width)
     torch.testing.assert_close(pooled.double(), expected, rtol=0, atol=1e-6)
     assert pooled[0, :, 5:8].abs().max() == 0  # padding word rows of the shorter sentence
