@@ -33,17 +33,20 @@ class Measurement:
 
 def bare_forward_seconds(encoder, corpus_paths, *, batch_size: int = 32, limit: int | None = None,
                          format: str | None = None, repeats: int = 1, vectors: bool = False,
-                         tokenize: str = "words") -> float:
+                         tokenize: str = "words", capture: bool = False) -> float:
     """Best-of-`repeats` time of the plain eager forward over the run's own length-sorted batches
-    (tokenize: as in probes.run, "words" or "text")."""
+    (tokenize: as in probes.run, "words" or "text"; capture: see ``bare_forward_over``)."""
     sentences = read_corpus(list(corpus_paths), format=format).sentences
     return bare_forward_over(encoder, sentences[:limit] if limit else sentences, batch_size=batch_size,
-                             repeats=repeats, tokenize=tokenize)
+                             repeats=repeats, tokenize=tokenize, capture=capture)
 
 
-def bare_forward_over(encoder, sentences, *, batch_size: int = 32, repeats: int = 1, tokenize: str = "words") -> float:
+def bare_forward_over(encoder, sentences, *, batch_size: int = 32, repeats: int = 1, tokenize: str = "words",
+                      capture: bool = False) -> float:
     """Best-of-`repeats` time of the plain eager forward over `sentences` (those a run keeps), tokenised and
-    length-sorted into batches as a run does."""
+    length-sorted into batches as a run does. capture: instead, the run's own capture pass with no probe
+    (Encoder.layerwise, each layer's maps handed to a callback that does nothing; it ends at the last layer's
+    maps, so it skips that layer's W_O and feed-forward, which the plain pass computes)."""
     items, _ = encode(encoder.tokenizer, sentences, encoder.max_length, tokenize)
     batches = [Batch.from_encoded([sentences[e.index] for e in chunk], chunk, encoder.tokenizer, "mean-sum")
                for chunk in length_sorted_batches(items, batch_size)]
@@ -51,7 +54,10 @@ def bare_forward_over(encoder, sentences, *, batch_size: int = 32, repeats: int 
     for _ in range(repeats):
         start = time.perf_counter()
         for b in batches:
-            encoder.bare_forward(b.input_ids, b.attention_mask)
+            if capture:
+                encoder.layerwise(b.input_ids, b.attention_mask, lambda layer, attention, context: None)
+            else:
+                encoder.bare_forward(b.input_ids, b.attention_mask)
         best = min(best, time.perf_counter() - start)
     return best
 
