@@ -35,6 +35,7 @@ def test_trees_ratio(benchmark, minilm, shared_corpora, ensemble, replicates):
     m = benchmark.pedantic(lambda: measure(run, bare, repeats=2), rounds=1, iterations=1)
     report(benchmark, f"trees ensemble={ensemble} replicates={'default' if replicates is None else replicates}", m)
     capture = bare_forward_seconds(minilm, corpus, batch_size=32, capture=True, repeats=2)
-    benchmark.extra_info.update({"capture_pass_s": round(capture, 3), "ratio_to_capture_pass": round(m.run_seconds / capture, 4)})
+    benchmark.extra_info.update({"capture_pass_s": round(capture, 3),
+                                 "ratio_to_capture_pass": round(m.run_seconds / capture, 4)})
     print(f"the run's own pass with no probe (it ends at the last layer's maps): {capture:.2f}s, "
           f"{capture / m.bare_seconds:.3f}× the bare pass; the run takes {m.run_seconds / capture:.3f}× it")

@@ -43,8 +43,8 @@ from probes.batching import Batch
 from probes.errors import InputError
 from probes.maps import LayerMaps
 from probes.packing import pack
-from probes.scratch import Scratch
 from probes.results import ProbeResult
+from probes.scratch import Scratch
 
 GOLD_KEYS = ("head", "deprel", "upos", "srl")  # the annotations a view shows beside the heads
 DEFAULT_SENTENCES = 20

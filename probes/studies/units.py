@@ -6,9 +6,9 @@ path, and the sha256 of its weights and of every other file of its folder: confi
 group's probes with their options as the probes convert them, the corpus and fit files (paths and
 sha256), the run settings, the code files registering probes, and the shard. Finished units live in
 ``OUT/.units/<key>/``: the probes' state files (``probes.state_files``), ``views.json`` (the per-sentence
-views of an unsharded unit) and ``unit.json`` (what ran, where, with how many threads, how long). The folder is written under a
-temporary name and renamed when complete, so a unit is either finished or absent, whenever the study
-is killed. Only the driver writes there; workers return the files' bytes.
+views of an unsharded unit) and ``unit.json`` (what ran, where, with how many threads, how long). The
+folder is written under a temporary name and renamed when complete, so a unit is either finished or
+absent, whenever the study is killed. Only the driver writes there; workers return the files' bytes.
 """
 from __future__ import annotations
 

@@ -109,7 +109,8 @@ def _decode_stack(matrices: np.ndarray, lengths: np.ndarray, forms: np.ndarray, 
             cle_space = _cle_space(longest + 1)
             for u in range(start, stop):
                 if forms[u % width] == SYMMETRIC:
-                    _symmetric_arborescence(matrices[u // width], lengths[u // width], heads[0, u], cle_space[5])
+                    keys = cle_space[5]  # CLE's float row (``replaced``), Prim's keys here
+                    _symmetric_arborescence(matrices[u // width], lengths[u // width], heads[0, u], keys)
                 else:
                     _cle(matrices[u // width], forms[u % width], lengths[u // width], heads[0, u], cle_space)
         if projective:
@@ -246,7 +247,7 @@ def _cle_space(m: int):
 @numba.njit(cache=True)
 def _cle(matrix: np.ndarray, form: int, n: int, heads: np.ndarray, space) -> None:
     """Write into heads [M] the maximum spanning arborescence of matrix [M,M] read in form `form` (its arc scores:
-    ``arc_score``) over the root (node 0) and words 1..n with one root arc: every root arc lowered by more than
+    ``_arc_score``) over the root (node 0) and words 1..n with one root arc: every root arc lowered by more than
     the spread of all tree scores.
 
     Chu–Liu–Edmonds with explicit contraction: each cycle of best incoming arcs (the first one found from the
