@@ -8,23 +8,27 @@ image drawn by a single ``imshow``. ``lines_png`` draws values against checkpoin
 from __future__ import annotations
 
 import io
+import json
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from probes.results import best_head
+from probes.results import Reported, best_head
 
 @dataclass
 class Grid:
     """One [L,H] grid to draw: its scores, title, colour limits (None: the grid's own range), and `marked`, an
-    [L,H] bool grid of heads drawn with a white dot (e.g. whose interval lies above the best baseline) or None."""
+    [L,H] bool grid of heads drawn with a white dot (e.g. whose interval lies above the best baseline) or None;
+    `shown`: the head the result reports (ProbeResult.reported), boxed and named in place of the grid's own best
+    head, and written into the PNG's text chunk "probes" as JSON (``shown_in``)."""
 
     scores: np.ndarray
     title: str
     vmin: float | None = 0.0
     vmax: float | None = 1.0
     marked: np.ndarray | None = None
+    shown: Reported | None = None
 
 
 def heatmap_png(scores: np.ndarray, title: str, subtitle: str = "", *, vmin: float | None = 0.0,
@@ -69,17 +73,20 @@ def heatmap_pngs(grids: list[Grid], subtitle: str = "", *, cmap: str = "viridis"
         high = grid.vmax if grid.vmax is not None else (finite.max() if finite.size else 1.0)
         image.set_clim(low, high if high > low else low + 1e-9)
         title = grid.title
-        picked = None if mark is None or finite.size == 0 else best_head(-scores if mark == "min" else scores)
+        picked = grid.shown or (None if mark is None or finite.size == 0 else
+                                best_head(-scores if mark == "min" else scores))
         box.set_visible(picked is not None and picked.found)
-        if box.get_visible():
-            layer, head = picked.layer, picked.head
-            box.set_xy((head - 0.5, layer - 0.5))
-            title = f"{title}\n{'lowest' if mark == 'min' else 'best'} L{layer}-H{head} = {scores[layer, head]:.3f}"
+        if grid.shown is not None:
+            title = f"{title}\n{_caption(grid.shown)}"
+        elif box.get_visible():
+            title = f"{title}\n{'lowest' if mark == 'min' else 'best'} {picked.name} = {picked.score:.3f}"
         elif picked is not None:
             title = f"{title}\nno {'lowest' if mark == 'min' else 'best'} head: {picked.reason}"
+        if box.get_visible():
+            box.set_xy((picked.head - 0.5, picked.layer - 0.5))
         ax.set_title(title + (f"\n{subtitle}" if subtitle else ""), fontsize=9)
         fig.tight_layout()
-        pngs.append(png_bytes(fig))
+        pngs.append(png_bytes(fig, shown_in([grid])))
     plt.close(fig)
     return pngs
 
@@ -103,7 +110,7 @@ def overview_png(grids: list[Grid], title: str, *, cmap: str = "viridis") -> byt
             marked_layers, marked_heads = np.nonzero(grid.marked)
             dot_x += (left + marked_heads).tolist()
             dot_y += (top + marked_layers).tolist()
-        best = best_head(scores)
+        best = grid.shown or best_head(scores)
         if best.found:
             best_x.append(left + best.head)
             best_y.append(top + best.layer)
@@ -125,9 +132,23 @@ def overview_png(grids: list[Grid], title: str, *, cmap: str = "viridis") -> byt
     fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    data = png_bytes(fig)
+    data = png_bytes(fig, shown_in(grids))
     plt.close(fig)
     return data
+
+
+def _caption(shown: Reported) -> str:
+    """A heatmap's line naming the head a result reports: "selected L3-H11 = 0.260 [0.228, 0.294]", or why none."""
+    if not shown.found:
+        return f"no {shown.kind} head: {shown.reason}"
+    bounds = f" [{shown.ci_low:.3f}, {shown.ci_high:.3f}]" if shown.ci_low is not None else ""
+    return f"{shown.kind} {shown.name} = {shown.score:.3f}{bounds}"
+
+
+def shown_in(grids: list[Grid]) -> dict[str, str]:
+    """A PNG's text chunks: "probes", the JSON list of the heads its grids report (Reported.to_json); {} for none."""
+    shown = [g.shown.to_json() for g in grids if g.shown is not None]
+    return {"probes": json.dumps(shown)} if shown else {}
 
 
 def lines_png(series: dict[str, list[float]], xticks: list[str], title: str, *, xlabel: str = "checkpoint",
@@ -163,7 +184,8 @@ def pyplot():
     return plt
 
 
-def png_bytes(fig) -> bytes:
+def png_bytes(fig, text: dict[str, str] | None = None) -> bytes:
+    """The figure as PNG; `text`: tEXt chunks ({key: value}, e.g. ``shown_in``)."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    fig.savefig(buffer, format="png", metadata=text)
     return buffer.getvalue()

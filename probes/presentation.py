@@ -27,9 +27,9 @@ class Presentation:
     def figures(cls, result: ProbeResult, kind: str = "overview") -> dict[str, bytes]:
         """{file name: PNG}. kind "overview" (the default): ``<probe>.png``, small multiples of overall and of
         the labels with at least the run's minimum count of instances (``--min-count``; ``OVERVIEW_MIN_COUNT``
-        for results that record none; most frequent first, at most ``OVERVIEW_MOST``), best heads boxed where
-        one head is best, and a white dot on each head whose 95% interval lies above the label's best offset
-        baseline (``above_baseline``); "labels": that, and a layer × head heatmap per label at or above the minimum count
+        for results that record none; most frequent first, at most ``OVERVIEW_MOST``), each label's reported head
+        boxed (ProbeResult.reported: the best, or the head ``--select-on`` chose) where one is named, and a white
+        dot on each head whose 95% interval lies above the label's best offset baseline (``above_baseline``); "labels": that, and a layer × head heatmap per label at or above the minimum count
         and overall, ``<probe>-<label>.png``; "all-labels": as "labels", labels below the minimum count included;
         "none": nothing. The colour scale is [0, 1] where the scores fit
         it, their own range otherwise (entropy in nats, cluster numbers)."""
@@ -46,17 +46,18 @@ class Presentation:
         model = short_model_name(result.info.model)
         least = result.min_count if "min_count" in result.info.settings else OVERVIEW_MIN_COUNT
         shown = [(name, e) for name, e in entries if name == "overall" or all_labels or e.count >= least]
-        tiles = [Grid(e.scores, f"{name} ({e.count})" if e.count else name, *limits, above_baseline(result, name))
-                 for name, e in shown]
+        tiles = [Grid(e.scores, f"{name} ({e.count})" if e.count else name, *limits, above_baseline(result, name),
+                      result.reported(name)) for name, e in shown]
         hidden = len(result.labels) + 1 - min(len(shown), OVERVIEW_MOST)
         dotted = any(t.marked is not None for t in tiles)
-        title = (f"{result.probe} · {model} · best head boxed · (count)"
+        chosen = "head chosen on the selection split" if result.info.settings.get("select_on") else "best head"
+        title = (f"{result.probe} · {model} · {chosen} boxed · (count)"
                  + (" · dot: 95% interval above the best offset baseline" if dotted else "")
                  + (f" · {hidden} labels under {least} not shown" if hidden else ""))
         pictures = {f"{safe_name(result.probe)}.png": overview_png(tiles[:OVERVIEW_MOST], title)}
         if kind in ("labels", "all-labels"):
             grids = [Grid(e.scores, f"{result.probe}: {name}" + (f" (n={e.count})" if e.count else ""), *limits,
-                          above_baseline(result, name)) for name, e in entries]
+                          above_baseline(result, name), result.reported(name)) for name, e in entries]
             for (name, _), png in zip(entries, heatmap_pngs(grids, model)):
                 pictures[f"{safe_name(result.probe)}-{safe_name(name)}.png"] = png
         return pictures
@@ -65,9 +66,8 @@ class Presentation:
 def above_baseline(result: ProbeResult, label: str) -> np.ndarray | None:
     """[L,H] bool: the heads whose 95% interval (ci_low) lies above the label's best offset baseline score, for
     probes with offset baselines and intervals (dep, srl); None where either is missing."""
-    entry = result.overall if label == "overall" else result.labels[label]
-    baselines = result.baselines if isinstance(result.baselines, dict) else {}
-    base = baselines.get("overall") if label == "overall" else baselines.get("labels", {}).get(label)
+    entry = result.entry(label)
+    base = result.baseline(label)
     if entry.ci_low is None or not base or base.get("best") is None:
         return None
     with np.errstate(invalid="ignore"):

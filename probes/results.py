@@ -176,6 +176,51 @@ def best_head(scores: np.ndarray, label: str = "overall", count: int = 0) -> Bes
     return BestHead(label, *tied[0], top, count, tied if len(tied) > 1 else [], reason)
 
 
+@dataclass(frozen=True)
+class Reported:
+    """What every view shows of one label (``ProbeResult.reported``): the table, ``probes show``, compare, the
+    figures, the report. kind "selected": the head ``--select-on`` chose on another split, its score here, its own
+    95% interval (the head's percentile interval) and its margin over the label's best offset baseline with the
+    paired interval where the result records them; kind "best": the best head on the scored corpus with the
+    selection-aware interval of ``BestInterval``. layer, head: None where no single head is named (``reason``
+    says why: a tie at the top score, a top score of 0, absent on the selection split); score, interval and
+    margin are then those of the top score (NaN, None for a selected label without a head). Bounds and margins are None
+    where the result has none (no replicates, no baselines)."""
+
+    label: str
+    kind: str
+    layer: int | None
+    head: int | None
+    score: float
+    count: int
+    ci_low: float | None = None
+    ci_high: float | None = None
+    margin: float | None = None
+    margin_low: float | None = None
+    margin_high: float | None = None
+    reason: str = ""
+    selection_score: float | None = None  # kind "selected": the head's score on the selection split
+    baseline: float | None = None  # the label's best offset baseline score, with its offset
+    offset: int | None = None
+
+    @property
+    def found(self) -> bool:
+        return self.layer is not None
+
+    @property
+    def name(self) -> str | None:
+        """"L3-H5", or None where no head is named."""
+        return f"L{self.layer}-H{self.head}" if self.found else None
+
+    @property
+    def outside(self) -> bool:
+        """Whether the score lies outside its interval (a best-of-L×H score can: see the README)."""
+        return self.ci_low is not None and self.ci_high is not None and not self.ci_low <= self.score <= self.ci_high
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: json_number(v) if isinstance(v, float) else v for k, v in vars(self).items()}
+
+
 @dataclass
 class ProbeResult:
     """The scores of one probe over one run.
@@ -219,6 +264,47 @@ class ProbeResult:
         layer, head = int(chosen["layer"]), int(chosen["head"])
         return BestHead(label, layer, head, float(entry.scores[layer, head]), entry.count,
                         selection_score=float(chosen["score_on_selection"]))
+
+    def reported(self, label: str = "overall", kind: str | None = None) -> Reported:
+        """What the views show of `label` ("overall" by default; see Reported): the ``--select-on`` choice where the
+        run made one, else the best head; kind "best" or "selected" asks for one of them (compare pairs like with
+        like). The selected head's interval and margin come from its ``selected`` block where recorded, else its
+        interval from the per-head grid (ci_low, ci_high) and its margin from the baseline, without an interval."""
+        entry = self.entry(label)
+        kind = kind or ("best" if entry.selected is None else "selected")
+        base = self.baseline(label) or {}
+        point, offset = base.get("best"), base.get("best_offset")
+
+        def margin(score: float) -> float | None:
+            return score - point if point is not None and np.isfinite(score) else None
+
+        if kind == "selected":
+            chosen = self.best(label)
+            if not chosen.found:
+                return Reported(label, kind, None, None, float("nan"), entry.count, reason=chosen.reason,
+                                baseline=point, offset=offset)
+            block, at = entry.selected, (chosen.layer, chosen.head)
+            grid = (None, None) if entry.ci_low is None else (float(entry.ci_low[at]), float(entry.ci_high[at]))
+            low, high = (block.get(k, default) for k, default in zip(("ci_low", "ci_high"), grid))
+            return Reported(label, kind, *at, chosen.score, entry.count, _number(low), _number(high),
+                            _number(block.get("margin", margin(chosen.score))), _number(block.get("margin_low")),
+                            _number(block.get("margin_high")), selection_score=chosen.selection_score,
+                            baseline=point, offset=offset)
+        top, interval = best_head(entry.scores, label, entry.count), entry.best
+        where = (top.layer, top.head) if top.found else (None, None)
+        if interval is None:
+            return Reported(label, "best", *where, top.score, entry.count, margin=margin(top.score), reason=top.reason,
+                            baseline=point, offset=offset)
+        return Reported(label, "best", *where, top.score, entry.count, _number(interval.ci_low),
+                        _number(interval.ci_high), _number(interval.margin if interval.margin is not None
+                                                           else margin(top.score)),
+                        _number(interval.margin_low), _number(interval.margin_high), reason=top.reason,
+                        baseline=point, offset=offset)
+
+    def baseline(self, label: str = "overall") -> dict[str, Any] | None:
+        """`label`'s offset baselines ({"best", "best_offset", ...}) where its probe has them, else None."""
+        baselines = self.baselines if isinstance(self.baselines, dict) else {}
+        return (baselines.get("overall") if label == "overall" else baselines.get("labels", {}).get(label)) or None
 
     @property
     def min_count(self) -> int:
@@ -466,6 +552,11 @@ def safe_name(label: str) -> str:
     """A label as part of a file name: runs of anything but letters, digits, ``.``, ``+`` and ``-`` become
     ``_`` (``offset+1`` and ``len4+`` keep their sign)."""
     return re.sub(r"[^\w.+-]+", "_", label)
+
+
+def _number(x: Any) -> float | None:
+    """A bound or margin as a float, None where there is none (missing, null, NaN)."""
+    return None if x is None or x != x else float(x)
 
 
 def json_number(x: float) -> float | None:

@@ -10,19 +10,22 @@ from probes.results import ProbeResult
 
 
 def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) -> str:
-    """Best head per label (most frequent first), with its count, its 95% bootstrap interval (the best head
-    chosen again in every replicate, probes.bootstrap) where the run kept replicates, and, where the probe
-    has them, the best fixed-offset baseline and the head's margin over it (with its paired interval).
+    """Best head per label (most frequent first), or the head ``--select-on`` chose, as ``ProbeResult.reported``
+    gives them: its count, its 95% bootstrap interval where the run kept replicates (the best head chosen again
+    in every replicate, probes.bootstrap; a selected head's own interval), marked * with a line saying why where
+    the score lies outside it, and, where the probe has them, the best fixed-offset baseline and the head's margin
+    over it (with its paired interval).
     Labels below the run's minimum count are left out unless `all_labels`; a label with no single best head
     (``BestHead.reason``) says why; where ``--select-on`` chose the heads, their score on the selection split
     is a column too. Below the table: a warning naming the labels whose best head does not beat its best
     baseline, or (with intervals) whose margin over it has an interval that reaches 0."""
     info = result.info
-    baselines = result.baselines.get("labels", {})
     select_on = info.settings.get("select_on")
     shown = result.shown(all_labels)
     rows = shown[: top or None] + [("overall", result.overall)]
-    intervals = any(entry.best is not None for _, entry in rows)
+    shows = [result.reported(name) for name, _ in rows]  # every number of a row comes from here
+    intervals = any(r.ci_low is not None for r in shows)
+    margins = any(r.baseline is not None for r in shows)
     lines = [f"{result.probe} · {info.model} · {info.sentences} sentences scored, {sum(info.skipped.values())} skipped"
              f" · {info.layers} layers × {info.heads} heads (0-indexed)"
              + (f" · 95% intervals: {info.settings.get('replicates')} bootstrap replicates, the best head chosen "
@@ -30,38 +33,43 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
     if select_on:
         lines.append(f"best heads chosen on {', '.join(select_on['corpus'])} ({select_on['sentences']} sentences); "
                      "scores on the scored corpus")
-    header = (f"{'label':<14}{'count':>7}  {'best head':<10}{'score':>7}" + (f"{'on sel.':>9}" if select_on else "")
-              + (f"  {'95% interval':<16}" if intervals else ""))
-    if baselines:
+    header = (f"{'label':<14}{'count':>7}  {'sel. head' if select_on else 'best head':<10}{'score':>7}"
+              + (f"{'on sel.':>9}" if select_on else "") + (f"  {'95% interval':<16}" if intervals else ""))
+    if margins:
         header += f"  {'baseline':<12}{'score':>7}{'margin':>8}" + (f"  {'95% interval':<18}" if intervals else "")
     header = header.rstrip()
     lines += [header, "-" * len(header)]
-    beaten = []  # labels whose best head is not above the best baseline
-    for name, entry in rows:
-        best = result.best(name)
-        line = f"{name:<14}{entry.count:>7}  "
+    beaten = []  # labels whose head is not above the best baseline
+    outside = False
+    for best in shows:
+        name = best.label
+        line = f"{name:<14}{best.count:>7}  "
         if not best.found:
             lines.append(line + f"no best head: {best.reason}")
             continue
         line += f"{best.name:<10}{best.score:>7.3f}" + (f"{best.selection_score:>9.3f}" if select_on else "")
         if intervals:
-            line += f"  {_interval(entry.best and (entry.best.ci_low, entry.best.ci_high)):<16}"
-        base = result.baselines.get("overall") if name == "overall" else baselines.get(name)
-        if base:
-            offset = f"offset {base['best_offset']:+d}"
-            line += f"  {offset:<12}{base['best']:>7.3f}{best.score - base['best']:>+8.3f}"
+            line += f"  {_interval((best.ci_low, best.ci_high)) + ('*' if best.outside else ''):<16}"
+            outside |= best.outside
+        if best.baseline is not None:
+            offset = f"offset {best.offset:+d}"
+            line += f"  {offset:<12}{best.baseline:>7.3f}{best.margin:>+8.3f}"
             if intervals:
-                line += f"  {_interval(entry.best and (entry.best.margin_low, entry.best.margin_high), '+.3f')}"
-            margin_low = entry.best.margin_low if intervals and entry.best is not None else None
-            if not best.score > base["best"]:
-                beaten.append(f"{name} ({best.name} {best.score:.3f} ≤ {offset} {base['best']:.3f})")
-            elif margin_low is not None and not margin_low > 0:  # above the baseline, but not beyond resampling
-                beaten.append(f"{name} ({best.name}: margin over {offset} {best.score - base['best']:+.3f}, "
-                              f"its interval reaches {margin_low:+.3f})")
+                line += f"  {_interval((best.margin_low, best.margin_high), '+.3f')}"
+            if not best.margin > 0:
+                beaten.append(f"{name} ({best.name} {best.score:.3f} ≤ {offset} {best.baseline:.3f})")
+            elif best.margin_low is not None and not best.margin_low > 0:  # above the baseline, not beyond resampling
+                beaten.append(f"{name} ({best.name}: margin over {offset} {best.margin:+.3f}, "
+                              f"its interval reaches {best.margin_low:+.3f})")
         lines.append(line.rstrip())
+    if outside:
+        lines.append("* the score lies outside its interval: "
+                     + ("a head's percentile interval need not hold its own score where its replicates are skewed"
+                        if select_on else "the best of the L×H heads' scores is biased upward, the replicates' best "
+                        "heads (chosen again in each) score lower"))
     if beaten:
-        lines.append(f"warning: best head not above its best offset baseline{' (or its interval)' if intervals else ''}: "
-                     f"{', '.join(beaten)}")
+        lines.append(f"warning: {'chosen' if select_on else 'best'} head not above its best offset baseline"
+                     f"{' (or its interval)' if intervals else ''}: {', '.join(beaten)}")
     hidden = len(result.labels) - len(shown)
     if hidden:
         lines.append(f"{hidden} labels below the minimum count ({result.min_count} instances) not shown; "

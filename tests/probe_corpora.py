@@ -25,9 +25,10 @@ PAIRS = ("sentence1\tsentence2\tlabel\n"
 FRAMENET_DOCUMENTS = ("ANC__110CYL067", "ANC__IntroHongKong", "Miscellaneous__Hijack")
 
 
-def excerpt(path: Path, blocks: int, out: Path) -> Path:
-    """The first `blocks` blank-line-separated blocks (sentences) of a corpus file."""
-    out.write_text("\n\n".join(path.read_text(encoding="utf-8").split("\n\n")[:blocks]) + "\n\n", encoding="utf-8")
+def excerpt(path: Path, blocks: int, out: Path, skip: int = 0) -> Path:
+    """`blocks` blank-line-separated blocks (sentences) of a corpus file, after the first `skip`."""
+    kept = path.read_text(encoding="utf-8").split("\n\n")[skip:skip + blocks]
+    out.write_text("\n\n".join(kept) + "\n\n", encoding="utf-8")
     return out
 
 
@@ -106,6 +107,28 @@ def grids(result) -> dict:
             "baselines": result.baselines, "extra": result.extra}
 
 
+
+
+def selection_split(name: str, tmp: Path, shared) -> str:
+    """A second small corpus for probe `name`, of the kind its ``probe_run_arguments`` corpus is, to give
+    ``select_on``: the next sentences of the same file (the next CRAFT dev article for con, the pairs with their
+    sentences swapped for term_matching). frames: the same documents (its ``documents`` option filters both)."""
+    from probes.defaults import bundled_corpus
+
+    if name == "frames":
+        return str(shared() / "framenet-1.7")
+    if name == "con":
+        craft = shared() / "craft-treebank"
+        return str(craft / "penn" / f"{(craft / 'craft-ids-dev.txt').read_text().split()[1]}.tree")
+    if name == "term_matching":
+        swapped = ["\t".join([b, a, label]) for a, b, label in (line.split("\t") for line in PAIRS.splitlines())]
+        (tmp / "pairs-swapped.tsv").write_text("\n".join(swapped) + "\n", encoding="utf-8")
+        return str(tmp / "pairs-swapped.tsv")
+    sources = {"ner": (shared() / "uner-english-ewt" / "en_ewt-ud-dev.iob2", 40),
+               "srl": (shared() / "up-english-ewt" / "en_ewt-up-dev.conllu", LIMIT),
+               "seg": (shared() / "ud-chinese-gsdsimp" / "zh_gsdsimp-ud-test.conllu", LIMIT)}
+    path, blocks = sources.get(name, (Path(bundled_corpus()), LIMIT))
+    return str(excerpt(path, blocks, tmp / f"selection-{name}{path.suffix}", skip=blocks))
 
 
 def probe_run_arguments(name: str, tmp: Path, shared) -> dict:

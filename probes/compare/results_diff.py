@@ -1,14 +1,14 @@
 """Comparing two sets of results head by head (``probes compare A/ B/``): what changed from A to B.
 
-For every probe and label either side has: the counts in A and B, the best head and score in each
-(``ProbeResult.best``: none where the top score ties or is 0, and the ``--select-on`` choice where the
-run made one), the change of the best score, how A's best head fares in B, the mean change over heads,
-and the heads that gained or lost most; delta = B − A per head, as an [L,H] grid (and a heatmap).
+For every probe and label either side has: the counts in A and B, the head and score each reports
+(``ProbeResult.reported``: none where the top score ties or is 0; like with like: the ``--select-on`` choices
+where both runs made one, else the best heads on each side, and the table says which), the change of that
+score, how A's head fares in B, the mean change over heads, and the heads that gained or lost most; delta = B − A per head, as an [L,H] grid (and a heatmap).
 Minimum counts (the larger of the two runs' ``--min-count``): ``label_lost`` marks a label at or
 above it in A but absent or below it in B, ``few`` a delta resting on fewer instances on either side;
 the table on screen leaves out the labels below it on both sides unless asked (``all_labels``). Where both runs
 kept bootstrap replicates over the same corpus with the same seed (probes.bootstrap), the change of the best
-score gets a paired 95% interval (the best head chosen again in each replicate of each side, the sentences
+score (best heads only) gets a paired 95% interval (the best head chosen again in each replicate of each side, the sentences
 reweighted alike on both), and ``flat`` marks a change whose interval contains 0. The probes both sides hold are
 compared (those only one side holds are left out and listed in ``left_out``); each must have been
 run with the same options, on models of one architecture (same layers × heads and family): heads
@@ -18,6 +18,7 @@ scored, pooling) are reported as notes.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +27,7 @@ import numpy as np
 from probes.bootstrap import paired_delta
 from probes.compare.grids import load_any
 from probes.errors import InputError
-from probes.results import BestHead, ProbeResult, best_head, json_grid, results_in, safe_name, write_result_files
+from probes.results import BestHead, ProbeResult, Reported, best_head, json_grid, results_in, safe_name, write_result_files
 
 TOP = 3  # heads listed as gained / lost most
 
@@ -42,16 +43,17 @@ class LabelDelta:
     a: np.ndarray  # [L,H] scores in A
     b: np.ndarray  # [L,H] scores in B
     min_count: int = 0  # the larger of the two runs' minimum counts
-    best_a: BestHead | None = None  # A's best head as its result names it (None: from the grid, best_head)
-    best_b: BestHead | None = None
+    best_a: Reported | None = None  # A's head as its result reports it (None: from the grid, best_head)
+    best_b: Reported | None = None
     paired: tuple[float, float] | None = None  # the paired 95% interval of B's best score − A's (None: no replicates)
+    kind: str = "best"  # "selected": both sides' heads were chosen on their selection splits; "best": neither is
 
     @property
     def delta(self) -> np.ndarray:
         """[L,H] B − A."""
         return self.b - self.a
 
-    def best(self, side: str) -> BestHead:
+    def best(self, side: str) -> BestHead | Reported:
         """The best head of side "a" or "b" (``BestHead.found`` false where none is named)."""
         given = self.best_a if side == "a" else self.best_b
         if given is not None:
@@ -98,7 +100,7 @@ class LabelDelta:
         d = self.delta
         low, high = self.paired or (nan, nan)
         return {"probe": self.probe, "label": self.label, "count_a": self.count_a, "count_b": self.count_b,
-                "best_a": best_a.name, "score_a": best_a.score if best_a.found else nan, "no_best_a": best_a.reason,
+                "heads": self.kind, "best_a": best_a.name, "score_a": best_a.score if best_a.found else nan, "no_best_a": best_a.reason,
                 "best_b": best_b.name, "score_b": best_b.score if best_b.found else nan, "no_best_b": best_b.reason,
                 "delta_best": (best_b.score - best_a.score) if best_a.found and best_b.found else nan,
                 "delta_low": low, "delta_high": high, "flat": self.flat,
@@ -169,6 +171,10 @@ class Comparison:
         `all_labels`) with its counts in A and B; "lost" where a label at or above the minimum count in A
         is absent or below it in B; "few" where the delta rests on fewer instances than that."""
         lines = [f"A: {self.model_a}", f"B: {self.model_b}", *[f"note: {n}" for n in self.notes]]
+        for probe, kind in {d.probe: d.kind for d in self.labels}.items():
+            lines.append(f"{probe}: " + ("heads chosen on each side's selection split (--select-on), scores on the "
+                                         "scored corpora; no paired interval (its replicates are of the best heads)"
+                                         if kind == "selected" else "best heads on the scored corpora"))
         paired = any(d.paired is not None for d in self.labels)
         header = (f"{'probe':<14}{'label':<18}{'n A':>6}{'n B':>6}  {'best A':<9}{'score':>7}  {'best B':<9}"
                   f"{'score':>7}{'Δbest':>8}" + (f"  {'95% interval':<17}{'flat':<5}" if paired else "") +
@@ -230,14 +236,20 @@ def compare_results(a: str | Path | dict[str, ProbeResult], b: str | Path | dict
         ra, rb = left[probe], right[probe]
         _check_match(probe, ra, rb, where_a, where_b)
         notes += _notes(probe, ra, rb)
+        chosen = ["select_on" in r.info.settings for r in (ra, rb)]
+        kind = "selected" if all(chosen) else "best"  # like with like: one side's selection alone is not used
+        if any(chosen) and not all(chosen):
+            notes.append(f"{probe}: only {'A' if chosen[0] else 'B'} chose its heads on a selection split; "
+                         "both sides' best heads on their scored corpora compared")
         for label in list(dict.fromkeys([*ra.labels, *rb.labels])) + ["overall"]:
             ea = ra.overall if label == "overall" else ra.labels.get(label)
             eb = rb.overall if label == "overall" else rb.labels.get(label)
             nan = np.full((ra.info.layers, ra.info.heads), np.nan)
             labels.append(LabelDelta(probe, label, ea.count if ea else 0, eb.count if eb else 0,
                                      ea.scores if ea else nan, eb.scores if eb else nan,
-                                     max(ra.min_count, rb.min_count), ra.best(label) if ea else None,
-                                     rb.best(label) if eb else None, _paired(ra, rb, label, notes)))
+                                     max(ra.min_count, rb.min_count), ra.reported(label, kind) if ea else None,
+                                     rb.reported(label, kind) if eb else None,
+                                     _paired(ra, rb, label, notes) if kind == "best" else None, kind))
     first_a, first_b = left[shared[0]], right[shared[0]]
     return Comparison(where_a, where_b, first_a.info.model, first_b.info.model, labels, list(dict.fromkeys(notes)),
                       left_out)
@@ -287,13 +299,14 @@ def _notes(probe: str, ra: ProbeResult, rb: ProbeResult) -> list[str]:
     return notes
 
 
-def _short(best: BestHead) -> str:
+def _short(best: BestHead | Reported) -> str:
     """The head's name, or why there is none, short: tie×N, 0, -."""
     if best.found:
         return best.name
     if best.score == 0:
         return "0"
-    return f"tie×{len(best.tied)}" if best.tied else "-"
+    ties = re.match(r"(\d+) heads tie", best.reason)
+    return f"tie×{ties[1]}" if ties else "-"
 
 
 def _number(x: float, sign: str) -> str:

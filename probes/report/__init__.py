@@ -25,7 +25,7 @@ from typing import Any
 
 from probes.compare.results_diff import load_results
 from probes.errors import InputError
-from probes.results import BestHead, ProbeResult, json_grid, short_model_name, write_atomic
+from probes.results import ProbeResult, Reported, json_grid, short_model_name, write_atomic
 
 
 def write_report(folders: list[str | Path], path: str | Path) -> Path:
@@ -76,9 +76,9 @@ def _model(name: str, path: str, results: dict[str, ProbeResult]) -> dict[str, A
 
 def _probe(result: ProbeResult, sentences: dict[str, dict[str, Any]]) -> dict[str, Any]:
     base = result.baselines.get("labels", {}) if isinstance(result.baselines, dict) else {}
-    labels = [_label(name, entry, base.get(name), result.best(name)) for name, entry in result.labels.items()]
+    labels = [_label(name, entry, base.get(name), result.reported(name)) for name, entry in result.labels.items()]
     overall = _label("overall", result.overall, result.baselines.get("overall") if isinstance(result.baselines, dict)
-                     else None, result.best())
+                     else None, result.reported())
     views = result.extra.get("sentence_views") or {}
     keys = []
     for view in views.get("sentences", []):
@@ -94,10 +94,14 @@ def _probe(result: ProbeResult, sentences: dict[str, dict[str, Any]]) -> dict[st
             "corpus": [Path(c).name for c in result.info.corpus]}
 
 
-def _label(name: str, entry, baseline: dict | None, best: BestHead) -> dict[str, Any]:
-    """A label's data; "best": its best head {l, h, v} (ProbeResult.best), or {why} where none is named."""
+def _label(name: str, entry, baseline: dict | None, best: Reported) -> dict[str, Any]:
+    """A label's data; "best": the head its result reports (ProbeResult.reported: the best, or the head --select-on
+    chose) {l, h, v, kind, low, high, margin, margin_low, margin_high}, or {why, kind} where none is named."""
+    shown = {"kind": best.kind, "low": best.ci_low, "high": best.ci_high, "margin": best.margin,
+             "margin_low": best.margin_low, "margin_high": best.margin_high}
     return {"name": name, "count": int(entry.count), "scores": json_grid(entry.scores),
-            "best": {"l": best.layer, "h": best.head, "v": best.score} if best.found else {"why": best.reason},
+            "best": {"l": best.layer, "h": best.head, "v": best.score, **shown} if best.found else
+            {"why": best.reason, "kind": best.kind},
             "extra": {k: json_grid(v) for k, v in entry.extra.items()},
             "interval": None if entry.ci_low is None else {"low": json_grid(entry.ci_low), "high": json_grid(entry.ci_high)},
             "baseline": None if not baseline else {"offset": baseline.get("best_offset"), "score": baseline.get("best")}}

@@ -31,7 +31,8 @@
     if (!p) return null;
     return name === "overall" ? p.overall : (p.labels.find(l => l.name === name) || null);
   }
-  // a label's best head {l, h, v}, or null where its results name none (a tie at the top, a top score of 0)
+  // a label's reported head {l, h, v, kind, ...} (the best, or the --select-on choice), or null where its results
+  // name none (a tie at the top, a top score of 0)
   function best(label) { return label.best.why === undefined ? label.best : null; }
   function decode(b64, Type) {
     const bin = atob(b64), bytes = new Uint8Array(bin.length);
@@ -72,7 +73,7 @@
       const base = l.baseline ? l.baseline.score : null;
       return { name: l.name, count: l.count, best: b ? `L${b.l}-H${b.h}` : `none: ${l.best.why}`, score: b ? b.v : null,
                baseline: base, offset: l.baseline ? l.baseline.offset : null,
-               margin: b && base !== null ? b.v - base : null };
+               margin: b && b.margin !== undefined ? b.margin : null };
     });
     const key = state.sort;
     const value = r => r[key] === null ? -Infinity : r[key];
@@ -149,7 +150,8 @@
       const scale = document.createElement("div");
       scale.className = "scale";
       scale.innerHTML = `${fmt(lo)}<span style="background:linear-gradient(90deg,${[0, .25, .5, .75, 1].map(viridis).join(",")})"></span>${fmt(hi)}` +
-        " · red box: best head · click a cell for its details and sentences";
+        ` · red box: ${label.best.kind === "selected" ? "head chosen on the selection split" : "best head"}` +
+        " · click a cell for its details and sentences";
       div.appendChild(scale);
       box.appendChild(div);
     });
