@@ -29,10 +29,11 @@ class Presentation:
         the labels with at least the run's minimum count of instances (``--min-count``; ``OVERVIEW_MIN_COUNT``
         for results that record none; most frequent first, at most ``OVERVIEW_MOST``), each label's reported head
         boxed (ProbeResult.reported: the best, or the head ``--select-on`` chose) where one is named, and a white
-        dot on each head whose 95% interval lies above the label's best offset baseline (``above_baseline``); "labels": that, and a layer × head heatmap per label at or above the minimum count
-        and overall, ``<probe>-<label>.png``; "all-labels": as "labels", labels below the minimum count included;
-        "none": nothing. The colour scale is [0, 1] where the scores fit
-        it, their own range otherwise (entropy in nats, cluster numbers)."""
+        dot on each head whose 95% interval lies above the label's best offset baseline (``above_baseline``);
+        "labels": that, and a layer × head heatmap per label at or above the minimum count and overall,
+        ``<probe>-<label>.png``; "all-labels": as "labels", labels below the minimum count included; "none":
+        nothing. The colour scale is [0, 1] where the scores fit it, their own range otherwise (entropy in nats,
+        cluster numbers)."""
         from probes.plots import Grid, heatmap_pngs, overview_png
 
         if kind not in PLOT_KINDS:

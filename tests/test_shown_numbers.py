@@ -25,7 +25,8 @@ from probes.show import format_table
 pytestmark = pytest.mark.integration
 REPLICATES = 200
 NUMBER = r"-?\d+\.\d{3}|nan"
-ROW = re.compile(rf"^(?P<label>.+?)\s+(?P<count>\d+)  (?:(?P<head>L\d+-H\d+)\s+(?P<score>{NUMBER})(?:\s+(?P<sel>{NUMBER}))?"
+ROW = re.compile(rf"^(?P<label>.+?)\s+(?P<count>\d+)  "
+                 rf"(?:(?P<head>L\d+-H\d+)\s+(?P<score>{NUMBER})(?:\s+(?P<sel>{NUMBER}))?"
                  rf"(?:\s+(?:\[(?P<low>{NUMBER}), (?P<high>{NUMBER})\](?P<star>\*)?|-))?"
                  r"(?:\s+offset (?P<offset>[+-]\d+)\s+(?P<base>-?\d+\.\d{3})\s+(?P<margin>[+-]\d+\.\d{3})"
                  r"(?:\s+(?:\[(?P<mlow>[+-]\d+\.\d{3}), (?P<mhigh>[+-]\d+\.\d{3})\]|-))?)?"

@@ -3,14 +3,15 @@
 For every probe and label either side has: the counts in A and B, the head and score each reports
 (``ProbeResult.reported``: none where the top score ties or is 0; like with like: the ``--select-on`` choices
 where both runs made one, else the best heads on each side, and the table says which), the change of that
-score, how A's head fares in B, the mean change over heads, and the heads that gained or lost most; delta = B − A per head, as an [L,H] grid (and a heatmap).
+score, how A's head fares in B, the mean change over heads, and the heads that gained or lost most;
+delta = B − A per head, as an [L,H] grid (and a heatmap).
 Minimum counts (the larger of the two runs' ``--min-count``): ``label_lost`` marks a label at or
 above it in A but absent or below it in B, ``few`` a delta resting on fewer instances on either side;
 the table on screen leaves out the labels below it on both sides unless asked (``all_labels``). Where both runs
 kept bootstrap replicates over the same corpus with the same seed (probes.bootstrap), the change of the best
-score (best heads only) gets a paired 95% interval (the best head chosen again in each replicate of each side, the sentences
-reweighted alike on both), and ``flat`` marks a change whose interval contains 0. The probes both sides hold are
-compared (those only one side holds are left out and listed in ``left_out``); each must have been
+score gets a paired 95% interval (the best head chosen again in each replicate of each side, the sentences
+reweighted alike on both; best heads only), and ``flat`` marks a change whose interval contains 0. The probes
+both sides hold are compared (those only one side holds are left out and listed in ``left_out``); each must have been
 run with the same options, on models of one architecture (same layers × heads and family): heads
 are matched by position, which means something only between checkpoints of one model (a
 pre-trained model and its fine-tuned derivative, say). Other differences (corpus, sentences
@@ -27,7 +28,8 @@ import numpy as np
 from probes.bootstrap import paired_delta
 from probes.compare.grids import load_any
 from probes.errors import InputError
-from probes.results import BestHead, ProbeResult, Reported, best_head, json_grid, results_in, safe_name, write_result_files
+from probes.results import (BestHead, ProbeResult, Reported, best_head, json_grid, results_in, safe_name,
+                            write_result_files)
 
 TOP = 3  # heads listed as gained / lost most
 
@@ -100,7 +102,8 @@ class LabelDelta:
         d = self.delta
         low, high = self.paired or (nan, nan)
         return {"probe": self.probe, "label": self.label, "count_a": self.count_a, "count_b": self.count_b,
-                "heads": self.kind, "best_a": best_a.name, "score_a": best_a.score if best_a.found else nan, "no_best_a": best_a.reason,
+                "heads": self.kind,
+                "best_a": best_a.name, "score_a": best_a.score if best_a.found else nan, "no_best_a": best_a.reason,
                 "best_b": best_b.name, "score_b": best_b.score if best_b.found else nan, "no_best_b": best_b.reason,
                 "delta_best": (best_b.score - best_a.score) if best_a.found and best_b.found else nan,
                 "delta_low": low, "delta_high": high, "flat": self.flat,
