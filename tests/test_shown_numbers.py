@@ -102,12 +102,8 @@ def check_table(text: str, data: dict, where: str) -> int:
     want = expected(data)
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if set(line) == {"-"}) + 1
-    rows = []
-    for line in lines[start:]:
-        if not line or line.startswith(("warning:", "* ", "head L")) or re.match(r"\d+ labels below", line):
-            break
-        rows.append(line)
-    assert rows and rows[-1].startswith("overall"), (where, text)
+    end = next(i for i, line in enumerate(lines) if i >= start and line.startswith("overall "))
+    rows = lines[start:end + 1]  # the labels, then overall
     starred = False
     for line in rows:
         row = ROW.match(line)
