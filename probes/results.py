@@ -184,8 +184,8 @@ class Reported:
     paired interval where the result records them; kind "best": the best head on the scored corpus with the
     selection-aware interval of ``BestInterval``. layer, head: None where no single head is named (``reason``
     says why: a tie at the top score, a top score of 0, absent on the selection split); score, interval and
-    margin are then those of the top score (NaN, None for a selected label without a head). Bounds and margins are None
-    where the result has none (no replicates, no baselines)."""
+    margin are then those of the top score (NaN, None for a selected label without a head). Bounds and margins
+    are None where the result has none (no replicates, no baselines)."""
 
     label: str
     kind: str
@@ -272,6 +272,8 @@ class ProbeResult:
         interval from the per-head grid (ci_low, ci_high) and its margin from the baseline, without an interval."""
         entry = self.entry(label)
         kind = kind or ("best" if entry.selected is None else "selected")
+        if kind not in ("best", "selected") or (kind == "selected" and entry.selected is None):
+            raise ValueError(f"{self.probe} {label}: no {kind!r} head (kinds: best, and selected after --select-on)")
         base = self.baseline(label) or {}
         point, offset = base.get("best"), base.get("best_offset")
 
@@ -292,13 +294,11 @@ class ProbeResult:
                             baseline=point, offset=offset)
         top, interval = best_head(entry.scores, label, entry.count), entry.best
         where = (top.layer, top.head) if top.found else (None, None)
-        if interval is None:
-            return Reported(label, "best", *where, top.score, entry.count, margin=margin(top.score), reason=top.reason,
-                            baseline=point, offset=offset)
-        return Reported(label, "best", *where, top.score, entry.count, _number(interval.ci_low),
-                        _number(interval.ci_high), _number(interval.margin if interval.margin is not None
-                                                           else margin(top.score)),
-                        _number(interval.margin_low), _number(interval.margin_high), reason=top.reason,
+        low, high, margin_low, margin_high = (None,) * 4 if interval is None else (
+            interval.ci_low, interval.ci_high, interval.margin_low, interval.margin_high)
+        point_margin = margin(top.score) if interval is None or interval.margin is None else interval.margin
+        return Reported(label, "best", *where, top.score, entry.count, _number(low), _number(high),
+                        _number(point_margin), _number(margin_low), _number(margin_high), reason=top.reason,
                         baseline=point, offset=offset)
 
     def baseline(self, label: str = "overall") -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ import io
 import json
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from probes.compare.results_diff import compare_results
@@ -100,3 +101,8 @@ def test_figures_box_and_carry_the_reported_head():
         ("nsubj", "selected", 0, 1, 0.5, 0.45)]
     tiles = json.loads(Image.open(io.BytesIO(pictures["dep.png"])).text["probes"])
     assert [(t["label"], t["layer"], t["head"]) for t in tiles] == [("overall", 0, 1), ("nsubj", 0, 1)]
+
+
+def test_no_selected_head_without_a_selection():
+    with pytest.raises(ValueError, match="no 'selected' head"):
+        hand().reported("nsubj", "selected")
