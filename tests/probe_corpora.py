@@ -6,8 +6,8 @@ so a probe added to the registry is covered without being named.
 EWT sample (dep, pos, the analyses, any probe added later), excerpts of the full corpora in
 ../shared/corpora for ner (UNER), srl (UP), con (CRAFT), seg (GSDSimp, raw text) and frames (three
 FrameNet documents; `shared()` skips the test where that folder is absent), and a small pairs file for
-term_matching. ``same(a, b, where)`` asserts equal structure and numbers within 1e-6; ``grids(result)``
-is everything a result reports but the model's name and provenance.
+term_matching; ``selection_split(name, tmp, shared)`` a second corpus of that kind for ``select_on`` (test_shown_numbers).
+``same(a, b, where)`` asserts equal structure and numbers within 1e-6; ``grids(result)`` is everything a result reports but the model's name and provenance.
 """
 from __future__ import annotations
 
