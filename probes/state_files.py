@@ -141,7 +141,7 @@ def tokenizer_sha256(tokenizer) -> str:
 
 
 # settings that only decide how sentences are batched and where they run: shards may differ in them (the
-# default token budget follows each machine's free memory); scores move by float32 rounding at most
+# default token budget follows each machine's total memory); scores move by float32 rounding at most
 BATCHING = ("batch_size", "max_tokens", "device")
 
 
