@@ -223,18 +223,24 @@ def merge(states: str | Path | Iterable[str | Path], out: str | Path | None = No
 
 
 def _load_all(paths: list[str | Path]) -> list[_Loaded]:
-    files: list[Path] = []
+    """The state files of `paths` (files, or folders of them), each read once; InputError for a path that
+    is missing, a folder without state files, or a state file reached twice (the same folder or file given
+    twice, under any name: a shard given twice is refused, not merged once)."""
+    files: dict[Path, Path] = {}  # the file's resolved path -> the path it was given as
     for given in map(Path, paths):
         if given.is_dir():
             found = sorted(given.glob(f"*{STATE_SUFFIX}"))
             if not found:
                 raise InputError(f"no state files (*{STATE_SUFFIX}, written by `probes run --state`) here", given)
-            files.extend(found)
         elif given.exists():
-            files.append(given)
+            found = [given]
         else:
             raise InputError("file not found", given)
-    return [_load(f) for f in dict.fromkeys(files)]
+        for f in found:
+            first = files.setdefault(f.resolve(), f)
+            if first is not f:
+                raise InputError(f"state file given twice (also as {first}): give each shard once", f)
+    return [_load(f) for f in files.values()]
 
 
 def _load(path: Path) -> _Loaded:

@@ -217,6 +217,21 @@ def test_merge_refuses_overlapping_and_missing_shards(tiny, tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["dep.csv", "dep.json"]
 
 
+def test_merge_refuses_a_folder_or_file_given_twice(tiny, tmp_path, capsys, monkeypatch):
+    """`probes merge st st`, the same folder under another name (./st, a symbolic link), or a folder and one
+    of its files: one line naming the second path, exit 2, nothing written."""
+    st = _shard(tiny[0], "1/2", _shard(tiny[0], "0/2", tmp_path / "st"))
+    (tmp_path / "link").symlink_to(st)
+    monkeypatch.chdir(tmp_path)
+    state = st / "dep.0-of-2.state.pt"
+    for argv, second in [(["st", "st"], "st/dep.0-of-2.state.pt"), (["st", "./st"], "st/dep.0-of-2.state.pt"),
+                         (["st", "link"], "link/dep.0-of-2.state.pt"), ([str(st), str(state)], str(state))]:
+        _refused(capsys, ["merge", *argv], tmp_path / "out", f"probes: error: {second}: state file given twice (also as ")
+        with pytest.raises(probes.InputError, match="given twice"):
+            probes.merge(argv)
+    assert main(["merge", "st", "--out", "out", "--no-plots"]) == 0  # the folder once: both shards, merged
+
+
 @pytest.mark.parametrize("value", ["2/2", "1/0", "a/b", "3", "0/2/3"])
 def test_bad_shard_exits_2_with_one_line(value, tmp_path, capsys):
     state = tmp_path / "state"
