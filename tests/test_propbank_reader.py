@@ -108,7 +108,7 @@ def test_plain_conllu_is_not_up(tmp_path):
 def test_head_cycle_refused_or_skipped(tmp_path):
     cycle = [_row(1, "a", 2, "dep", "_", "_"), _row(2, "b", 1, "dep", "_", "_"), _row(3, "c", 0, "root", "c.01", "V")]
     path = _write(tmp_path, cycle)
-    with pytest.raises(InputError, match=r"bad.conllu:1: not a tree \(invalid_tree_cycle\): HEAD cycle 1 → 2 → 1"):
+    with pytest.raises(InputError, match=r"bad.conllu:2: not a tree \(invalid_tree_cycle\): HEAD cycle 1 → 2 → 1"):  # word 1
         read_propbank(path)
     # skipped: the next sentence keeps its own predicate columns (the SRL is matched by the block's first line)
     good = "\n".join("\t".join(r) for r in [_row(1, "Kim", 2, "nsubj", "_", "ARG0"),
