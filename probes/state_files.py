@@ -1,9 +1,10 @@
 """Shards of a run and the probes' additive state on disk: ``probes run --shard I/N --state DIR`` and ``probes merge``.
 
 A shard is a deterministic share of a run's sentences: sentence s belongs to shard
-``key(s) mod N``, where key(s) is the SHA-256 of the sentence's identity (the name of its file,
-its sent_id, its line there and its words), so the split is the same on every machine and in any
-corpus order. Everything that reads the whole corpus stays whole in every shard: ``--limit``
+``key(s) mod N``, where key(s) is the SHA-256 of the sentence's identity (its words, their annotation
+and its occurrence among identical sentences: probes.identity, numbered over the whole corpus stream
+in every shard), so the split is the same on every machine, in any corpus order and however the file
+was written (line endings, byte-order mark, comments, empty nodes). Everything that reads the whole corpus stays whole in every shard: ``--limit``
 (first N sentences) is applied before the split, ``Probe.prepare`` (e.g. rare's word frequencies)
 sees every sentence, and the fit phase (pos, ner, con centroids) runs on the whole fit corpus in
 every shard (with ``fit_on="same"``, the whole scored corpus), so every shard scores with the
@@ -41,7 +42,7 @@ import torch
 from probes.corpus.sentence import Sentence
 from probes.encoding import UnknownWords
 from probes.errors import InputError
-from probes.identity import sentence_key
+from probes.identity import Occurrences
 from probes.probe import Probe
 from probes.provenance import sha256
 from probes.registry import get_probe, load_code
@@ -115,9 +116,11 @@ class ShardStream:
         self.mine = 0  # sum of the shard's keys
 
     def select(self, sentences: Iterable[Sentence]) -> Iterator[Sentence]:
-        """The shard's sentences among `sentences`, in order."""
+        """The shard's sentences among `sentences` (the whole corpus stream, every shard's), in order, each
+        numbered among identical sentences (``Sentence.occurrence``) for its key."""
+        occurrences = Occurrences()
         for s in sentences:
-            key = sentence_key(s)
+            key = occurrences.key(s)
             self.sentences += 1
             self.keys += key
             if key % self.shard.count == self.shard.index:
