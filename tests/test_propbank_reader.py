@@ -132,6 +132,11 @@ def test_format_guessing(tmp_path, corpus):
     assert guess_format(tmp_path / "fn") == "framenet" and guess_format(tmp_path) is None
     # options meant for other readers are not passed to this one (dep asks for subtypes, frames for documents)
     assert len(read_corpus([SAMPLE], subtypes=True, documents=["x"]).sentences) == len(corpus.sentences)
+    # written with a byte-order mark and CR LF line endings: still Universal PropBank, the same sentences
+    marked = tmp_path / "marked.conllu"
+    marked.write_bytes(b"\xef\xbb\xbf" + SAMPLE.read_bytes().replace(b"\n", b"\r\n"))
+    assert guess_format(marked) == "propbank"
+    assert [(s.words, s.ann) for s in read_corpus([marked]).sentences] == [(s.words, s.ann) for s in corpus.sentences]
 
 
 @pytest.mark.shared

@@ -93,7 +93,7 @@ def _reported(result) -> dict:
     i = result.info
     return {"model": i.model, "corpus": i.corpus, "layers": i.layers, "heads": i.heads, "sentences": i.sentences,
             "skipped": i.skipped, "notes": i.notes, "options": result.options,
-            "settings": {k: v for k, v in i.settings.items() if k not in BATCHING},  # the token budget follows free memory
+            "settings": {k: v for k, v in i.settings.items() if k not in BATCHING},  # the token budget follows the machine's memory
             "labels": {k: _entry(v) for k, v in result.labels.items()}, "overall": _entry(result.overall),
             "replicates": result.replicates, "baselines": result.baselines, "extra": result.extra}
 
