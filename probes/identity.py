@@ -6,20 +6,21 @@ sentence's replicate weights from it, so that shards and checkpoints over one co
 The key is made of what the probes read, and nothing else: the sentence's words and their annotation
 (``Sentence.ann``, serialised canonically by ``content_digest``), and its occurrence (``Sentence.occurrence``,
 below). Not the file's name, the sentence's line or sent_id, nor the bytes around the words: CR LF line
-endings, a byte-order mark, comments (but ``# text``, which the CoNLL-U reader reads into ann["text"]) and
-empty nodes change no key, so they change no interval and no shard.
+endings, a byte-order mark, comments (all but CoNLL-U's ``# text``, which the reader puts in ann["text"])
+and empty nodes change no key, so they change no interval and no shard.
 
 The occurrence: how many earlier sentences of the corpus stream have the same words and annotation (0 for
-the first). A corpus may hold the very same sentence more than once (88 of UD English EWT's 2,001 dev sentences
-repeat an earlier one: "( Laughter . )", "Thanks ,", "?" and the like; 106 of its 2,077 test sentences). Each is a draw of its own from what the corpus
-samples, so each must get replicate weights of its own: with one key for both, every replicate would give
-them the same Poisson weight, resampling them as one unit of double weight (per pair a variance of 4
-instead of 2), which widens the intervals of whatever such sentences weigh on. The occurrence tells them
-apart, and it is the same in every shard and every run: ``Occurrences`` numbers the sentences of a whole
-corpus stream (probes.state_files.ShardStream sees every sentence in every shard, its own or not), and the
-numbering follows the content, not the files' order or bytes: identical sentences are interchangeable, so
-the corpus' keys are the same set whichever of them comes first. Its cost: one 64-bit number and a count
-per distinct sentence of the corpus, about 100 bytes each (10 MB for 100,000 sentences).
+the first). A corpus may hold the very same sentence more than once: 88 of UD English EWT's 2,001 dev
+sentences repeat an earlier one ("( Laughter . )", "Thanks ,", "?" and the like), 106 of its 2,077 test
+sentences. Each is a draw of its own from what the corpus samples, so each must get replicate weights of
+its own: with one key for both, every replicate would give them the same Poisson weight, resampling them as
+one unit of double weight (per pair a variance of 4 instead of 2), which widens the intervals of whatever
+such sentences weigh on. The occurrence tells them apart, and it is the same in every shard and every run:
+``Occurrences`` numbers the sentences of a whole corpus stream (probes.state_files.ShardStream sees every
+sentence in every shard, its own or not), and the numbering follows the content, not the files' order or
+bytes: identical sentences are interchangeable, so the corpus' keys are the same set whichever of them comes
+first. Its cost: one 64-bit number and a count per distinct sentence of the corpus, about 100 bytes each
+(10 MB for 100,000 sentences), and about 50 µs a sentence for the digest (2-core AVX-512 Xeon).
 """
 from __future__ import annotations
 

@@ -471,17 +471,20 @@ def test_the_key_is_the_content_and_its_occurrence():
     from probes.corpus.sentence import Sentence
     from probes.identity import Occurrences, content_digest
 
-    s = Sentence(["Hi", "there"], {"head": [0, 1], "deprel": ["root", "advmod"], "text": "Hi there"}, "a", "x.conllu", 3)
+    s = Sentence(["Hi", "there"], {"head": [0, 1], "deprel": ["root", "advmod"], "text": "Hi there"}, "a",
+                 "x.conllu", 3)
     same = Sentence(["Hi", "there"], {"text": "Hi there", "deprel": ["root", "advmod"], "head": (0, 1)}, "b", "y", 70)
     assert sentence_key(s) == sentence_key(same)  # another file, line and sent_id; ann's order and tuples
     others = [Sentence(["Hi", "There"], s.ann), Sentence(s.words, {**s.ann, "head": [2, 0]}),
-              Sentence(s.words, {**s.ann, "deprel": ["root", "dep"]}), Sentence(s.words, {**s.ann, "text": "Hi  there"}),
+              Sentence(s.words, {**s.ann, "deprel": ["root", "dep"]}),
+              Sentence(s.words, {**s.ann, "text": "Hi  there"}),
               Sentence(s.words, {k: v for k, v in s.ann.items() if k != "text"}), Sentence(["Hithere"], {}),
               Sentence(s.words, s.ann, occurrence=1)]
     keys = [sentence_key(o) for o in others]
     assert len({sentence_key(s), *keys}) == len(others) + 1
     assert content_digest(Sentence(["a"], {"s": {3, 1, 2}})) == content_digest(Sentence(["a"], {"s": [1, 2, 3]}))
-    assert content_digest(Sentence(["a"], {"v": np.array([1.5, 2])})) == content_digest(Sentence(["a"], {"v": [1.5, 2.0]}))
+    assert content_digest(Sentence(["a"], {"v": np.array([1.5, 2])})) == \
+        content_digest(Sentence(["a"], {"v": [1.5, 2.0]}))
     with pytest.raises(probes.InputError, match="cannot be written canonically"):
         content_digest(Sentence(["a"], {"x": object()}, source="f.conllu", line=4))
     stream = [Sentence(["Thanks", "."], {}), s, Sentence(["Thanks", "."], {}), same, Sentence(["Thanks", "."], {})]

@@ -35,7 +35,8 @@ BROKEN = {
     "two_roots": (sentence("two", row(1, "a", 0, "root"), row(2, "b", 0, "root"), row(3, "c", 2)),
                   "2 roots (words 1 and 2 have HEAD 0): a tree has exactly one", 7),
     "three_roots": (sentence("three", row(1, "a", 2), row(2, "b", 0, "root"), row(3, "c", 0, "root"),
-                             row(4, "d", 0, "root")), "3 roots (words 2, 3 and 4 have HEAD 0): a tree has exactly one", 8),
+                             row(4, "d", 0, "root")),
+                    "3 roots (words 2, 3 and 4 have HEAD 0): a tree has exactly one", 8),
     "no_root": (sentence("none", row(1, "a", 2), row(2, "b", 1)),
                 "no word has HEAD 0: a tree has exactly one root", 6),  # no word is at fault: the first word's line
     "head_out": (sentence("out", row(1, "a", 0, "root"), row(2, "b", 9)),
