@@ -26,6 +26,7 @@ from probes.identity import sentence_key
 from probes.probe import LabelSums
 from probes.results import LabelScores, ProbeResult
 from probes.state_files import Shard, split
+from reader_samples import SAMPLES, reader_format, write_sample
 
 M64 = (1 << 64) - 1
 
@@ -496,3 +497,18 @@ def test_the_key_is_the_content_and_its_occurrence():
     again = [Sentence(["Thanks", "."], {}), same, s, Sentence(["Thanks", "."], {}), Sentence(["Thanks", "."], {})]
     numbering = Occurrences()
     assert sorted(numbering.key(x) for x in again) == sorted(keys)
+
+
+@pytest.mark.parametrize("name", sorted(set(SAMPLES) - {"spacy"}))  # spacy: a pipeline (tests/test_spacy_annotate.py)
+def test_every_reader_reads_the_same_content_through_a_bom_and_cr_lf(name, tmp_path):
+    """Each reader's sample (tests/reader_samples.py) written with a byte-order mark and CR LF line endings: the
+    same sentences, the same content digests, so the same keys."""
+    from probes.identity import content_digest
+
+    files, _ = SAMPLES[name]
+    plain = read_corpus([str(p) for p in write_sample(tmp_path / "a", name)], reader_format(name))
+    marked = read_corpus([str(p) for p in write_sample(tmp_path / "b", name, {
+        rel: b"\xef\xbb\xbf" + data.replace(b"\n", b"\r\n") for rel, data in files.items()})], reader_format(name))
+    assert plain.sentences
+    assert [content_digest(s) for s in marked.sentences] == [content_digest(s) for s in plain.sentences]
+    assert (marked.skipped, marked.notes) == (plain.skipped, plain.notes)
