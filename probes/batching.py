@@ -23,10 +23,15 @@ from probes.shuffle import twin_layout
 PAD_COLUMN = -1
 # The default token budget (default_max_tokens): bytes of one padded subword position in a batch are
 # 4 · (MAP_COPIES · H · T · layers held + ACTIVATION_COPIES · hidden), T the longest sentence; a batch
-# may take MEMORY_SHARE of the device's free memory.
+# may take MEMORY_SHARE of the device's TOTAL memory (total_memory): not of what is free at the moment,
+# which changes from run to run and with it the batches (and, through float32 rounding, the last bits of
+# the scores). A quarter of the total: about half of what a machine that runs little else has free.
 MAP_COPIES = 8  # [B,H,T,T] float32 tensors alive at once per layer held: scores, probabilities, probes' temporaries
 ACTIVATION_COPIES = 16  # [B,T,hidden] float32 tensors alive at once in a layer (q, k, v, context, 4× FFN, ...)
-MEMORY_SHARE = 0.5
+MEMORY_SHARE = 0.25
+MEMINFO = "/proc/meminfo"  # the system's memory, MemTotal read from it
+# the memory limit of the process' control group (cgroup v2, then v1): "max" or a huge number where none is set
+CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 
 
 def length_sorted_batches(encoded: list[Encoded], batch_size: int | None,
@@ -46,25 +51,41 @@ def length_sorted_batches(encoded: list[Encoded], batch_size: int | None,
     return batches
 
 
-def default_max_tokens(heads: int, hidden: int, longest: int, free_bytes: int, layers_held: int = 1) -> int:
+def default_max_tokens(heads: int, hidden: int, longest: int, total_bytes: int, layers_held: int = 1) -> int:
     """The default token budget: padded positions (sentences × length) a batch may hold so that it takes at
-    most MEMORY_SHARE of `free_bytes`, with `longest` the longest sentence (subwords) and `layers_held` the
-    layers' maps held at once (1 for capture "hooks", L for "outputs"); at least one sentence of `longest`."""
+    most MEMORY_SHARE of `total_bytes` (the device's memory in all, total_memory), with `longest` the longest
+    sentence (subwords) and `layers_held` the layers' maps held at once (1 for capture "hooks", L for
+    "outputs"); at least one sentence of `longest`. The same model, corpus and machine give the same budget
+    on every run."""
     per_token = 4 * (MAP_COPIES * heads * longest * layers_held + ACTIVATION_COPIES * hidden)
-    return max(longest, int(MEMORY_SHARE * free_bytes) // per_token)
+    return max(longest, int(MEMORY_SHARE * total_bytes) // per_token)
 
 
-def free_memory(device: torch.device) -> int:
-    """Bytes free on `device`: CUDA's mem_get_info, else the system's available memory (/proc/meminfo's
-    MemAvailable, or the available physical pages where there is no /proc)."""
+def total_memory(device: torch.device) -> int:
+    """Bytes of memory `device` has in all, whatever is in use at the moment: a CUDA device's total memory,
+    else the system's physical memory (MEMINFO's MemTotal, or the physical pages where there is no /proc),
+    at most the memory limit of the process' control group where one is set (a container's share)."""
     if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
+        return torch.cuda.get_device_properties(device).total_memory
     try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            available = next(line for line in f if line.startswith("MemAvailable:"))
-        return int(available.split()[1]) * 1024
+        with open(MEMINFO, encoding="ascii") as f:
+            total = next(line for line in f if line.startswith("MemTotal:"))
+        physical = int(total.split()[1]) * 1024
     except (OSError, StopIteration, ValueError, IndexError):
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return min([physical, *_cgroup_limits()])
+
+
+def _cgroup_limits() -> list[int]:
+    """The memory limits (bytes) of CGROUP_LIMITS that are set: none where a file is missing or says "max"."""
+    limits = []
+    for path in CGROUP_LIMITS:
+        try:
+            with open(path, encoding="ascii") as f:
+                limits.append(int(f.read().strip()))
+        except (OSError, ValueError):
+            continue
+    return limits
 
 
 class Batch:

@@ -100,7 +100,8 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     run.add_argument("--batch-size", type=int, default=32, help="most sentences per forward pass (default 32)")
     run.add_argument("--max-tokens", type=int, metavar="N",
                      help="most padded subword positions (sentences × longest length) per forward pass (default: "
-                     "from the model's shape and the device's free memory; see README, Memory and long inputs)")
+                     "a quarter of the device's total memory at the model's cost per position, the same on every run; "
+                     "see README, Memory and long inputs)")
     run.add_argument("--max-length", type=int, help="most subwords per sentence incl. special tokens "
                      "(default: the model's limit); longer sentences are skipped and counted")
     run.add_argument("--limit", type=int, help="use only the first N sentences of the corpus (and of the --fit corpus)")

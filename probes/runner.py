@@ -8,8 +8,8 @@ Memory: the model computes one layer at a time (probes.model, capture "hooks"); 
 handed to every probe as a LayerMaps and dropped before the next layer, so a batch holds the model,
 its activations and ONE layer's maps ([B,H,T,T]). Batches are length-sorted and cut by a sentence cap
 (batch_size) and a token budget (max_tokens: sentences × padded length; default from the model's
-shape, the longest sentence (of a one-chunk corpus; else the model's limit) and the device's free
-memory, probes.batching.default_max_tokens). On CUDA a batch that runs out
+shape, the longest sentence (of a one-chunk corpus; else the model's limit) and the device's total
+memory, probes.batching.default_max_tokens: the same on every run). On CUDA a batch that runs out
 of memory is split in two and retried, the probes' state restored to before it (said once on stderr).
 Importing this module fixes glibc's mmap threshold (probes.allocator), so that freed maps leave the process.
 """
@@ -23,7 +23,7 @@ from typing import Any, Iterable
 import torch
 
 from probes.allocator import return_large_blocks
-from probes.batching import Batch, default_max_tokens, free_memory, length_sorted_batches
+from probes.batching import Batch, default_max_tokens, length_sorted_batches, total_memory
 from probes.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, check_bootstrap
 from probes.chunks import Chunk, Pass, RunCorpus, skip_summary, with_counts
 from probes.corpus import CorpusStream, check_invalid_trees, guess_format
@@ -66,7 +66,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     format: corpus reader (default: from the file name, e.g. .conllu).
     batch_size: most sentences per forward pass (None: no cap); max_tokens: most padded subword positions
     (sentences × longest length) per forward pass, a word-order twin's rows counted too (default: from
-    the model's shape and the device's free memory, probes.batching.default_max_tokens).
+    the model's shape and the device's total memory, probes.batching.default_max_tokens).
     max_length (subwords, special tokens included; longer sentences are skipped and counted, never cut),
     limit (first N sentences), device, pool (see probes.pooling; default mean-sum, or the protocol's).
     invalid_trees: a CoNLL-U sentence whose heads are not a tree: "refuse" the file (the default) or
@@ -160,7 +160,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         layers_held = 1 if encoder.capture == "hooks" else encoder.layers
         max_tokens = feed.rows(active) * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim,
                                                          data.longest(encoder.max_length),
-                                                         free_memory(encoder.device), layers_held)
+                                                         total_memory(encoder.device), layers_held)
     fit_settings = None
     fitting = [p for p in active if p.needs_fit]
     if fitting:  # fit phase: a forward pass over the fit corpus feeds fit_update before any update

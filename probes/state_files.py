@@ -1,9 +1,10 @@
 """Shards of a run and the probes' additive state on disk: ``probes run --shard I/N --state DIR`` and ``probes merge``.
 
 A shard is a deterministic share of a run's sentences: sentence s belongs to shard
-``key(s) mod N``, where key(s) is the SHA-256 of the sentence's identity (the name of its file,
-its sent_id, its line there and its words), so the split is the same on every machine and in any
-corpus order. Everything that reads the whole corpus stays whole in every shard: ``--limit``
+``key(s) mod N``, where key(s) is the SHA-256 of the sentence's identity (its words, their annotation
+and its occurrence among identical sentences: probes.identity, numbered over the whole corpus stream
+in every shard), so the split is the same on every machine, in any corpus order and however the file
+was written (line endings, byte-order mark, comments, empty nodes). Everything that reads the whole corpus stays whole in every shard: ``--limit``
 (first N sentences) is applied before the split, ``Probe.prepare`` (e.g. rare's word frequencies)
 sees every sentence, and the fit phase (pos, ner, con centroids) runs on the whole fit corpus in
 every shard (with ``fit_on="same"``, the whole scored corpus), so every shard scores with the
@@ -41,7 +42,7 @@ import torch
 from probes.corpus.sentence import Sentence
 from probes.encoding import UnknownWords
 from probes.errors import InputError
-from probes.identity import sentence_key
+from probes.identity import Occurrences
 from probes.probe import Probe
 from probes.provenance import sha256
 from probes.registry import get_probe, load_code
@@ -115,9 +116,11 @@ class ShardStream:
         self.mine = 0  # sum of the shard's keys
 
     def select(self, sentences: Iterable[Sentence]) -> Iterator[Sentence]:
-        """The shard's sentences among `sentences`, in order."""
+        """The shard's sentences among `sentences` (the whole corpus stream, every shard's), in order, each
+        numbered among identical sentences (``Sentence.occurrence``) for its key."""
+        occurrences = Occurrences()
         for s in sentences:
-            key = sentence_key(s)
+            key = occurrences.key(s)
             self.sentences += 1
             self.keys += key
             if key % self.shard.count == self.shard.index:
@@ -141,7 +144,7 @@ def tokenizer_sha256(tokenizer) -> str:
 
 
 # settings that only decide how sentences are batched and where they run: shards may differ in them (the
-# default token budget follows each machine's free memory); scores move by float32 rounding at most
+# default token budget follows each machine's total memory); scores move by float32 rounding at most
 BATCHING = ("batch_size", "max_tokens", "device")
 
 
@@ -223,18 +226,24 @@ def merge(states: str | Path | Iterable[str | Path], out: str | Path | None = No
 
 
 def _load_all(paths: list[str | Path]) -> list[_Loaded]:
-    files: list[Path] = []
+    """The state files of `paths` (files, or folders of them), each read once; InputError for a path that
+    is missing, a folder without state files, or a state file reached twice (the same folder or file given
+    twice, under any name: a shard given twice is refused, not merged once)."""
+    files: dict[Path, Path] = {}  # the file's resolved path -> the path it was given as
     for given in map(Path, paths):
         if given.is_dir():
             found = sorted(given.glob(f"*{STATE_SUFFIX}"))
             if not found:
                 raise InputError(f"no state files (*{STATE_SUFFIX}, written by `probes run --state`) here", given)
-            files.extend(found)
         elif given.exists():
-            files.append(given)
+            found = [given]
         else:
             raise InputError("file not found", given)
-    return [_load(f) for f in dict.fromkeys(files)]
+        for f in found:
+            first = files.setdefault(f.resolve(), f)
+            if first is not f:
+                raise InputError(f"state file given twice (also as {first}): give each shard once", f)
+    return [_load(f) for f in files.values()]
 
 
 def _load(path: Path) -> _Loaded:

@@ -7,7 +7,10 @@ sharding (every replicate sum is an exact sum of integer counts, so intervals ar
 """
 from __future__ import annotations
 
+import copy
 import math
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -18,9 +21,12 @@ from probes.bootstrap import (Bootstrap, attach_interval, paired_delta, percenti
                               replicate_weights)
 from probes.builtin.dep import DependencyProbe
 from probes.cli import main
+from probes.corpus import read_corpus
 from probes.identity import sentence_key
 from probes.probe import LabelSums
 from probes.results import LabelScores, ProbeResult
+from probes.state_files import Shard, split
+from reader_samples import SAMPLES, reader_format, write_sample
 
 M64 = (1 << 64) - 1
 
@@ -368,3 +374,141 @@ def test_seg_intervals_do_not_depend_on_the_batch_size(tiny_encoder):
     for name, entry in runs[0].labels.items():
         if entry.count:
             np.testing.assert_array_equal(entry.ci_low, runs[1].labels[name].ci_low)
+
+
+# ---- the sentence identity: what the probes read, not how the file was written ---------------------
+
+def _ewt_blocks(shared_corpora, n: int) -> list[str]:
+    """The first `n` sentence blocks of UD English EWT dev (LF, no trailing blank line), its second sentence
+    repeated at the end under another sent_id: the same content twice."""
+    text = (shared_corpora / "ud-english-ewt" / "en_ewt-ud-dev.conllu").read_text(encoding="utf-8")
+    blocks = text.split("\n\n")[:n]
+    return blocks + [blocks[1].replace("# sent_id = ", "# sent_id = again-", 1)]
+
+
+def _with_empty_node(block: str) -> str:
+    """The block with a valid empty node after its first word (CoNLL-U's "1.1"), which no probe reads."""
+    lines = block.split("\n")
+    first = next(i for i, line in enumerate(lines) if line.split("\t")[0] == "1")
+    lines.insert(first + 1, "1.1\tgone\tgo\tVERB\tVBN\t_\t_\t_\t1:conj\tCopyOf=1")
+    return "\n".join(lines)
+
+
+def _with_comments(block: str, i: int) -> str:
+    """Another sent_id and two more comments (``# text`` kept: the CoNLL-U reader reads it into ann)."""
+    block = block.replace("# sent_id = ", f"# newpar id = p{i}\n# sent_id = other-{i}-", 1)
+    return block.replace("# text = ", "# note = rewritten\n# text = ", 1)
+
+
+def _variants(shared_corpora, tmp_path, n: int = 40) -> dict[str, Path]:
+    blocks = _ewt_blocks(shared_corpora, n)
+    lf = "\n\n".join(blocks) + "\n\n"
+    texts = {
+        "lf": lf,
+        "crlf": lf.replace("\n", "\r\n"),
+        "bom": "\ufeff" + lf,
+        "comments": "# global.columns = ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC\n"
+                    + "\n\n".join(_with_comments(b, i) for i, b in enumerate(blocks)) + "\n\n\n",
+        "empty_node": "\n\n".join(_with_empty_node(b) if i % 3 == 0 else b for i, b in enumerate(blocks)) + "\n\n",
+    }
+    texts["all"] = "\ufeff" + "\n\n".join(_with_empty_node(_with_comments(b, i)) for i, b in enumerate(blocks)
+                                          ).replace("\n", "\r\n") + "\r\n\r\n"
+    paths = {}
+    for name, text in texts.items():
+        paths[name] = tmp_path / f"{name}-variant.conllu"
+        paths[name].write_bytes(text.encode("utf-8"))
+    return paths
+
+
+def test_line_endings_bom_comments_and_empty_nodes_change_no_interval(shared_corpora, minilm, tmp_path):
+    """Issue 24: the same 40 EWT sentences (and one of them again) written with LF, CR LF, a BOM, other sent_ids
+    and more comments, empty nodes, and all of these at once: the same words and annotation, so every score,
+    every interval cell, every best head's interval and every replicate array are IDENTICAL; the shard split
+    and the corpus digest too. The sentences do stand at other lines of other files (what the identity was
+    made of before)."""
+    paths = _variants(shared_corpora, tmp_path)
+    read = {name: read_corpus([str(p)]).sentences for name, p in paths.items()}
+    assert all(len(s) == 41 for s in read.values())
+    for name, sentences in read.items():
+        assert [(s.words, s.ann) for s in sentences] == [(s.words, s.ann) for s in read["lf"]], name
+    assert [s.line for s in read["comments"]] != [s.line for s in read["lf"]]
+    assert {s.sent_id for s in read["comments"]}.isdisjoint(s.sent_id for s in read["lf"])
+    splits = {name: split(sentences, Shard(1, 3)) for name, sentences in read.items()}
+    assert len({(s.digest, s.corpus_digest) for s in splits.values()}) == 1
+    assert len({tuple(tuple(s.words) for s in sp.sentences) for sp in splits.values()}) == 1
+
+    results = {name: probes.run(["dep"], encoder=minilm, corpus=str(p), replicates=200, progress=False)["dep"]
+               for name, p in paths.items()}
+    base = results["lf"]
+    for name, result in results.items():
+        assert set(result.replicates) == set(base.replicates) and len(base.replicates) > 10, name
+        for label, values in base.replicates.items():
+            np.testing.assert_array_equal(result.replicates[label], values, err_msg=f"{name} {label}")
+        entries = [("overall", base.overall, result.overall),
+                   *((k, v, result.labels[k]) for k, v in base.labels.items())]
+        assert set(result.labels) == set(base.labels), name
+        for label, want, got in entries:
+            for grid in ("scores", "ci_low", "ci_high"):
+                np.testing.assert_array_equal(getattr(got, grid), getattr(want, grid), err_msg=f"{name} {label} {grid}")
+            assert got.best == want.best and got.count == want.count, (name, label)
+        written, expected = (_without_origin(r.to_json()) for r in (result, base))
+        assert written == expected, name
+
+
+def _without_origin(data: dict) -> dict:
+    """A result's JSON without where its sentences came from: the corpus' path, the provenance, the sent_ids
+    of the per-sentence views."""
+    data = copy.deepcopy(data)  # it shares the result's own dicts
+    for key in ("corpus", "provenance"):
+        del data[key]
+    for view in data["sentence_views"]["sentences"]:
+        del view["sent_id"]
+    return data
+
+
+def test_the_key_is_the_content_and_its_occurrence():
+    """Words, any annotation value and the occurrence change the key; the file, line and sent_id do not. A
+    corpus stream numbers identical sentences 0, 1, ... so each gets its own key (its own replicate weights)."""
+    from probes.corpus.sentence import Sentence
+    from probes.identity import Occurrences, content_digest
+
+    s = Sentence(["Hi", "there"], {"head": [0, 1], "deprel": ["root", "advmod"], "text": "Hi there"}, "a",
+                 "x.conllu", 3)
+    same = Sentence(["Hi", "there"], {"text": "Hi there", "deprel": ["root", "advmod"], "head": (0, 1)}, "b", "y", 70)
+    assert sentence_key(s) == sentence_key(same)  # another file, line and sent_id; ann's order and tuples
+    others = [Sentence(["Hi", "There"], s.ann), Sentence(s.words, {**s.ann, "head": [2, 0]}),
+              Sentence(s.words, {**s.ann, "deprel": ["root", "dep"]}),
+              Sentence(s.words, {**s.ann, "text": "Hi  there"}),
+              Sentence(s.words, {k: v for k, v in s.ann.items() if k != "text"}), Sentence(["Hithere"], {}),
+              Sentence(s.words, s.ann, occurrence=1)]
+    keys = [sentence_key(o) for o in others]
+    assert len({sentence_key(s), *keys}) == len(others) + 1
+    assert content_digest(Sentence(["a"], {"s": {3, 1, 2}})) == content_digest(Sentence(["a"], {"s": [1, 2, 3]}))
+    assert content_digest(Sentence(["a"], {"v": np.array([1.5, 2])})) == \
+        content_digest(Sentence(["a"], {"v": [1.5, 2.0]}))
+    with pytest.raises(probes.InputError, match="cannot be written canonically"):
+        content_digest(Sentence(["a"], {"x": object()}, source="f.conllu", line=4))
+    stream = [Sentence(["Thanks", "."], {}), s, Sentence(["Thanks", "."], {}), same, Sentence(["Thanks", "."], {})]
+    numbering = Occurrences()
+    keys = [numbering.key(x) for x in stream]
+    assert [x.occurrence for x in stream] == [0, 0, 1, 1, 2]
+    assert len(set(keys)) == 5 and keys == [sentence_key(x) for x in stream]
+    # the order of the stream changes which copy gets which number, not the set of keys
+    again = [Sentence(["Thanks", "."], {}), same, s, Sentence(["Thanks", "."], {}), Sentence(["Thanks", "."], {})]
+    numbering = Occurrences()
+    assert sorted(numbering.key(x) for x in again) == sorted(keys)
+
+
+@pytest.mark.parametrize("name", sorted(set(SAMPLES) - {"spacy"}))  # spacy: a pipeline (tests/test_spacy_annotate.py)
+def test_every_reader_reads_the_same_content_through_a_bom_and_cr_lf(name, tmp_path):
+    """Each reader's sample (tests/reader_samples.py) written with a byte-order mark and CR LF line endings: the
+    same sentences, the same content digests, so the same keys."""
+    from probes.identity import content_digest
+
+    files, _ = SAMPLES[name]
+    plain = read_corpus([str(p) for p in write_sample(tmp_path / "a", name)], reader_format(name))
+    marked = read_corpus([str(p) for p in write_sample(tmp_path / "b", name, {
+        rel: b"\xef\xbb\xbf" + data.replace(b"\n", b"\r\n") for rel, data in files.items()})], reader_format(name))
+    assert plain.sentences
+    assert [content_digest(s) for s in marked.sentences] == [content_digest(s) for s in plain.sentences]
+    assert (marked.skipped, marked.notes) == (plain.skipped, plain.notes)

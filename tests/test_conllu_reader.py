@@ -10,7 +10,7 @@ from probes.cli import main
 from probes.corpus import read_corpus
 from probes.corpus.conllu_reader import read_conllu
 from probes.corpus.propbank import read_propbank
-from probes.corpus.trees import head_problem
+from probes.corpus.trees import SKIP_HINT, head_problem
 from probes.errors import InputError
 
 
@@ -23,31 +23,44 @@ def sentence(sent_id: str, *rows: str) -> str:
 
 
 GOOD = sentence("good", row(1, "Dogs", 2, "nsubj"), row(2, "bark", 0, "root"))
-# each breaks one rule; the sentence's first line (its sent_id comment) is what a refusal names
+# each breaks one rule, with the line a refusal names when the sentence stands after GOOD (lines 1-4): its
+# sent_id comment is line 5, its first row line 6; the line is the word's or row's at fault
 BROKEN = {
     "cycle": (sentence("cyc", row(1, "a", 0, "root"), row(2, "b", 3), row(3, "c", 2)),
-              "HEAD cycle 2 → 3 → 2: these words do not reach the root"),
-    "self": (sentence("self", row(1, "a", 0, "root"), row(2, "b", 2)), "word 2 is its own HEAD"),
+              "HEAD cycle 2 → 3 → 2: these words do not reach the root", 7),
+    # the walk from word 2 enters the cycle 4 → 3 at word 4: that word's line
+    "cycle_entered": (sentence("cyc4", row(1, "a", 0, "root"), row(2, "b", 4), row(3, "c", 4), row(4, "d", 3)),
+                      "HEAD cycle 4 → 3 → 4: these words do not reach the root", 9),
+    "self": (sentence("self", row(1, "a", 0, "root"), row(2, "b", 2)), "word 2 is its own HEAD", 7),
     "two_roots": (sentence("two", row(1, "a", 0, "root"), row(2, "b", 0, "root"), row(3, "c", 2)),
-                  "2 roots (words 1 and 2 have HEAD 0): a tree has exactly one"),
+                  "2 roots (words 1 and 2 have HEAD 0): a tree has exactly one", 7),
+    "three_roots": (sentence("three", row(1, "a", 2), row(2, "b", 0, "root"), row(3, "c", 0, "root"),
+                             row(4, "d", 0, "root")),
+                    "3 roots (words 2, 3 and 4 have HEAD 0): a tree has exactly one", 8),
     "no_root": (sentence("none", row(1, "a", 2), row(2, "b", 1)),
-                "no word has HEAD 0: a tree has exactly one root"),
+                "no word has HEAD 0: a tree has exactly one root", 6),  # no word is at fault: the first word's line
     "head_out": (sentence("out", row(1, "a", 0, "root"), row(2, "b", 9)),
-                 "word 2 has HEAD 9, outside the sentence (2 words)"),
+                 "word 2 has HEAD 9, outside the sentence (2 words)", 7),
+    "head_out_first": (sentence("out3", row(1, "a", 0, "root"), row(2, "b", 1), row(3, "c", 9), row(4, "d", 8)),
+                       "word 3 has HEAD 9, outside the sentence (4 words)", 8),
     "range_past": (sentence("past", row(1, "a", 0, "root"), row(2, "b", 1), "3-4\tcd\t_\t_\t_\t_\t_\t_\t_\t_",
-                            row(3, "c", 1)), "multiword token 3-4 goes past the last word (3)"),
+                            row(3, "c", 1)), "multiword token 3-4 goes past the last word (3)", 8),
     "range_backwards": (sentence("back", "2-1\tab\t_\t_\t_\t_\t_\t_\t_\t_", row(1, "a", 0, "root"), row(2, "b", 1)),
-                        "multiword token 2-1: a range must end after it starts"),
+                        "multiword token 2-1: a range must end after it starts", 6),
     "range_overlap": (sentence("lap", "1-2\tab\t_\t_\t_\t_\t_\t_\t_\t_", row(1, "a", 0, "root"),
                                "2-3\tbc\t_\t_\t_\t_\t_\t_\t_\t_", row(2, "b", 1), row(3, "c", 1)),
-                      "multiword token 2-3 overlaps the range before it"),
+                      "multiword token 2-3 overlaps the range before it", 8),
     "range_misplaced": (sentence("mis", "2-3\tbc\t_\t_\t_\t_\t_\t_\t_\t_", row(1, "a", 0, "root"), row(2, "b", 1),
-                                 row(3, "c", 1)), "multiword token 2-3 does not stand right before word 2"),
+                                 row(3, "c", 1)), "multiword token 2-3 does not stand right before word 2", 6),
     "empty_past": (sentence("emp", row(1, "a", 0, "root"), row(2, "b", 1), "5.1\tx\t_\t_\t_\t_\t_\t_\t_\t_"),
-                   "empty node 5.1 is past the last word (2)"),
+                   "empty node 5.1 is past the last word (2)", 8),
+    "empty_misplaced": (sentence("emp1", row(1, "a", 0, "root"), "1.1\tx\t_\t_\t_\t_\t_\t_\t_\t_", row(2, "b", 1),
+                                 "1.2\tx\t_\t_\t_\t_\t_\t_\t_\t_"),
+                        "empty node 1.2 does not stand right after word 1", 9),
 }
-REASON = {"cycle": "invalid_tree_cycle", "self": "invalid_tree_cycle", "two_roots": "invalid_tree_roots",
-          "no_root": "invalid_tree_roots", "head_out": "invalid_tree_head"}
+REASON = {"cycle": "invalid_tree_cycle", "cycle_entered": "invalid_tree_cycle", "self": "invalid_tree_cycle",
+          "two_roots": "invalid_tree_roots", "three_roots": "invalid_tree_roots", "no_root": "invalid_tree_roots",
+          "head_out": "invalid_tree_head", "head_out_first": "invalid_tree_head"}
 
 
 def write(tmp_path, text: str, name: str = "c.conllu"):
@@ -57,19 +70,26 @@ def write(tmp_path, text: str, name: str = "c.conllu"):
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))
-def test_each_rule_refuses_the_file_at_the_sentence(tmp_path, case):
-    text, problem = BROKEN[case]
+def test_each_rule_refuses_the_file_at_the_word(tmp_path, case):
+    text, problem, line = BROKEN[case]
     path = write(tmp_path, GOOD + text + GOOD.replace("good", "good2"))
     reason = REASON.get(case, "invalid_tree_range")
     with pytest.raises(InputError) as e:
         read_conllu(path)
-    assert (e.value.path, e.value.line) == (str(path), 5)  # GOOD takes lines 1-4; the broken one starts at 5
+    assert (e.value.path, e.value.line) == (str(path), line)
     assert e.value.problem == f"not a tree ({reason}): {problem}; --invalid-trees skip sets such sentences aside"
+    # the same lines read with CR LF line endings, a byte-order mark and comments before the words: the
+    # line moves with the comments (two more), not with the bytes
+    commented = text.replace("\n", "\n# a comment\n# another\n", 1)
+    crlf = write(tmp_path, "\ufeff" + (GOOD + commented).replace("\n", "\r\n"), "crlf.conllu")
+    with pytest.raises(InputError) as e:
+        read_conllu(crlf)
+    assert (e.value.line, e.value.problem.split(": ", 1)[1]) == (line + 2, f"{problem}; {SKIP_HINT}")
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))
 def test_each_rule_skipped_and_counted(tmp_path, case):
-    text, _ = BROKEN[case]
+    text, _, _ = BROKEN[case]
     path = write(tmp_path, GOOD + text + GOOD.replace("good", "good2"))
     c = read_conllu(path, invalid_trees="skip")
     reason = REASON.get(case, "invalid_tree_range")
@@ -78,16 +98,18 @@ def test_each_rule_skipped_and_counted(tmp_path, case):
 
 
 def test_counts_by_rule_through_read_corpus(tmp_path):
-    path = write(tmp_path, GOOD + "".join(text for text, _ in BROKEN.values()) + sentence("", row(1, "x", 0, "root"), row(2, "y", 2)))
-    with pytest.raises(InputError, match=r"c\.conllu:5: not a tree \(invalid_tree_cycle\)"):
+    path = write(tmp_path, GOOD + "".join(text for text, _, _ in BROKEN.values()) + sentence("", row(1, "x", 0, "root"), row(2, "y", 2)))
+    with pytest.raises(InputError, match=r"c\.conllu:7: not a tree \(invalid_tree_cycle\)"):  # cyc's word 2
         read_corpus([path])
     c = read_corpus([path], invalid_trees="skip")
     assert [s.sent_id for s in c.sentences] == ["good"]
-    assert c.skipped == {"invalid_tree_cycle": 3, "invalid_tree_roots": 2, "invalid_tree_head": 1,
-                         "invalid_tree_range": 5}
+    assert c.skipped == {"invalid_tree_cycle": 4, "invalid_tree_roots": 3, "invalid_tree_head": 2,
+                         "invalid_tree_range": 6}
     # the last one's "# sent_id = " has no value: counted, but it has no id to list
-    assert c.skipped_ids["invalid_tree_cycle"] == ["cyc", "self"]
-    assert c.skipped_ids["invalid_tree_range"] == ["past", "back", "lap", "mis", "emp"]
+    assert c.skipped_ids["invalid_tree_cycle"] == ["cyc", "cyc4", "self"]
+    assert c.skipped_ids["invalid_tree_roots"] == ["two", "three", "none"]
+    assert c.skipped_ids["invalid_tree_head"] == ["out", "out3"]
+    assert c.skipped_ids["invalid_tree_range"] == ["past", "back", "lap", "mis", "emp", "emp1"]
     with pytest.raises(InputError, match="invalid_trees must be one of refuse, skip, not 'drop'"):
         read_corpus([path], invalid_trees="drop")
 
@@ -118,7 +140,7 @@ def test_propbank_checks_the_same_rules(tmp_path):
     two = sentence("two", up(1, "a", 0, "root", "a.01", "V"), up(2, "b", 0, "root", "_", "_"))
     ok = sentence("ok", up(1, "a", 0, "root", "a.01", "V"), up(2, "b", 1, "dep", "_", "ARG1"))
     path = write(tmp_path, two + ok)
-    with pytest.raises(InputError, match=r"c\.conllu:1: not a tree \(invalid_tree_roots\): 2 roots"):
+    with pytest.raises(InputError, match=r"c\.conllu:3: not a tree \(invalid_tree_roots\): 2 roots"):  # word 2
         read_propbank(path)
     c = read_corpus([path], format="propbank", invalid_trees="skip")
     assert c.skipped == {"invalid_tree_roots": 1} and [s.sent_id for s in c.sentences] == ["ok"]
@@ -130,11 +152,11 @@ def iob2(sent_id: str, *words: str) -> str:
 
 
 def test_layers_joined_onto_trees(tmp_path):
-    cyc, _ = BROKEN["cycle"]
+    cyc, _, line = BROKEN["cycle"]
     ud = write(tmp_path, GOOD + cyc + sentence("changed", row(1, "Cats", 2), row(2, "purr", 0, "root")), "c.conllu")
     ner = write(tmp_path, iob2("good", "Dogs", "bark") + iob2("cyc", "a", "b", "c") + iob2("changed", "Cats", "mew"),
                 "c.iob2")
-    with pytest.raises(InputError, match=r"c\.conllu:5: not a tree \(invalid_tree_cycle\)"):
+    with pytest.raises(InputError, match=rf"c\.conllu:{line}: not a tree \(invalid_tree_cycle\)"):
         read_corpus([ud, ner])
     c = read_corpus([ud, ner], invalid_trees="skip")  # UD is the base
     assert [s.sent_id for s in c.sentences] == ["good"] and c.sentences[0].ann["ner"] == []

@@ -108,7 +108,7 @@ def test_plain_conllu_is_not_up(tmp_path):
 def test_head_cycle_refused_or_skipped(tmp_path):
     cycle = [_row(1, "a", 2, "dep", "_", "_"), _row(2, "b", 1, "dep", "_", "_"), _row(3, "c", 0, "root", "c.01", "V")]
     path = _write(tmp_path, cycle)
-    with pytest.raises(InputError, match=r"bad.conllu:1: not a tree \(invalid_tree_cycle\): HEAD cycle 1 → 2 → 1"):
+    with pytest.raises(InputError, match=r"bad.conllu:2: not a tree \(invalid_tree_cycle\): HEAD cycle 1 → 2 → 1"):  # word 1
         read_propbank(path)
     # skipped: the next sentence keeps its own predicate columns (the SRL is matched by the block's first line)
     good = "\n".join("\t".join(r) for r in [_row(1, "Kim", 2, "nsubj", "_", "ARG0"),
@@ -132,6 +132,11 @@ def test_format_guessing(tmp_path, corpus):
     assert guess_format(tmp_path / "fn") == "framenet" and guess_format(tmp_path) is None
     # options meant for other readers are not passed to this one (dep asks for subtypes, frames for documents)
     assert len(read_corpus([SAMPLE], subtypes=True, documents=["x"]).sentences) == len(corpus.sentences)
+    # written with a byte-order mark and CR LF line endings: still Universal PropBank, the same sentences
+    marked = tmp_path / "marked.conllu"
+    marked.write_bytes(b"\xef\xbb\xbf" + SAMPLE.read_bytes().replace(b"\n", b"\r\n"))
+    assert guess_format(marked) == "propbank"
+    assert [(s.words, s.ann) for s in read_corpus([marked]).sentences] == [(s.words, s.ann) for s in corpus.sentences]
 
 
 @pytest.mark.shared

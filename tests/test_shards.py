@@ -15,6 +15,7 @@ shards that overlap or are missing; a bad --shard exits 2 with one line; nothing
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import shutil
 from pathlib import Path
@@ -30,8 +31,9 @@ from probes.checkpoint import weights_sha256
 from probes.cli import main
 from probes.corpus import read_corpus
 from probes.defaults import bundled_corpus
+from probes.identity import content_digest, sentence_key
 from probes.provenance import sha256
-from probes.state_files import BATCHING, Shard, parse_shard, sentence_key, split
+from probes.state_files import BATCHING, Shard, parse_shard, split
 from tiny_models import build_tiny_model
 
 SHARDS = (1, 2, 7)
@@ -47,11 +49,19 @@ def test_parse_shard():
 
 
 def test_split_by_sentence_identity():
+    """The key by its definition (probes.identity): SHA-256 of (SHA-256 of the canonical JSON of [words, ann],
+    the occurrence as 8 bytes); the split by key mod N, the same in another corpus order. The bundled sample
+    repeats "( Laughter . )" four times and "( Applause . )" three times: numbered 0, 1, ... by content."""
     sentences = read_corpus([bundled_corpus()]).sentences
-    s = sentences[3]
-    identity = "\x1e".join((Path(s.source).name, s.sent_id, str(s.line), "\x1f".join(s.words)))
-    assert sentence_key(s) == int(hashlib.sha256(identity.encode()).hexdigest(), 16)
     parts = [split(sentences, Shard(i, 7)) for i in range(7)]
+    s = sentences[3]
+    content = json.dumps([s.words, s.ann], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    digest = hashlib.sha256(content.encode("utf-8")).digest()
+    assert sentence_key(s) == int(hashlib.sha256(digest + bytes(8)).hexdigest(), 16)
+    laughter = [x for x in sentences if x.words == ["(", "Laughter", ".", ")"]]
+    assert [x.occurrence for x in laughter] == [0, 1, 2, 3] and len({sentence_key(x) for x in laughter}) == 4
+    assert sentence_key(laughter[2]) == int(hashlib.sha256(content_digest(laughter[0]) + (2).to_bytes(8, "big"))
+                                            .hexdigest(), 16)
     # every sentence in exactly one shard, each shard in corpus order, no shard empty on 100+ sentences
     assert sorted(id(x) for p in parts for x in p.sentences) == sorted(id(x) for x in sentences)
     assert all(p.sentences == [x for x in sentences if sentence_key(x) % 7 == i] for i, p in enumerate(parts))
@@ -59,11 +69,15 @@ def test_split_by_sentence_identity():
     # the shards' digests add up to the corpus digest
     total = sum(int(p.digest, 16) for p in parts) % (1 << 256)
     assert {p.corpus_digest for p in parts} == {f"{total:064x}"}
-    # the same split in another corpus order
+    # the same split in another corpus order: the same keys in each shard (identical sentences may trade
+    # numbers, and so places, but not keys), the same digests
+    keys = [sorted(sentence_key(x) for x in p.sentences) for p in parts]
     shuffled = sentences[:]
     random.Random(0).shuffle(shuffled)
     for i, p in enumerate(parts):
-        assert {id(x) for x in split(shuffled, Shard(i, 7)).sentences} == {id(x) for x in p.sentences}
+        again = split(shuffled, Shard(i, 7))
+        assert (again.digest, again.corpus_digest) == (p.digest, p.corpus_digest)
+        assert sorted(sentence_key(x) for x in again.sentences) == keys[i]
 
 
 # ---- merged shards == the unsharded run, for every probe ------------------------------------------
@@ -93,7 +107,8 @@ def _reported(result) -> dict:
     i = result.info
     return {"model": i.model, "corpus": i.corpus, "layers": i.layers, "heads": i.heads, "sentences": i.sentences,
             "skipped": i.skipped, "notes": i.notes, "options": result.options,
-            "settings": {k: v for k, v in i.settings.items() if k not in BATCHING},  # the token budget follows free memory
+            # the token budget follows the machine's memory
+            "settings": {k: v for k, v in i.settings.items() if k not in BATCHING},
             "labels": {k: _entry(v) for k, v in result.labels.items()}, "overall": _entry(result.overall),
             "replicates": result.replicates, "baselines": result.baselines, "extra": result.extra}
 
@@ -215,6 +230,22 @@ def test_merge_refuses_overlapping_and_missing_shards(tiny, tmp_path, capsys):
     _refused(capsys, ["merge", str(twice), str(b)], tmp_path / "out", "do not add up to the corpus")
     assert main(["merge", str(a), str(b), "--out", str(tmp_path / "out"), "--no-plots"]) == 0
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["dep.csv", "dep.json"]
+
+
+def test_merge_refuses_a_folder_or_file_given_twice(tiny, tmp_path, capsys, monkeypatch):
+    """`probes merge st st`, the same folder under another name (./st, a symbolic link), or a folder and one
+    of its files: one line naming the second path, exit 2, nothing written."""
+    st = _shard(tiny[0], "1/2", _shard(tiny[0], "0/2", tmp_path / "st"))
+    (tmp_path / "link").symlink_to(st)
+    monkeypatch.chdir(tmp_path)
+    state = st / "dep.0-of-2.state.pt"
+    for argv, second in [(["st", "st"], "st/dep.0-of-2.state.pt"), (["st", "./st"], "st/dep.0-of-2.state.pt"),
+                         (["st", "link"], "link/dep.0-of-2.state.pt"), ([str(st), str(state)], str(state))]:
+        _refused(capsys, ["merge", *argv], tmp_path / "out",
+                 f"probes: error: {second}: state file given twice (also as ")
+        with pytest.raises(probes.InputError, match="given twice"):
+            probes.merge(argv)
+    assert main(["merge", "st", "--out", "out", "--no-plots"]) == 0  # the folder once: both shards, merged
 
 
 @pytest.mark.parametrize("value", ["2/2", "1/0", "a/b", "3", "0/2/3"])

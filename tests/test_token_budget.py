@@ -2,13 +2,16 @@
 against the matrix form, and --invalid-trees (issue 17 items 1-2, issue 16 §2's option wired to run)."""
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 import pytest
 import torch
 
 import probes
-from probes.batching import (ACTIVATION_COPIES, MAP_COPIES, MEMORY_SHARE, default_max_tokens, free_memory,
-                             length_sorted_batches)
+from probes.batching import (ACTIVATION_COPIES, MAP_COPIES, MEMORY_SHARE, default_max_tokens,
+                             length_sorted_batches, total_memory)
 from probes.cli import main
 from probes.defaults import bundled_corpus
 from probes.encoding import Encoded
@@ -33,15 +36,65 @@ def test_batches_are_length_sorted_and_cut_by_the_budget_and_the_cap():
     assert [e.index for e in length_sorted_batches(items, None)[0][:2]] == [1, 4]  # ties in corpus order
 
 
-def test_the_default_budget_follows_the_model_shape_and_free_memory():
+def test_the_default_budget_follows_the_model_shape_and_total_memory():
     # 12 heads, hidden 384, longest 100: 4 · (8·12·100 + 16·384) = 62,976 bytes per position
     per_token = 4 * (MAP_COPIES * 12 * 100 + ACTIVATION_COPIES * 384)
-    assert per_token == 62_976
-    assert default_max_tokens(12, 384, 100, 10 * 2**30) == int(MEMORY_SHARE * 10 * 2**30) // per_token == 85_250
+    assert per_token == 62_976 and MEMORY_SHARE == 0.25
+    # a quarter of 10 GiB: 2,684,354,560 bytes // 62,976
+    assert default_max_tokens(12, 384, 100, 10 * 2**30) == 2_684_354_560 // per_token == 42_625
     # all 6 layers held (capture "outputs"): 4 · (8·12·100·6 + 16·384) = 254,976 bytes per position
-    assert default_max_tokens(12, 384, 100, 10 * 2**30, layers_held=6) == 5 * 2**30 // 254_976 == 21_055
+    assert default_max_tokens(12, 384, 100, 10 * 2**30, layers_held=6) == 2_684_354_560 // 254_976 == 10_527
     assert default_max_tokens(12, 384, 100, 1000) == 100  # never less than one longest sentence
-    assert free_memory(torch.device("cpu")) > 0
+
+
+def _meminfo(path, total_kb: int, available_kb: int) -> str:
+    path.write_text(f"MemTotal:       {total_kb} kB\nMemFree:        {available_kb // 2} kB\n"
+                    f"MemAvailable:   {available_kb} kB\n", encoding="ascii")
+    return str(path)
+
+
+def test_total_memory_reads_memtotal_and_the_cgroup_limit(tmp_path, monkeypatch):
+    import probes.batching as batching
+    monkeypatch.setattr(batching, "MEMINFO", _meminfo(tmp_path / "meminfo", 8_000_000, 1_234_567))
+    unset, limit = tmp_path / "unset", tmp_path / "limit"
+    unset.write_text("max\n")
+    limit.write_text(f"{3 * 2**30}\n")
+    monkeypatch.setattr(batching, "CGROUP_LIMITS", (str(unset), str(tmp_path / "missing")))
+    assert total_memory(torch.device("cpu")) == 8_000_000 * 1024  # MemTotal, not MemAvailable
+    monkeypatch.setattr(batching, "CGROUP_LIMITS", (str(unset), str(limit)))
+    assert total_memory(torch.device("cpu")) == 3 * 2**30  # a container's limit below MemTotal
+    monkeypatch.setattr(batching, "MEMINFO", str(tmp_path / "no-proc"))
+    monkeypatch.setattr(batching, "CGROUP_LIMITS", ())
+    assert total_memory(torch.device("cpu")) == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def _results_without_times(out) -> dict:
+    data = json.loads((out / "dep.json").read_text(encoding="utf-8"))
+    for key in ("created", "seconds"):
+        del data["provenance"][key]
+    return data
+
+
+def test_the_default_budget_does_not_move_with_free_memory(tmp_path, monkeypatch, capsys):
+    """Issue 24's acceptance: three consecutive `probes run dep --limit 100 --out DIRk`, the free memory
+    different at each (MemAvailable 20, 9 and 2 GB), write the same results JSON, provenance times aside;
+    MemTotal halved, the recorded budget halves too (so the check can fail; that run without replicates, which
+    do not enter the budget)."""
+    import probes.batching as batching
+    total_kb = 16 * 2**20  # 16 GiB
+    runs = []
+    for k, available_kb in enumerate((20_000_000, 9_000_000, 2_000_000)):
+        monkeypatch.setattr(batching, "MEMINFO", _meminfo(tmp_path / f"meminfo{k}", total_kb, available_kb))
+        monkeypatch.setattr(batching, "CGROUP_LIMITS", ())
+        out = tmp_path / f"dir{k}"
+        assert main(["run", "dep", "--limit", "100", "--out", str(out), "--no-plots", "--quiet"]) == 0
+        runs.append(_results_without_times(out))
+    assert runs[0] == runs[1] == runs[2]
+    budget = runs[0]["settings"]["max_tokens"]
+    monkeypatch.setattr(batching, "MEMINFO", _meminfo(tmp_path / "meminfo-half", total_kb // 2, 2_000_000))
+    assert main(["run", "dep", "--limit", "100", "--out", str(tmp_path / "half"), "--no-plots", "--quiet",
+                 "--replicates", "0"]) == 0
+    assert _results_without_times(tmp_path / "half")["settings"]["max_tokens"] == budget // 2
 
 
 @pytest.mark.parametrize("family", ["bert", "deberta-v2", "deberta"])

@@ -51,8 +51,8 @@ def read_conllu(path: str | Path, *, subtypes: bool = False, extra_columns: bool
     ``repair_i_after_o`` (then read as B-).
 
     A sentence whose HEADs are not a tree, or whose multiword-token ranges or empty nodes are
-    out of place (the rules of probes.corpus.trees), refuses the file at the sentence's first
-    line; with ``invalid_trees="skip"`` it is set aside and counted (``invalid_tree_cycle``,
+    out of place (the rules of probes.corpus.trees), refuses the file at the line of the word or
+    row at fault (probes.corpus.trees says which); with ``invalid_trees="skip"`` it is set aside and counted (``invalid_tree_cycle``,
     ``invalid_tree_roots``, ``invalid_tree_head``, ``invalid_tree_range``), its sent_id in
     ``corpus.skipped_ids``.
     """
@@ -88,7 +88,7 @@ def conllu_sentences(path: str | Path, counts: Corpus | None = None, *, subtypes
         if isinstance(sentence, Sentence):
             yield sentence, block
         elif invalid_trees == "refuse":
-            raise sentence.error(path, start)
+            raise sentence.error(path)
         else:
             counts.skip(sentence.reason, sent_id=_metadata(block).get("sent_id"))
     if not found:
@@ -99,8 +99,8 @@ def _sentence(path: Path, start: int, block, subtypes: bool, extra_columns: bool
               repair_i_after_o: bool) -> Sentence | TreeProblem:
     """The block's Sentence, or the tree rule it breaks; InputError for a malformed block."""
     word_lines = []
-    ranges: list[tuple[str, int]] = []  # (ID, words before the row), as id_problem takes them
-    empty_nodes: list[tuple[str, int]] = []
+    ranges: list[tuple[str, int, int]] = []  # (ID, words before the row, its line), as id_problem takes them
+    empty_nodes: list[tuple[str, int, int]] = []
     for number, text in block:
         if text.startswith("#"):
             continue
@@ -113,9 +113,9 @@ def _sentence(path: Path, start: int, block, subtypes: bool, extra_columns: bool
         if _WORD_ID.match(cols[0]):
             word_lines.append((number, cols))
         elif _RANGE_ID.match(cols[0]):
-            ranges.append((cols[0], len(word_lines)))
+            ranges.append((cols[0], len(word_lines), number))
         elif _EMPTY_ID.match(cols[0]):
-            empty_nodes.append((cols[0], len(word_lines)))
+            empty_nodes.append((cols[0], len(word_lines), number))
         else:
             raise InputError(f"bad ID {cols[0]!r} (expected an integer, a range like 3-4, or an empty node like 8.1)", path, number)
     if not word_lines:
@@ -139,7 +139,7 @@ def _sentence(path: Path, start: int, block, subtypes: bool, extra_columns: bool
         "text": metadata.get("text"),
     }
     if None not in heads:
-        problem = head_problem(heads)
+        problem = head_problem(heads, [number for number, _ in word_lines])
         if problem is not None:
             return problem
         ann["head"] = heads

@@ -97,7 +97,7 @@ def looks_like_propbank(path: str | Path, max_lines: int = 200) -> bool:
     """True when the first word rows of a CoNLL-U file have more than 10 columns (UP's roleset
     and predicate columns); used to pick this reader for a ``.conllu`` file."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
+        with open(path, encoding="utf-8-sig", errors="replace") as f:  # a byte-order mark dropped
             for _, line in zip(range(max_lines), f):
                 if line.strip() and not line.startswith("#"):
                     return len(line.rstrip("\r\n").split("\t")) > 10
