@@ -20,6 +20,14 @@ if _TESTS_DIR not in sys.path:  # so `import tiny_models` works under any pytest
 from tiny_models import FAMILIES, build_tiny_model  # noqa: E402
 
 
+def pytest_report_header(config) -> str:
+    """The CPU kernels and threads the run used: float32 maps differ in their last bits between them."""
+    import torch
+
+    return (f"torch {torch.__version__}: CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+            f"{torch.get_num_threads()} threads (OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})")
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
     """Factory: tiny_model("roberta") -> Path of a tiny random checkpoint of that family.

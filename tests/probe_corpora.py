@@ -7,7 +7,8 @@ EWT sample (dep, pos, the analyses, any probe added later), excerpts of the full
 ../shared/corpora for ner (UNER), srl (UP), con (CRAFT), seg (GSDSimp, raw text) and frames (three
 FrameNet documents; `shared()` skips the test where that folder is absent), and a small pairs file for
 term_matching; ``selection_split(name, tmp, shared)`` a second corpus of that kind for ``select_on`` (test_shown_numbers).
-``same(a, b, where)`` asserts equal structure and numbers within 1e-6; ``grids(result)`` is everything a result reports but the model's name and provenance.
+``same(a, b, where, atol, rtol)`` asserts equal structure and numbers within atol (default 1e-6) plus rtol times
+their scale; ``grids(result)`` is everything a result reports but the model's name and provenance.
 """
 from __future__ import annotations
 
@@ -70,23 +71,26 @@ CORPORA = {"term_matching": _pairs, "ner": _uner, "srl": _up, "con": _craft, "se
 BUNDLED = {"fit_on": "same"}
 
 
-def same(a, b, where: str) -> None:
-    """Equal structure; numbers (and arrays) within 1e-6, NaN where the other has NaN."""
+def same(a, b, where: str, atol: float = 1e-6, rtol: float = 0.0) -> None:
+    """Equal structure, non-numbers equal; numbers within atol + rtol × scale, NaN where the other has NaN. The
+    scale of a number is its magnitude, that of an array's numbers the array's largest magnitude (a float32
+    rounding of a sum is relative to its terms, not to a small difference of them). atol=rtol=0: equal."""
     if isinstance(a, dict):
         assert isinstance(b, dict) and a.keys() == b.keys(), where
         for k in a:
-            same(a[k], b[k], f"{where}.{k}")
+            same(a[k], b[k], f"{where}.{k}", atol, rtol)
     elif isinstance(a, (np.ndarray, list, tuple)) and _numeric(a):
-        np.testing.assert_allclose(np.asarray(b, dtype=float), np.asarray(a, dtype=float), rtol=0, atol=1e-6,
-                                   equal_nan=True, err_msg=where)
+        x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        scale = float(np.nanmax(np.abs(np.concatenate([x.ravel(), y.ravel()])), initial=0.0))
+        np.testing.assert_allclose(y, x, rtol=0, atol=atol + rtol * scale, equal_nan=True, err_msg=where)
     elif isinstance(a, (list, tuple)):
         assert isinstance(b, (list, tuple)) and len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b)):
-            same(x, y, f"{where}[{i}]")
+            same(x, y, f"{where}[{i}]", atol, rtol)
     elif isinstance(a, float) and math.isnan(a):
         assert isinstance(b, float) and math.isnan(b), where
     elif isinstance(a, (float, np.floating)):
-        assert abs(a - b) <= 1e-6, (where, a, b)
+        assert abs(a - b) <= atol + rtol * max(abs(a), abs(b)), (where, a, b)
     else:
         assert a == b, (where, a, b)
 

@@ -17,7 +17,8 @@ import probes
 from probes.cli import main
 from probes.encoding import encode
 from probes.registry import available
-from result_numbers import differences
+from probe_corpora import grids, same
+from rows_alone import FLOAT32_ROUNDING, THREADS, rows_alone, torch_threads
 
 pytestmark = pytest.mark.integration
 ANALYSES = ["mass", "entropy", "positional", "rare", "patterns", "head_distance", "word_order"]
@@ -113,31 +114,29 @@ def test_real_pair_compare_and_similarity(runs):
     assert rows[("positional", "offset-1")]["best_b"] == "L0-H2"
 
 
-SAME_TOLERANCE = 1e-6 + 1e-9  # 1e-9: a value the results round to 6 decimals may straddle a rounding step
-
-
-def test_analyses_do_not_depend_on_batch_size(minilm, shared_corpora, tmp_path):
-    # Issue 16 §5: every number of every registered analysis is the same (within 1e-6) at batch sizes 1 and 128, on
-    # 60 EWT sentences and on 30 pairs made of them (the analyses that need pairs run on those only). Before its
-    # terms were float64, head_distance's distances moved by ~1e-5 here; a float32 sum over a batch's rows moved
-    # entropy by ~1e-6.
+@pytest.mark.parametrize("threads", THREADS)
+def test_analyses_do_not_depend_on_batch_size(minilm, shared_corpora, tmp_path, monkeypatch, threads):
+    # Issue 16 §5, issue 24 item 1: given the same maps (each sentence run alone, tests/rows_alone.py), every number
+    # of every registered analysis is the same at batch sizes 1 and 128 (within float32 rounding of the probes' own
+    # terms, FLOAT32_ROUNDING), on 60 EWT sentences and on 30 pairs made of them (the analyses that need pairs run
+    # on those only), at torch threads 1 and 2. Before its terms were float64, head_distance's distances moved by
+    # ~1e-5 here; a float32 sum over a batch's rows moved entropy by ~1e-6.
     ewt = shared_corpora / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
     words = [" ".join(s.words) for s in probes.corpus.read_corpus([str(ewt)]).sentences[:60]]
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("".join(f"{a}\t{b}\n" for a, b in zip(words[::2], words[1::2])))
     classes = [cls for cls in available().values() if cls.__module__.startswith("probes.builtin.analyses.")]
     assert {"head_distance", "entropy", "term_matching"} <= {cls.name for cls in classes}
-    moved = []
     single = [c.name for c in classes if "pair" not in c.needs]
-    for corpus, names in ((ewt, single), (pairs, [c.name for c in classes])):
-        runs = {bs: probes.run(names, encoder=minilm, corpus=corpus, limit=60, batch_size=bs, progress=False)
-                for bs in (1, 128)}
-        for name in names:
-            assert runs[1][name].info.sentences == runs[128][name].info.sentences > 0
-            found = differences(runs[1][name], runs[128][name], atol=SAME_TOLERANCE)
-            if found:
-                moved.append(f"{name} on {corpus.name}: {len(found)} numbers, e.g. {found[0]}")
-    assert not moved, "batch size 1 against 128:\n" + "\n".join(moved)
+    with torch_threads(threads):
+        rows_alone(monkeypatch)
+        for corpus, names in ((ewt, single), (pairs, [c.name for c in classes])):
+            runs = {bs: probes.run(names, encoder=minilm, corpus=corpus, limit=60, batch_size=bs, progress=False)
+                    for bs in (1, 128)}
+            for name in names:
+                assert runs[1][name].info.sentences == runs[128][name].info.sentences > 0
+                same(grids(runs[1][name]), grids(runs[128][name]), f"{name} on {corpus.name}", atol=0,
+                     rtol=FLOAT32_ROUNDING)
 
 
 PAIRS = ("the cat sat on the mat\tthe dog sat on the rug\tneutral\n"
