@@ -9,13 +9,41 @@ file or a probe that is not registered in this process (a plugin not loaded with
 from __future__ import annotations
 
 import numpy as np
+import torch
 
+from probes.corpus.sentence import Sentence
 from probes.results import ProbeResult, safe_name, short_model_name
 
 
 class Presentation:
     """Default presentation: per-sentence views of the named heads (where the result keeps them), an overview
-    figure of the labels, and on request one heatmap per label."""
+    figure of the labels, and on request one heatmap per label.
+
+    A probe's own per-sentence view (``probes show``, the report; recorded by probes.examples.ExampleRecorder) is
+    the probe's units of a sentence (``view_items``) with, per head, what the probe made of each (``kept_view``,
+    set by the probe's ``update`` from the very tensors it scores with, through ``keep_view``). ``view`` names its
+    kind (VIEW_KINDS); None: the probe has no per-sentence view."""
+
+    view: str | None = None
+    kept_view: tuple[int, torch.Tensor, dict[str, torch.Tensor]] | None = None  # layer, rows [N], marks {name: [N,H]}
+
+    def view_items(self, sentence: Sentence) -> list[dict]:
+        """The sentence's units as the view shows them, in the order of ``keep_view``'s rows for this sentence. Word
+        columns count from 1 (0: the root). "arcs": {"from": head column, "to": dependent column, "label"};
+        "roles" and "frames": {"from": [predicate or target columns], "to": [argument or element columns],
+        "label"}; "units": {"from": first column, "to": last column, "label"}."""
+        return []
+
+    def view_labels(self) -> list[str]:
+        """The names that a "predicted" mark indexes (units views: the labels a head can predict)."""
+        return []
+
+    def keep_view(self, layer: int, rows: torch.Tensor, **marks: torch.Tensor) -> None:
+        """Keep, until the next call, what this layer's heads made of the batch's view items: rows [N] the sentence
+        row of each item (a sentence's items in ``view_items`` order), marks [N,H] each: "right" (bool, whether
+        the head gets the item, as the probe scores it), "predicted" (an index into ``view_labels``), "head" (the
+        column the head hangs the item's dependent from), "weight" (an attention weight in [0, 1])."""
+        self.kept_view = (layer, rows, marks)
 
     @classmethod
     def details(cls, result: ProbeResult, head: tuple[int, int] | None = None, sentences: int = 3) -> str:
@@ -62,6 +90,13 @@ class Presentation:
         return pictures
 
 
+def arc_items(sentence: Sentence) -> list[dict]:
+    """An "arcs" view's items: the sentence's gold dependency arcs, one per word in word order (head column, the
+    word's column, relation)."""
+    return [{"from": head, "to": d, "label": label}
+            for d, (head, label) in enumerate(zip(sentence.ann["head"], sentence.ann["deprel"]), start=1)]
+
+
 def above_baseline(result: ProbeResult, label: str) -> np.ndarray | None:
     """[L,H] bool: the heads whose 95% interval (ci_low) lies above the label's best offset baseline score, for
     probes with offset baselines and intervals (dep, srl); None where either is missing."""
@@ -75,6 +110,7 @@ def above_baseline(result: ProbeResult, label: str) -> np.ndarray | None:
 
 
 PLOT_KINDS = ("overview", "labels", "all-labels", "none")
+VIEW_KINDS = ("arcs", "roles", "frames", "units")
 OVERVIEW_MIN_COUNT = 20  # results that record no --min-count: labels with fewer instances are left out of the overview
 OVERVIEW_MOST = 48  # tiles in one overview, overall included
 
