@@ -4,9 +4,9 @@
   panel), labels below --min-count included or not;
 - labels below --min-count are left out of the table and of a head's details until the check box asks for
   them, then shown greyed with their count;
-- each probe's per-sentence view is its own: dep and trees gold arcs (one per word), srl-less probes draw no
-  argument arcs, pos the units with gold and predicted labels, frames target → frame element arcs; each drawn
-  item coloured as the result's marks say.
+- each probe's per-sentence view is its own: dep and trees gold arcs (one per word), pos the units with gold
+  and predicted labels (no arcs), frames target → frame element arcs, each drawn item coloured as the result's
+  marks say; seg its example sentences as the head segments them (as `probes show` prints them).
 
 Screenshots go to $PROBES_ARTEFACTS (else the test's temporary folder).
 """
@@ -16,8 +16,9 @@ import pytest
 
 from probes.cli import main
 from probes.examples import unpack_marks
+from probes.builtin.seg.show import segmentations
 from probes.results import load_result
-from probe_corpora import FRAMENET_DOCUMENTS
+from probe_corpora import FRAMENET_DOCUMENTS, excerpt
 from test_report_browser import artefacts, browser, not_blank  # noqa: F401  (browser: the fixture)
 
 pytestmark = pytest.mark.integration
@@ -32,6 +33,9 @@ def folder(tmp_path_factory, minilm, shared_corpora):
     documents.write_text("\n".join(FRAMENET_DOCUMENTS) + "\n")
     assert main(["run", "frames", "--corpus", str(shared_corpora / "framenet-1.7"), "--documents", str(documents),
                  "--min-count", "2", "--examples", "4", "--plots", "none", "--quiet", "--out", str(out)]) == 0
+    gsd = excerpt(shared_corpora / "ud-chinese-gsdsimp" / "zh_gsdsimp-ud-test.conllu", 8, out.parent / "gsd.conllu")
+    assert main(["run", "seg", "--corpus", str(gsd), "--tokenize", "text", "--examples", "4", "--plots", "none",
+                 "--quiet", "--out", str(out)]) == 0
     assert main(["report", str(out), "-o", str(out.parent / "report.html")]) == 0
     return out
 
@@ -121,4 +125,11 @@ def test_each_probe_draws_its_own_view(folder, browser, tmp_path):
         png = browser.find_element(By.ID, "sentence-panel").screenshot_as_png
         (out / f"report-view-{probe}.png").write_bytes(png)
         not_blank(png)
+    result = load_result(folder / "seg.json")
+    browser.find_element(By.CSS_SELECTOR, '#probes button[data-probe="seg"]').click()
+    assert browser.find_element(By.ID, "view-title").text.startswith("segmentation")
+    assert not browser.find_elements(By.CSS_SELECTOR, "#arcs svg")
+    layer, head = (int(x) for x in browser.find_element(By.ID, "view-head").text[1:].split("-H"))
+    shown = [p.find_element(By.CSS_SELECTOR, ".head").text for p in browser.find_elements(By.CSS_SELECTOR, ".segments p")]
+    assert shown == [" ".join(s["predicted"]) for s in segmentations(result, [(layer, head)])] and shown
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []

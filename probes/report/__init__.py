@@ -15,7 +15,7 @@ map as lines between the words (like bertviz's head view) and the probe's own vi
 ``Presentation.view``), green where the head gets an item and red where not, as the probe scored it: dep and
 trees the gold arcs above the sentence with the head's argmax (dep) or decoded tree (trees) below; srl
 predicate → argument and frames target → frame element arcs; pos, ner and con each unit's gold and predicted
-label under it; none for a probe without a view. With several
+label under it; seg its example sentences as the head segments them; none for a probe without a view. With several
 models (a study's checkpoints, in the order given), a chart of each label's best-head score against the model.
 
 Data is embedded once as JSON; per-sentence argmax columns and attention maps as the results keep them (base64,
@@ -96,6 +96,9 @@ def _probe(result: ProbeResult, sentences: dict[str, dict[str, Any]]) -> dict[st
         keys.append(key)
     return {"labels": labels, "overall": overall, "min_count": result.min_count, "sentences": keys, "kind": views.get("kind"),
             "views": [{"items": v.get("items", []), "marks": v.get("marks", {})} for v in views.get("sentences", [])],
+            # seg: its example sentences' units and every head's word ends (probes.builtin.seg: "examples")
+            "segments": [{"id": ex["sent_id"] or str(ex["index"] + 1), "gold": ex["gold"], "units": ex["units"],
+                          "ends": ex["ends"]} for ex in result.extra.get("examples", []) if "ends" in ex],
             "names": views.get("labels", []), "kept": views.get("heads", []),
             "named": views.get("named", []), "sentences_scored": result.info.sentences,
             "corpus": [Path(c).name for c in result.info.corpus]}

@@ -84,7 +84,7 @@
     return rows;
   }
   function labels() {
-    const body = document.querySelector("#labels tbody");
+    const body = document.querySelector("#labels tbody"), p = probeOf(models.findIndex(x => x.probes[state.probe]));
     body.innerHTML = "";
     labelRows().forEach(r => {
       const tr = document.createElement("tr");
@@ -250,8 +250,10 @@
       select.appendChild(o);
     });
     $("arcs").innerHTML = ""; $("attention").innerHTML = "";
-    $("view-title").innerHTML = p.kind ? LEGENDS[p.kind] : "";
-    $("view-title").style.display = p.kind ? "" : "none";
+    const kind = p.kind || (p.segments.length ? "segments" : null);
+    $("view-title").innerHTML = kind ? LEGENDS[kind] : "";
+    $("view-title").style.display = kind ? "" : "none";
+    if (kind === "segments") $("arcs").appendChild(segments(p.segments, l * model.heads + h));
     if (!p.sentences.length) {
       $("view-note").textContent = "this result keeps no sentences (run with --examples N)";
       return;
@@ -265,7 +267,7 @@
     const argmax = decode(s.argmax, Uint16Array);
     const pred = Array.from(argmax.subarray((l * model.heads + h) * s.width, (l * model.heads + h + 1) * s.width));
     const map = s.maps[`${l}-${h}`];
-    $("view-note").textContent = (p.kind ? "" : `${state.probe} has no per-sentence view of its own; `) +
+    $("view-note").textContent = (kind ? "" : `${state.probe} has no per-sentence view of its own; `) +
       (map ? "" : `attention map not kept for L${l}-H${h} (kept: each label's best head` +
       (p.named.length ? " and " + p.named.map(x => `L${x[0]}-H${x[1]}`).join(", ") : "") + "; name more with --heads)");
     const v = p.views[state.sentence], marks = headMarks(v, l * model.heads + h);
@@ -282,7 +284,28 @@
     frames: 'target → frame element <small><span class="right">■ right</span> <span class="wrong">■ wrong</span> ' +
             "(the head's argmax links them; the number: the largest attention weight between them)</small>",
     units: 'each unit: gold label over the label the head predicts <small><span class="right">■ right</span> ' +
-           '<span class="wrong">■ wrong</span></small>' };
+           '<span class="wrong">■ wrong</span></small>',
+    segments: "segmentation <small>(seg's example sentences: the gold words, then the words the head's word ends " +
+              "make, as probes show prints them)</small>" };
+  function segments(examples, row) { // seg: each example's gold words, then the words the head's word ends make
+    const box = document.createElement("div");
+    box.className = "segments";
+    examples.forEach(ex => {
+      const words = [];
+      let text = "";
+      ex.units.forEach((u, i) => {  // as probes show: a unit ends a word where the head says so, or at the last unit
+        text += u;
+        if (ex.ends[row][i] === "1" || i === ex.units.length - 1) { words.push(text); text = ""; }
+      });
+      const p = document.createElement("p");
+      p.innerHTML = '<span class="sid"></span><br>gold: <span class="gold"></span><br>head: <span class="head"></span>';
+      p.querySelector(".sid").textContent = `[${ex.id}]`;
+      p.querySelector(".gold").textContent = ex.gold.join(" ");
+      p.querySelector(".head").textContent = words.join(" ");
+      box.appendChild(p);
+    });
+    return box;
+  }
   const MARK_TYPES = { right: Uint8Array, weight: Uint8Array, predicted: Int16Array, head: Int16Array };
   function headMarks(v, row) { // {name: [items]} of one head (row l * H + h of each [L*H, items] mark)
     const n = v.items.length, out = {};
