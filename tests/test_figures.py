@@ -116,3 +116,27 @@ def test_layers_figure_fills_its_axes_and_names_the_label(ablated):
     assert not (inside == 255).all(axis=2).all(axis=0).any()  # no column of the axes is left empty
     layers = [t for t in titles if "change when a whole layer is disabled" in t]
     assert len(layers) == 2 and all(t.startswith("dep nsubj ") for t in layers)  # best and mean, each naming the label
+
+
+def test_compare_figures_mark_labels_below_the_minimum_count(tmp_path):
+    """A label below --min-count on both sides gets a delta figure only when asked, titled with its counts and
+    "few"; overall is never rare."""
+    import probes.plots
+    from probes.compare import compare_results
+    from test_compare import A_GRID, B_GRID, result
+
+    runs = []
+    for name, grid in (("A", A_GRID), ("B", B_GRID)):
+        r = result("dep", grid, {"nsubj": grid}, model=name)  # nsubj: 5 instances, overall 10
+        r.info.settings["min_count"] = 8
+        r.save(tmp_path / name, plots=False)
+        runs.append(tmp_path / name)
+    compared = compare_results(*runs)
+    titles, draw = [], probes.plots.heatmap_png
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(probes.plots, "heatmap_png", lambda scores, title, *a, **k: titles.append(title) or draw(
+            scores, title, *a, **k))
+        assert sorted(compared.figures()) == ["dep-overall-delta.png"]
+        assert sorted(compared.figures(all_labels=True)) == ["dep-nsubj-delta.png", "dep-overall-delta.png"]
+    assert "dep: overall (n=10/10), B − A" in titles
+    assert "dep: nsubj (n=5/5, few: below --min-count 8), B − A" in titles

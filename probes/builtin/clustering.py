@@ -50,7 +50,13 @@ class ClusteringProbe(Probe):
         return [{"from": start + 1, "to": end, "label": label} for label, start, end in self.spans(sentence)]
 
     def view_labels(self) -> list[str]:
-        return list(self.centroids.names)
+        """The centroids' labels sorted (their own order is the order first met, which chunks and shards change)."""
+        return sorted(self.centroids.names)
+
+    def _sorted_position(self) -> torch.Tensor:
+        """[K] each centroid's position in ``view_labels``."""
+        position = {name: k for k, name in enumerate(self.view_labels())}
+        return torch.tensor([position[name] for name in self.centroids.names])
 
     def unit_vectors(self, batch: Batch, maps: LayerMaps) -> tuple[list[str], torch.Tensor]:
         """Labels and vectors [N,H,d] of the batch's units at layer ``maps.layer``: the mean of each span's
@@ -78,7 +84,7 @@ class ClusteringProbe(Probe):
         predicted = self.centroids.classify(vectors, maps.layer).cpu()  # [N,H]
         right = predicted == self.centroids.index(labels)[:, None]  # [N,H]
         rows, weights = self.unit_rows(batch), self.bootstrap.weights(batch)  # [N] sentence of each unit, [R,B] or None
-        self.keep_view(maps.layer, rows, predicted=predicted, right=right)
+        self.keep_view(maps.layer, rows, predicted=self._sorted_position()[predicted], right=right)
         self.hits.add(self.hits.ids(labels), right, at=(maps.layer,), sentences=rows, weights=weights)
         if maps.layer == 0:  # units are counted once
             self.units.add(self.units.ids(labels), torch.ones(len(labels)), sentences=rows, weights=weights)
