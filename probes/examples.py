@@ -51,12 +51,11 @@ import torch
 from probes.batching import Batch
 from probes.errors import InputError
 from probes.maps import LayerMaps
-from probes.packing import pack, unpack
+from probes.packing import MARK_TYPES, pack
 from probes.results import ProbeResult
 from probes.scratch import Scratch
 
 DEFAULT_SENTENCES = 20
-MARK_TYPES = {"right": np.uint8, "predicted": np.int16, "head": np.int16, "weight": np.uint8}  # as packed
 
 
 class ExampleRecorder:
@@ -188,15 +187,6 @@ def _packed_view(view: dict | None, layers: int, heads: int) -> dict[str, Any]:
             grid = np.rint(grid.astype(np.float64) * 255)
         marks[mark] = pack(grid.astype(MARK_TYPES[mark]), MARK_TYPES[mark])
     return {"items": view["items"], "marks": marks}
-
-
-def unpack_marks(sentence: dict, layers: int, heads: int) -> dict[str, np.ndarray]:
-    """A view sentence's marks unpacked: {name: [L*H, items]} ("weight" back in [0, 1], × 255 rounded)."""
-    n = len(sentence.get("items", []))
-    out = {mark: unpack(packed, MARK_TYPES[mark], (layers * heads, n)) for mark, packed in sentence.get("marks", {}).items()}
-    if "weight" in out:
-        out["weight"] = out["weight"] / 255
-    return out
 
 
 def quantize(attention: torch.Tensor, scratch: Scratch) -> torch.Tensor:

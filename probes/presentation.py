@@ -8,11 +8,16 @@ file or a probe that is not registered in this process (a plugin not loaded with
 """
 from __future__ import annotations
 
-import numpy as np
-import torch
+from typing import TYPE_CHECKING
 
-from probes.corpus.sentence import Sentence
+import numpy as np
+
 from probes.results import ProbeResult, safe_name, short_model_name
+
+if TYPE_CHECKING:  # annotations only: showing a result needs neither torch nor the corpus code
+    import torch
+
+    from probes.corpus.sentence import Sentence
 
 
 class Presentation:

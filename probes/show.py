@@ -4,8 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from probes.errors import InputError
-from probes.examples import unpack_marks
-from probes.packing import unpack
+from probes.packing import unpack, unpack_marks
 from probes.presentation import presentation_of
 from probes.results import ProbeResult
 
@@ -110,9 +109,10 @@ def format_views(result: ProbeResult, head: tuple[int, int] | None = None, sente
         raise InputError(f"no head L{layer}-H{number}: the model has {layers} layers × {heads} heads (0-indexed)")
     row = layer * heads + number
     kind, shown = views["kind"], views["sentences"][:sentences]
-    trees = any("head" in v.get("marks", {}) for v in shown)
-    legend = {"arcs": f"gold arcs; → {'the word each word hangs from in the tree decoded from the head' if trees else 'the word each word attends to most'}",
-              "roles": "predicate → argument", "frames": "target → frame element, the largest attention weight between them",
+    pointed = ("the word each word hangs from in the tree decoded from the head"
+               if any("head" in v.get("marks", {}) for v in shown) else "the word each word attends to most")
+    legend = {"arcs": f"gold arcs; → {pointed}", "roles": "predicate → argument",
+              "frames": "target → frame element, the largest attention weight between them",
               "units": "each unit's gold label and the label the head predicts"}[kind]
     lines = ["", f"head L{layer}-H{number} on the first {len(shown)} sentences ({legend}; ✓/✗ whether the head "
              f"gets it, as {result.probe} scores it)"]
@@ -143,7 +143,10 @@ def _arc_lines(items: list[dict], marks: dict, names: list[str], pred: np.ndarra
 
 
 def _item_line(kind: str, item: dict, marks: dict, k: int, names: list[str], labels: list[str]) -> str:
-    words = lambda columns: " ".join(names[c] for c in columns)  # noqa: E731
+    """Item k of a roles, frames or units view: its words and label, and what the head made of it."""
+    def words(columns) -> str:
+        return " ".join(names[c] for c in columns)
+
     if kind == "units":
         predicted = labels[int(marks["predicted"][k])] if "predicted" in marks else "-"
         return f"{words(range(item['from'], item['to'] + 1))}: gold {item['label']}, predicted {predicted}"

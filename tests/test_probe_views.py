@@ -19,8 +19,7 @@ import pytest
 
 import probes
 from probes.defaults import bundled_corpus
-from probes.examples import unpack_marks
-from probes.packing import unpack
+from probes.packing import unpack, unpack_marks
 from probes.show import format_views
 from probe_corpora import probe_run_arguments
 

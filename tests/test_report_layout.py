@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import pytest
 
-from probes.cli import main
-from probes.examples import unpack_marks
 from probes.builtin.seg.show import segmentations
+from probes.cli import main
+from probes.packing import unpack_marks
 from probes.results import load_result
 from probe_corpora import FRAMENET_DOCUMENTS, excerpt
 from test_report_browser import artefacts, browser, not_blank  # noqa: F401  (browser: the fixture)
