@@ -79,16 +79,19 @@ class Presentation:
         model = short_model_name(result.info.model)
         least = result.min_count if "min_count" in result.info.settings else OVERVIEW_MIN_COUNT
         shown = [(name, e) for name, e in entries if name == "overall" or all_labels or e.count >= least]
-        tiles = [Grid(e.scores, f"{name} ({e.count})" if e.count else name, *limits, above_baseline(result, name))
+        few = {name: ", few" if result.below_min_count(name) else "" for name, _ in entries}  # below --min-count
+        tiles = [Grid(e.scores, f"{name} ({e.count}{few[name]})" if e.count else name, *limits,
+                      above_baseline(result, name))
                  for name, e in shown]
         hidden = len(result.labels) + 1 - min(len(shown), OVERVIEW_MOST)
         dotted = any(t.marked is not None for t in tiles)
         title = (f"{result.probe} · {model} · best head boxed · (count)"
+                 + (f" · few: below --min-count {least}" if any(few[name] for name, _ in shown) else "")
                  + (" · dot: 95% interval above the best offset baseline" if dotted else "")
                  + (f" · {hidden} labels under {least} not shown" if hidden else ""))
         pictures = {f"{safe_name(result.probe)}.png": overview_png(tiles[:OVERVIEW_MOST], title)}
         if kind in ("labels", "all-labels"):
-            grids = [Grid(e.scores, f"{result.probe}: {name}" + (f" (n={e.count})" if e.count else ""), *limits,
+            grids = [Grid(e.scores, f"{result.probe}: {name}" + (f" (n={e.count}{few[name]})" if e.count else ""), *limits,
                           above_baseline(result, name)) for name, e in entries]
             for (name, _), png in zip(entries, heatmap_pngs(grids, model)):
                 pictures[f"{safe_name(result.probe)}-{safe_name(name)}.png"] = png

@@ -140,3 +140,26 @@ def test_compare_figures_mark_labels_below_the_minimum_count(tmp_path):
         assert sorted(compared.figures(all_labels=True)) == ["dep-nsubj-delta.png", "dep-overall-delta.png"]
     assert "dep: overall (n=10/10), B − A" in titles
     assert "dep: nsubj (n=5/5, few: below --min-count 8), B − A" in titles
+
+
+def test_figures_mark_labels_below_the_minimum_count():
+    """With all labels asked for, a label below --min-count is drawn marked "few" (tile, heatmap and the overview's
+    title say so); by default it is left out."""
+    import probes.plots
+    from probes.presentation import Presentation
+    from test_compare import A_GRID, result
+
+    r = result("dep", A_GRID, {"nsubj": A_GRID})  # nsubj: 5 instances, overall 10
+    r.info.settings["min_count"] = 8
+    drawn = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(probes.plots, "overview_png", lambda grids, title, **k: drawn.update(
+            tiles=[g.title for g in grids], title=title) or b"")
+        patch.setattr(probes.plots, "heatmap_pngs", lambda grids, *a, **k: drawn.update(
+            maps=[g.title for g in grids]) or [b""] * len(grids))
+        Presentation.figures(r, "labels")
+        assert drawn["tiles"] == ["overall (10)"] and "few" not in drawn["title"]
+        Presentation.figures(r, "all-labels")
+    assert drawn["tiles"] == ["overall (10)", "nsubj (5, few)"]
+    assert "few: below --min-count 8" in drawn["title"]
+    assert drawn["maps"] == ["dep: overall (n=10)", "dep: nsubj (n=5, few)"]
