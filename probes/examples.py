@@ -17,16 +17,25 @@ recorder is), one block per sentence and layer, and only the chosen heads' maps 
 memory holds only the predictions (24·16·401·2 B ≈ 0.3 MB a sentence for that model) and stays flat
 in depth. Batches without a recorded sentence cost nothing.
 
+Each probe with a view of its own (probes.presentation: ``Presentation.view``; dep and trees: gold arcs, srl:
+predicate → argument, frames: target → frame element, pos/ner/con: units) also gives, at every layer, what each
+head made of each of its items (``kept_view``, set by its ``update`` from the tensors it scores with), kept
+for the recorded sentences.
+
 ``view(result)`` is what a result carries under ``extra["sentence_views"]`` (the JSON key
-``sentence_views``): every head's argmax arcs, and the attention maps of the chosen heads only, both
-packed as base64 (``pack``/``unpack``) to keep the results file small::
+``sentence_views``): every head's argmax arcs, the attention maps of the chosen heads only, and the probe's own
+view where it has one, packed as base64 (``pack``/``unpack``) to keep the results file small::
 
     {"heads": [[layer, head], ...],            # the heads whose maps are kept (named + best per label)
      "named": [[layer, head], ...],            # the heads the user named
+     "kind": "arcs" | "roles" | "frames" | "units" | None,   # the probe's view (VIEW_KINDS), None: none
+     "labels": [...],                          # what a "predicted" mark indexes (units)
      "sentences": [{"index": i, "sent_id": ..., "words": [...],
-                    "gold": {"head": [...], "deprel": [...], "srl": [...]},   # what the corpus has
                     "predictions": uint16 [L*H, n+1], layer-major (row l * H + h),
-                    "attention": {"L-H": uint8 [n+2, n+2], weight × 255 rounded}}]}
+                    "attention": {"L-H": uint8 [n+2, n+2], weight × 255 rounded},
+                    "items": [...],            # the probe's view_items of the sentence
+                    "marks": {"right": uint8 [L*H, items], "predicted" / "head": int16 [L*H, items],
+                              "weight": uint8 [L*H, items] (× 255 rounded)}}]}
 
 For MiniLM (6×12) and 20 sentences of about 20 words that is ≈ 80 kB of argmax columns and ≈ 0.7 kB per
 kept map and sentence.
@@ -42,22 +51,23 @@ import torch
 from probes.batching import Batch
 from probes.errors import InputError
 from probes.maps import LayerMaps
-from probes.packing import pack
+from probes.packing import MARK_TYPES, pack
 from probes.results import ProbeResult
 from probes.scratch import Scratch
 
-GOLD_KEYS = ("head", "deprel", "upos", "srl")  # the annotations a view shows beside the heads
 DEFAULT_SENTENCES = 20
 
 
 class ExampleRecorder:
-    """Keeps every head's argmax and word-level maps for the first `sentences` scored sentences."""
+    """Keeps every head's argmax and word-level maps for the first `sentences` scored sentences, and what each of
+    `probes` with a view (``Presentation.view``) made of their items; fed after them at every layer."""
 
     needs_vectors = False  # read by the runner as of a probe
 
     def __init__(self, layers: int, heads: int, sentences: int = DEFAULT_SENTENCES,
-                 named: Iterable[tuple[int, int]] = ()):
+                 named: Iterable[tuple[int, int]] = (), probes: Iterable[Any] = ()):
         self.layers, self.heads, self.limit = layers, heads, sentences
+        self.viewing = {p.name: p for p in probes if p.view}
         self.named = sorted({(int(layer), int(head)) for layer, head in named})
         for layer, head in self.named:
             if not (0 <= layer < layers and 0 <= head < heads):
@@ -72,6 +82,9 @@ class ExampleRecorder:
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         """Keep layer ``maps.layer`` of the batch's recorded sentences."""
         rows = [b for b, index in enumerate(batch.indices) if index < self.limit]
+        kept = {name: probe.kept_view for name, probe in self.viewing.items()}
+        for probe in self.viewing.values():  # read once: a probe that finds no item in a batch keeps nothing new
+            probe.kept_view = None
         if not rows:
             return
         attention = maps.word_attention  # [B,H,C,C]
@@ -82,11 +95,29 @@ class ExampleRecorder:
                 "sentence": sentence,
                 "predictions": np.zeros((self.layers, self.heads, len(sentence.words) + 1), dtype=np.int16),
                 "maps_at": np.full(self.layers, -1, dtype=np.int64),  # [L] each layer's block in the store
-                "widths": np.zeros(self.layers, dtype=np.int64)})  # [L] its side: the batch's C columns
+                "widths": np.zeros(self.layers, dtype=np.int64),  # [L] its side: the batch's C columns
+                "views": {}})  # probe -> {"items": [...], "marks": {name: [L] of [items,H]}}
             entry["predictions"][maps.layer] = predictions[b, :, : len(sentence.words) + 1].numpy()
             # one sentence at a time: the layer's scratch holds [H,C,C], not the batch's [B,H,C,C]
             entry["maps_at"][maps.layer] = self._write(quantize(attention[b], maps.scratch).cpu().numpy())
             entry["widths"][maps.layer] = batch.width
+        for name, probe in self.viewing.items():
+            self._keep_marks(name, probe, kept[name], batch, maps.layer, rows)
+
+    def _keep_marks(self, name: str, probe: Any, kept: tuple | None, batch: Batch, layer: int, rows: list[int]) -> None:
+        """The marks [items,H] that `probe` kept at this layer (``kept_view``) for each recorded row of the batch;
+        a sentence without them (the probe found no item in its batch) gets none."""
+        if kept is None or kept[0] != layer:
+            return
+        _, of_item, marks = kept
+        of_item = of_item.cpu()
+        for b in rows:
+            sentence = batch.sentences[b]
+            view = self.kept[batch.indices[b]]["views"].setdefault(name, {
+                "items": probe.view_items(sentence), "marks": {}})
+            mine = of_item == b  # [N] this sentence's items
+            for mark, values in marks.items():
+                view["marks"].setdefault(mark, [None] * self.layers)[layer] = values.cpu()[mine].numpy()
 
     def _write(self, maps: np.ndarray) -> int:
         """Append one sentence's layer of maps (uint8 [H,C,C], the batch's columns) to the store; where it begins."""
@@ -123,22 +154,39 @@ class ExampleRecorder:
     def view(self, result: ProbeResult) -> dict[str, Any]:
         """The per-sentence view of `result` (see the module docstring)."""
         heads = self.chosen_heads(result)
+        probe = self.viewing.get(result.probe)
         sentences = []
         for index in sorted(self.kept):
             entry = self.kept[index]
             sentence = entry["sentence"]
             sentences.append({
                 "index": index, "sent_id": sentence.sent_id, "words": list(sentence.words),
-                "gold": {k: sentence.ann[k] for k in GOLD_KEYS if k in sentence.ann},
                 "predictions": pack(entry["predictions"], np.uint16),
-                "attention": {f"{layer}-{head}": pack(self.maps(index, layer, head), np.uint8) for layer, head in heads}})
-        return {"heads": [list(h) for h in heads], "named": [list(h) for h in self.named], "sentences": sentences}
+                "attention": {f"{layer}-{head}": pack(self.maps(index, layer, head), np.uint8) for layer, head in heads},
+                **(_packed_view(entry["views"].get(result.probe), self.layers, self.heads) if probe else {})})
+        return {"heads": [list(h) for h in heads], "named": [list(h) for h in self.named],
+                "kind": probe.view if probe else None, "labels": probe.view_labels() if probe else [],
+                "sentences": sentences}
 
     def attach(self, result: ProbeResult) -> ProbeResult:
         """`result` with its view under ``extra["sentence_views"]`` (nothing when no sentence was kept)."""
         if self.kept:
             result.extra["sentence_views"] = self.view(result)
         return result
+
+
+def _packed_view(view: dict | None, layers: int, heads: int) -> dict[str, Any]:
+    """A sentence's items and marks, each mark packed as [L*H, items] (layer-major, as the predictions); no items
+    and no marks where the probe kept none for the sentence (it has no item: no word tagged, no argument...)."""
+    if view is None:
+        return {"items": [], "marks": {}}
+    marks = {}
+    for mark, per_layer in view["marks"].items():
+        grid = np.stack(per_layer).transpose(0, 2, 1).reshape(layers * heads, -1)  # [L,items,H] → [L*H, items]
+        if mark == "weight":
+            grid = np.rint(grid.astype(np.float64) * 255)
+        marks[mark] = pack(grid.astype(MARK_TYPES[mark]), MARK_TYPES[mark])
+    return {"items": view["items"], "marks": marks}
 
 
 def quantize(attention: torch.Tensor, scratch: Scratch) -> torch.Tensor:

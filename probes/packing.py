@@ -1,4 +1,5 @@
-"""Arrays inside JSON: base64 of their little-endian bytes (per-sentence views, bootstrap replicates)."""
+"""Arrays inside JSON: base64 of their little-endian bytes (per-sentence views and their marks, bootstrap
+replicates)."""
 from __future__ import annotations
 
 import base64
@@ -14,3 +15,15 @@ def pack(values: np.ndarray, dtype: type) -> str:
 def unpack(text: str, dtype: type, shape: tuple[int, ...]) -> np.ndarray:
     """The array `pack` packed."""
     return np.frombuffer(base64.b64decode(text), dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape)
+
+
+MARK_TYPES = {"right": np.uint8, "predicted": np.int16, "head": np.int16, "weight": np.uint8}  # a view's marks, packed
+
+
+def unpack_marks(sentence: dict, layers: int, heads: int) -> dict[str, np.ndarray]:
+    """A view sentence's marks unpacked: {name: [L*H, items]} ("weight" back in [0, 1], × 255 rounded)."""
+    n = len(sentence.get("items", []))
+    out = {mark: unpack(packed, MARK_TYPES[mark], (layers * heads, n)) for mark, packed in sentence.get("marks", {}).items()}
+    if "weight" in out:
+        out["weight"] = out["weight"] / 255
+    return out

@@ -33,33 +33,37 @@ class Grid:
 
 def heatmap_png(scores: np.ndarray, title: str, subtitle: str = "", *, vmin: float | None = 0.0,
                 vmax: float | None = 1.0, cmap: str = "viridis", mark: str | None = "max",
-                xlabel: str = "head") -> bytes:
+                xlabel: str = "head", marked: np.ndarray | None = None, bad: str | None = None) -> bytes:
     """A PNG of an [L,H] grid: rows are layers (0 at the top), columns heads; the best head is boxed, where one
     head is best (probes.results.best_head; the title says why not when the top is tied or 0).
 
     mark="min" boxes the lowest cell instead (e.g. the head whose removal costs most); None boxes none.
+    marked: [L,H] bool, heads dotted in white (``Grid.marked``); bad: the colour of NaN cells (default: none, the
+    background shows).
     """
-    return heatmap_pngs([Grid(np.asarray(scores, dtype=float), title, vmin, vmax)], subtitle, cmap=cmap, mark=mark,
-                        xlabel=xlabel)[0]
+    return heatmap_pngs([Grid(np.asarray(scores, dtype=float), title, vmin, vmax, marked)], subtitle, cmap=cmap,
+                        mark=mark, xlabel=xlabel, bad=bad)[0]
 
 
 def heatmap_pngs(grids: list[Grid], subtitle: str = "", *, cmap: str = "viridis", mark: str | None = "max",
-                 xlabel: str = "head") -> list[bytes]:
+                 xlabel: str = "head", bad: str | None = None) -> list[bytes]:
     """One PNG per grid (all of one shape [L,H]), drawn by one figure whose image, colour limits, title and
-    box are updated between grids."""
+    box are updated between grids; NaN cells in colour `bad` (default: none, the background shows)."""
     plt = pyplot()
+    import matplotlib
     from matplotlib.patches import Rectangle
 
     layers, heads = grids[0].scores.shape
     fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * heads + 2), max(3.0, 0.4 * layers + 1.6)), dpi=100)
-    image = ax.imshow(np.zeros((layers, heads)), cmap=cmap, aspect="auto")
+    colours = matplotlib.colormaps[cmap] if bad is None else matplotlib.colormaps[cmap].with_extremes(bad=bad)
+    image = ax.imshow(np.zeros((layers, heads)), cmap=colours, aspect="auto")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("layer")
     ax.set_xticks(range(heads))
     ax.set_yticks(range(layers))
     ax.tick_params(labelsize=7)
-    box = ax.add_patch(Rectangle((0, 0), 1, 1, fill=False, linewidth=2,
+    box = ax.add_patch(Rectangle((-0.5, -0.5), 1, 1, fill=False, linewidth=2,  # inside the image: no extra column
                                  edgecolor="black" if mark == "min" else "red"))
     dots = ax.scatter([], [], s=9, c="white", edgecolors="black", linewidths=0.4)
     pngs = []
@@ -92,9 +96,20 @@ def heatmap_pngs(grids: list[Grid], subtitle: str = "", *, cmap: str = "viridis"
 
 
 def overview_png(grids: list[Grid], title: str, *, cmap: str = "viridis") -> bytes:
+    """The PNG of ``overview_figure``."""
+    plt = pyplot()
+    fig = overview_figure(grids, title, cmap=cmap)
+    data = png_bytes(fig, shown_in(grids))
+    plt.close(fig)
+    return data
+
+
+def overview_figure(grids: list[Grid], title: str, *, cmap: str = "viridis"):
     """Small multiples: every grid (one shape [L,H], one colour scale: the first grid's limits, or the range of
     all where those are None) as a tile of one image, its title above it and its best head (where one head is best,
-    probes.results.best_head) boxed in red; the heads a grid marks (``Grid.marked``) dotted in white."""
+    probes.results.best_head) boxed in red; the heads a grid marks (``Grid.marked``) dotted in white. Layer ticks
+    at the left of each row of tiles, head ticks under each column; the figure's title wrapped to its width
+    (``fit_title``) above the tiles and the colour bar. A matplotlib figure, for the caller to save and close."""
     plt = pyplot()
     layers, heads = grids[0].scores.shape
     columns = max(1, min(len(grids), round(math.sqrt(len(grids) * 1.6 * layers / heads)) or 1))
@@ -118,7 +133,7 @@ def overview_png(grids: list[Grid], title: str, *, cmap: str = "viridis") -> byt
     vmin = grids[0].vmin if grids[0].vmin is not None else (finite.min() if finite.size else 0.0)
     vmax = grids[0].vmax if grids[0].vmax is not None else (finite.max() if finite.size else 1.0)
     cell = 0.13  # inches per cell
-    fig, ax = plt.subplots(figsize=(max(5.0, mosaic.shape[1] * cell + 1.2), max(2.5, mosaic.shape[0] * cell + 0.8)),
+    fig, ax = plt.subplots(figsize=(max(5.0, mosaic.shape[1] * cell + 1.4), max(2.5, mosaic.shape[0] * cell + 1.0)),
                            dpi=100)
     image = ax.imshow(np.ma.masked_invalid(mosaic), cmap=cmap, vmin=vmin, vmax=vmax if vmax > vmin else vmin + 1e-9,
                       interpolation="nearest", aspect="equal")
@@ -128,13 +143,41 @@ def overview_png(grids: list[Grid], title: str, *, cmap: str = "viridis") -> byt
     for i, grid in enumerate(grids):
         top, left = (i // columns) * (layers + gap_y) + gap_y, (i % columns) * (heads + gap_x)
         ax.text(left - 0.5, top - 0.8, grid.title, fontsize=6.5, va="bottom", ha="left", clip_on=False)
-    ax.set_axis_off()
+    layer_ticks, head_ticks = _tick_steps(layers), _tick_steps(heads)
+    ax.set_yticks([r * (layers + gap_y) + gap_y + t for r in range(rows) for t in layer_ticks],
+                  [str(t) for _ in range(rows) for t in layer_ticks])
+    ax.set_xticks([c * (heads + gap_x) + t for c in range(columns) for t in head_ticks],
+                  [str(t) for _ in range(columns) for t in head_ticks])
+    ax.tick_params(labelsize=5, length=1.5, pad=1)
+    ax.set_ylabel("layer", fontsize=7)
+    ax.set_xlabel("head", fontsize=7)
+    ax.spines[:].set_visible(False)
     fig.colorbar(image, ax=ax, fraction=0.025, pad=0.01)
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    data = png_bytes(fig, shown_in(grids))
-    plt.close(fig)
-    return data
+    fit_title(fig, title, fontsize=9)
+    return fig
+
+
+def _tick_steps(n: int) -> list[int]:
+    """At most 4 tick positions of 0..n-1, 0 first."""
+    return list(range(0, n, math.ceil(n / 4)))
+
+
+def fit_title(fig, title: str, fontsize: float = 9) -> None:
+    """`title` as the figure's title, wrapped at spaces into lines no wider than the figure (measured by its
+    renderer), the figure made taller by the title's height and laid out (tight_layout) below it, so that
+    the title is neither cut nor drawn over the axes or the colour bar."""
+    import textwrap
+
+    text = fig.suptitle(title, fontsize=fontsize, y=1.0, va="top")
+    renderer = fig.canvas.get_renderer()
+    room = 0.96 * fig.bbox.width
+    chars = len(title)
+    while chars > 10 and text.get_window_extent(renderer).width > room:
+        chars = min(chars - 1, int(chars * room / text.get_window_extent(renderer).width))
+        text.set_text(textwrap.fill(title, chars))
+    height = text.get_window_extent(renderer).height / fig.dpi + 0.1  # inches, with a margin
+    fig.set_figheight(fig.get_figheight() + height)
+    fig.tight_layout(rect=(0, 0, 1, 1 - height / fig.get_figheight()))
 
 
 def _caption(shown: Reported) -> str:

@@ -8,14 +8,47 @@ file or a probe that is not registered in this process (a plugin not loaded with
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from probes.results import ProbeResult, safe_name, short_model_name
 
+if TYPE_CHECKING:  # annotations only: showing a result needs neither torch nor the corpus code
+    import torch
+
+    from probes.corpus.sentence import Sentence
+
 
 class Presentation:
     """Default presentation: per-sentence views of the named heads (where the result keeps them), an overview
-    figure of the labels, and on request one heatmap per label."""
+    figure of the labels, and on request one heatmap per label.
+
+    A probe's own per-sentence view (``probes show``, the report; recorded by probes.examples.ExampleRecorder) is
+    the probe's units of a sentence (``view_items``) with, per head, what the probe made of each (``kept_view``,
+    set by the probe's ``update`` from the very tensors it scores with, through ``keep_view``). ``view`` names its
+    kind (VIEW_KINDS); None: the probe has no per-sentence view."""
+
+    view: str | None = None
+    kept_view: tuple[int, torch.Tensor, dict[str, torch.Tensor]] | None = None  # layer, rows [N], marks {name: [N,H]}
+
+    def view_items(self, sentence: Sentence) -> list[dict]:
+        """The sentence's units as the view shows them, in the order of ``keep_view``'s rows for this sentence. Word
+        columns count from 1 (0: the root). "arcs": {"from": head column, "to": dependent column, "label"};
+        "roles" and "frames": {"from": [predicate or target columns], "to": [argument or element columns],
+        "label"}; "units": {"from": first column, "to": last column, "label"}."""
+        return []
+
+    def view_labels(self) -> list[str]:
+        """The names that a "predicted" mark indexes (units views: the labels a head can predict)."""
+        return []
+
+    def keep_view(self, layer: int, rows: torch.Tensor, **marks: torch.Tensor) -> None:
+        """Keep, until the next call, what this layer's heads made of the batch's view items: rows [N] the sentence
+        row of each item (a sentence's items in ``view_items`` order), marks [N,H] each: "right" (bool, whether
+        the head gets the item, as the probe scores it), "predicted" (an index into ``view_labels``), "head" (the
+        column the head hangs the item's dependent from), "weight" (an attention weight in [0, 1])."""
+        self.kept_view = (layer, rows, marks)
 
     @classmethod
     def details(cls, result: ProbeResult, head: tuple[int, int] | None = None, sentences: int = 3) -> str:
@@ -47,21 +80,30 @@ class Presentation:
         model = short_model_name(result.info.model)
         least = result.min_count if "min_count" in result.info.settings else OVERVIEW_MIN_COUNT
         shown = [(name, e) for name, e in entries if name == "overall" or all_labels or e.count >= least]
-        tiles = [Grid(e.scores, f"{name} ({e.count})" if e.count else name, *limits, above_baseline(result, name),
-                      result.reported(name)) for name, e in shown]
+        few = {name: ", few" if result.below_min_count(name) else "" for name, _ in entries}  # below --min-count
+        tiles = [Grid(e.scores, f"{name} ({e.count}{few[name]})" if e.count else name, *limits,
+                      above_baseline(result, name), result.reported(name)) for name, e in shown]
         hidden = len(result.labels) + 1 - min(len(shown), OVERVIEW_MOST)
         dotted = any(t.marked is not None for t in tiles)
         chosen = "head chosen on the selection split" if result.info.settings.get("select_on") else "best head"
         title = (f"{result.probe} · {model} · {chosen} boxed · (count)"
+                 + (f" · few: below --min-count {least}" if any(few[name] for name, _ in shown) else "")
                  + (" · dot: 95% interval above the best offset baseline" if dotted else "")
                  + (f" · {hidden} labels under {least} not shown" if hidden else ""))
         pictures = {f"{safe_name(result.probe)}.png": overview_png(tiles[:OVERVIEW_MOST], title)}
         if kind in ("labels", "all-labels"):
-            grids = [Grid(e.scores, f"{result.probe}: {name}" + (f" (n={e.count})" if e.count else ""), *limits,
-                          above_baseline(result, name), result.reported(name)) for name, e in entries]
+            grids = [Grid(e.scores, f"{result.probe}: {name}" + (f" (n={e.count}{few[name]})" if e.count else ""),
+                          *limits, above_baseline(result, name), result.reported(name)) for name, e in entries]
             for (name, _), png in zip(entries, heatmap_pngs(grids, model)):
                 pictures[f"{safe_name(result.probe)}-{safe_name(name)}.png"] = png
         return pictures
+
+
+def arc_items(sentence: Sentence) -> list[dict]:
+    """An "arcs" view's items: the sentence's gold dependency arcs, one per word in word order (head column, the
+    word's column, relation)."""
+    return [{"from": head, "to": d, "label": label}
+            for d, (head, label) in enumerate(zip(sentence.ann["head"], sentence.ann["deprel"]), start=1)]
 
 
 def above_baseline(result: ProbeResult, label: str) -> np.ndarray | None:
@@ -76,6 +118,7 @@ def above_baseline(result: ProbeResult, label: str) -> np.ndarray | None:
 
 
 PLOT_KINDS = ("overview", "labels", "all-labels", "none")
+VIEW_KINDS = ("arcs", "roles", "frames", "units")
 OVERVIEW_MIN_COUNT = 20  # results that record no --min-count: labels with fewer instances are left out of the overview
 OVERVIEW_MOST = 48  # tiles in one overview, overall included
 

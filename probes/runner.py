@@ -181,7 +181,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         if not selection.scored:
             raise InputError(f"no sentence of the selection split can be scored ({skip_summary(select_skipped)})",
                              select_paths[0])
-    recorder = ExampleRecorder(encoder.layers, encoder.heads, views, view_heads)
+    recorder = ExampleRecorder(encoder.layers, encoder.heads, views, view_heads, active)
     feed.all([*active, recorder], "update", data.scoring, batch_size, max_tokens, progress, data.total(data.scoring))
     data.finish(encoder)
 

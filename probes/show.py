@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from probes.errors import InputError
-from probes.packing import unpack
+from probes.packing import unpack, unpack_marks
 from probes.presentation import presentation_of
 from probes.results import ProbeResult
 
@@ -45,7 +45,7 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
         name = best.label
         line = f"{name:<14}{best.count:>7}  "
         if not best.found:
-            lines.append(line + f"no best head: {best.reason}")
+            lines.append(line + f"no best head: {best.reason}" + (RARE_MARK if result.below_min_count(name) else ""))
             continue
         line += f"{best.name:<10}{best.score:>7.3f}" + (f"{best.selection_score:>9.3f}" if select_on else "")
         if intervals:
@@ -61,7 +61,7 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
             elif best.margin_low is not None and not best.margin_low > 0:  # above the baseline, not beyond resampling
                 beaten.append(f"{name} ({best.name}: margin over {offset} {best.margin:+.3f}, "
                               f"its interval reaches {best.margin_low:+.3f})")
-        lines.append(line.rstrip())
+        lines.append(line.rstrip() + (RARE_MARK if result.below_min_count(name) else ""))
     if outside:
         lines.append("* the score lies outside its interval: "
                      + ("a head's percentile interval need not hold its own score where its replicates are skewed"
@@ -70,11 +70,18 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
     if beaten:
         lines.append(f"warning: {'chosen' if select_on else 'best'} head not above its best offset baseline"
                      f"{' (or its interval)' if intervals else ''}: {', '.join(beaten)}")
+    rare = sum(result.below_min_count(name) for name, _ in rows)
+    if rare:
+        lines.append(f"{RARE_MARK.strip()}: {rare} labels below the minimum count ({result.min_count} instances), "
+                     "shown as asked: their scores rest on few instances")
     hidden = len(result.labels) - len(shown)
     if hidden:
         lines.append(f"{hidden} labels below the minimum count ({result.min_count} instances) not shown; "
                      "--all-labels shows them")
     return "\n".join(lines)
+
+
+RARE_MARK = "  (few)"  # after a table line of a label below the run's minimum count
 
 
 def _interval(bounds: tuple[float | None, float | None] | None, spec: str = ".3f") -> str:
@@ -94,61 +101,67 @@ def format_result(result: ProbeResult, top: int = 0, head: tuple[int, int] | Non
 
 
 def format_views(result: ProbeResult, head: tuple[int, int] | None = None, sentences: int = 3) -> str:
-    """The per-sentence view of one head (default: the best overall, or where none is single, the first head at
-    the top score) on the first `sentences` kept sentences
-    (``extra["sentence_views"]``, see probes.examples): each word's most-attended word, and where the corpus
-    has them the gold dependency arcs and semantic roles, ✓ where the head gets the arc (either direction,
-    as dep and srl score it), ✗ where not. "" when the result keeps no views."""
+    """The probe's own per-sentence view (probes.examples; ``Presentation.view``) of one head (default: the best
+    overall, or where none is single, the first head at the top score) on the first `sentences` kept sentences:
+    dep, the gold arcs with each word's most-attended word; trees, the gold arcs with each word's head in the
+    head's decoded tree; srl, predicate → argument; frames, target → frame element with the largest attention
+    weight between them; pos, ner, con, each unit's gold and predicted label. ✓/✗: whether the head gets the
+    item, as the probe scores it. "" when the result keeps no views or its probe has none."""
     views = result.extra.get("sentence_views")
-    if not views or not sentences:
+    if not views or not sentences or not views.get("kind"):
         return ""
     best = result.best()
     layer, number = head or (best.layer, best.head)
-    if not (0 <= layer < result.info.layers and 0 <= number < result.info.heads):
-        raise InputError(f"no head L{layer}-H{number}: the model has {result.info.layers} layers × "
-                         f"{result.info.heads} heads (0-indexed)")
-    lines = ["", f"head L{layer}-H{number} on the first {min(sentences, len(views['sentences']))} sentences "
-             "(→ the word each word attends to most; ✓/✗ whether the head gets the gold arc)"]
-    for view in views["sentences"][:sentences]:
-        pred = unpack(view["predictions"], np.uint16, (result.info.layers * result.info.heads, -1))[
-            layer * result.info.heads + number].tolist()  # [n+1] argmax column per row
+    layers, heads = result.info.layers, result.info.heads
+    if not (0 <= layer < layers and 0 <= number < heads):
+        raise InputError(f"no head L{layer}-H{number}: the model has {layers} layers × {heads} heads (0-indexed)")
+    row = layer * heads + number
+    kind, shown = views["kind"], views["sentences"][:sentences]
+    pointed = ("the word each word hangs from in the tree decoded from the head"
+               if any("head" in v.get("marks", {}) for v in shown) else "the word each word attends to most")
+    legend = {"arcs": f"gold arcs; → {pointed}", "roles": "predicate → argument",
+              "frames": "target → frame element, the largest attention weight between them",
+              "units": "each unit's gold label and the label the head predicts"}[kind]
+    lines = ["", f"head L{layer}-H{number} on the first {len(shown)} sentences ({legend}; ✓/✗ whether the head "
+             f"gets it, as {result.probe} scores it)"]
+    for view in shown:
         names = ["[ROOT]", *view["words"]]
-        width = min(14, max(len(w) for w in names))
-        gold = view["gold"]
+        marks = {k: v[row] for k, v in unpack_marks(view, layers, heads).items()}  # {name: [items]}
         lines.append(f"[{view['sent_id'] or view['index'] + 1}] {' '.join(view['words'])}")
-        arcs = {a["dependent"]: a for a in dependency_arcs(gold, pred)}
-        for i, word in enumerate(view["words"], start=1):
-            line = f"  {i:>3} {word[:width]:<{width}} → {pred[i]:>3} {names[pred[i]][:width]:<{width}}"
-            if i in arcs:
-                a = arcs[i]
-                line += f"  gold {a['label']:<10} → {a['head']:>3} {names[a['head']][:width]:<{width}} " \
-                        f"{'✓' if a['right'] else '✗'}"
-            lines.append(line)
-        for a in role_arcs(gold, pred):
-            lines.append(f"  srl {names[a['predicate']]} → {a['label']}: "
-                         f"{' '.join(names[w] for w in a['words'])} {'✓' if a['right'] else '✗'}")
+        if kind == "arcs":
+            pred = unpack(view["predictions"], np.uint16, (layers * heads, -1))[row]  # [n+1] argmax column per row
+            lines += _arc_lines(view["items"], marks, names, pred)
+        else:
+            lines += [f"  {_item_line(kind, item, marks, k, names, views.get('labels', []))} {_tick(marks, k)}"
+                      for k, item in enumerate(view["items"])]
     return "\n".join(lines)
 
 
-def dependency_arcs(gold: dict, pred: list[int]) -> list[dict]:
-    """Gold dependency arcs (columns: 0 the root, i the word i) with whether the head's argmax `pred` [n+1] gets
-    each, as dep scores it: pred[dependent] == head or pred[head] == dependent."""
-    if "head" not in gold:
-        return []
-    return [{"dependent": d, "head": h, "label": label, "right": pred[d] == h or pred[h] == d}
-            for d, (h, label) in enumerate(zip(gold["head"], gold["deprel"]), start=1)]
+def _arc_lines(items: list[dict], marks: dict, names: list[str], pred: np.ndarray) -> list[str]:
+    """One line per gold arc (one per word): the word, where the head points it (the tree's head where the view
+    has one, else its argmax), its gold head, ✓/✗."""
+    width = min(14, max(len(w) for w in names))
+    lines = []
+    for k, arc in enumerate(items):
+        d, h = arc["to"], arc["from"]
+        to = int(marks["head"][k]) if "head" in marks else int(pred[d])
+        lines.append(f"  {d:>3} {names[d][:width]:<{width}} → {to:>3} {names[to][:width] if to >= 0 else '-':<{width}}"
+                     f"  gold {arc['label']:<10} → {h:>3} {names[h][:width]:<{width}} {_tick(marks, k)}")
+    return lines
 
 
-def role_arcs(gold: dict, pred: list[int]) -> list[dict]:
-    """Gold predicate → argument arcs (columns) with whether `pred` [n+1] gets each, as srl scores it: the
-    predicate's argmax is a word of the argument, or some argument word's argmax is the predicate."""
-    arcs = []
-    for frame in gold.get("srl", []):
-        p = frame["predicate"] + 1
-        for (role, _, _), words in zip(frame["args"], frame["arg_words"]):
-            if role in ("V", "C-V"):
-                continue
-            columns = [w + 1 for w in words if w + 1 != p]
-            right = pred[p] in columns or any(pred[c] == p for c in columns)
-            arcs.append({"predicate": p, "label": role, "words": columns, "right": bool(right)})
-    return arcs
+def _item_line(kind: str, item: dict, marks: dict, k: int, names: list[str], labels: list[str]) -> str:
+    """Item k of a roles, frames or units view: its words and label, and what the head made of it."""
+    def words(columns) -> str:
+        return " ".join(names[c] for c in columns)
+
+    if kind == "units":
+        predicted = labels[int(marks["predicted"][k])] if "predicted" in marks else "-"
+        return f"{words(range(item['from'], item['to'] + 1))}: gold {item['label']}, predicted {predicted}"
+    line = f"{item['label']}: {words(item['from'])} → {words(item['to'])}"
+    return line + (f"  weight {marks['weight'][k]:.3f}" if "weight" in marks else "")
+
+
+def _tick(marks: dict, k: int) -> str:
+    """✓ or ✗: the item's "right" mark ("" where the view kept no marks for the sentence)."""
+    return ("✓" if marks["right"][k] else "✗") if "right" in marks else ""

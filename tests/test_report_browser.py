@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from probes.cli import main
+from probes.results import load_result
 
 pytestmark = pytest.mark.integration
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -121,10 +122,15 @@ def test_report_in_chromium(report, browser, tmp_path):
     assert margins == sorted(margins, reverse=True)
     browser.find_element(By.CSS_SELECTOR, '#labels tr[data-label="det"]').click()
     assert browser.find_element(By.ID, "grids-title").text == "dep: det"
-    # across models: a line per label (overall and the 10 most frequent), one point per model; the label picked
-    # in the table is the highlighted line, and clicking another line's name picks that label
+    # across models: a line per label (overall and the 10 most frequent of those at --min-count or above), one
+    # point per model; the label picked in the table is the highlighted line, and clicking another line's name
+    # picks that label
+    dep = load_result(report.parent / "minilm" / "dep.json")
+    frequent = [name for name in dep.labels if not dep.below_min_count(name)]
     series = browser.find_elements(By.CSS_SELECTOR, "#across g.series")
-    assert len(series) == int(browser.find_element(By.CSS_SELECTOR, "#across svg").get_attribute("data-series")) == 11
+    assert {s.get_attribute("data-label") for s in series} == {"overall", *sorted(
+        frequent, key=lambda name: -dep.labels[name].count)[:10]}
+    assert len(series) == int(browser.find_element(By.CSS_SELECTOR, "#across svg").get_attribute("data-series")) > 2
     assert all(len(s.find_elements(By.CSS_SELECTOR, "circle")) == 2 for s in series)
     assert [s.get_attribute("data-label") for s in series if "on" in s.get_attribute("class").split()] == ["det"]
     series[0].find_element(By.CSS_SELECTOR, "text").click()

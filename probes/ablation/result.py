@@ -8,7 +8,7 @@ min and max of the deltas over the repeats of each k%. ``DIR/ablation-<target>.c
 per mask × metric; heatmaps ``ablation-<target>-heads-<metric>.png`` and
 ``ablation-<target>-layers-<metric>.png`` show the deltas (red: removal hurts, blue: it helps),
 and for a probe target each user-given mask and keep-mask gets ``ablation-<target>-mask-<name>.png``,
-the change of the label's [L,H] grid (in zero mode the mask's disabled heads are blank: not scored). Numbers are written at full precision; files are written
+the change of the label's [L,H] grid (in zero mode the mask's disabled heads are not scored: grey; in uniform mode dotted). Numbers are written at full precision; files are written
 atomically. ``print(result)`` shows the summary (``summary()``), not the arrays.
 """
 from __future__ import annotations
@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from probes.ablation.masks import Mask
+from probes.ablation.masks import Mask, mask_tensor
 from probes.results import RunInfo, json_grid, json_number, safe_name, short_model_name, write_result_files
 
 SCHEMA_VERSION = 1
+DISABLED = "#7f7f7f"  # the colour of a disabled, unscored head in a mask's figure (RdBu has no grey)
 
 
 @dataclass(repr=False)
@@ -55,6 +56,11 @@ class AblationResult:
     def deltas(self, metric: str) -> np.ndarray:
         """[M] score with each mask minus the baseline score."""
         return self.values[metric] - self.values[metric][0]
+
+    @property
+    def named(self) -> str:
+        """The target, and for a probe target the label scored ("dep nsubj")."""
+        return f"{self.target} {self.extra['label']}" if "label" in self.extra and self.grids is not None else self.target
 
     def _of_sweep(self, sweep: str) -> list[int]:
         return [i for i, m in enumerate(self.masks) if m.sweep == sweep]
@@ -99,8 +105,7 @@ class AblationResult:
     def summary(self, top: int = 5) -> str:
         """A few lines of text: the baseline, then per metric the masks that hurt and help most, per sweep."""
         i = self.info
-        what = f" {self.extra['label']}" if "label" in self.extra and self.grids is not None else ""
-        lines = [f"ablate {self.target}{what} ({self.mode}): {i.model}, {i.sentences} sentences scored, "
+        lines = [f"ablate {self.named} ({self.mode}): {i.model}, {i.sentences} sentences scored, "
                  f"{sum(i.skipped.values())} skipped, {len(self.masks) - 1} masks",
                  "baseline: " + ", ".join(f"{m} {v:.4f}" for m, v in self.baseline.items())]
         for m in self.metrics:
@@ -171,8 +176,9 @@ class AblationResult:
         sweeps = {m.sweep for m in self.masks}
         where = f"{short_model_name(self.info.model)} · {self.mode} · n={self.info.sentences}"
         pngs = []
+        what = self.named
         for m in self.metrics:
-            base = f"{self.target} {m}: change when disabled (baseline {self.baseline[m]:.3f})"
+            base = f"{what} {m}: change when disabled (baseline {self.baseline[m]:.3f})"
             if "heads" in sweeps:
                 grid = self.head_grid(m)
                 pngs.append((f"{stem}-heads-{m}.png", heatmap_png(grid, f"{base}, single heads", where,
@@ -180,17 +186,20 @@ class AblationResult:
             if "layers" in sweeps:
                 column = self.layer_deltas(m)[:, None]  # [L,1]
                 worst = int(np.nanargmin(column[:, 0]))
-                title = (f"{self.target} {m} (baseline {self.baseline[m]:.3f}):\nchange when a whole layer is "
+                title = (f"{what} {m} (baseline {self.baseline[m]:.3f}):\nchange when a whole layer is "
                          f"disabled\nlowest L{worst} = {column[worst, 0]:+.3f}")
                 pngs.append((f"{stem}-layers-{m}.png", heatmap_png(column, title, where, mark=None, xlabel="",
                                                                      **_diverging(column))))
         if self.grids is not None:
-            label = self.extra.get("label", "overall")
             for k in self._of_sweep("list") + self._of_sweep("keep"):
                 change = self.grids[k] - self.grids[0]
-                title = f"{self.target} {label}: change of each head's score, heads {self.masks[k].name} disabled"
+                disabled = mask_tensor([self.masks[k]], *change.shape)[0].numpy()  # [L,H] bool
+                # zero mode leaves the disabled heads unscored (NaN): painted DISABLED; uniform mode scores them: dotted
+                key = "grey: disabled, not scored" if self.mode == "zero" else "dot: disabled"
+                title = f"{what}: change of each head's score, heads {self.masks[k].name} disabled ({key})"
                 pngs.append((f"{stem}-mask-{safe_name(self.masks[k].name)}.png",
-                             heatmap_png(change, title, where, mark="min", **_diverging(change))))
+                             heatmap_png(change, title, where, mark="min", bad=DISABLED,
+                                         marked=disabled if self.mode != "zero" else None, **_diverging(change))))
         return pngs
 
 

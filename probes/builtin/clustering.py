@@ -32,6 +32,7 @@ class ClusteringProbe(Probe):
     needs_vectors = True
     needs_fit = True
     unit = "units"  # what the units are, for messages ("words", "entities", "phrases")
+    view = "units"
     details = classmethod(lambda cls, result, head=None, sentences=3: format_fit(result))  # under `probes show`
 
     def __init__(self, layers: int, heads: int, **options):
@@ -44,6 +45,18 @@ class ClusteringProbe(Probe):
     @abstractmethod
     def spans(self, sentence: Sentence) -> list[tuple[str, int, int]]:
         """The sentence's units as (label, start, end): 0-based word indices, end exclusive."""
+
+    def view_items(self, sentence: Sentence) -> list[dict]:
+        return [{"from": start + 1, "to": end, "label": label} for label, start, end in self.spans(sentence)]
+
+    def view_labels(self) -> list[str]:
+        """The centroids' labels sorted (their own order is the order first met, which chunks and shards change)."""
+        return sorted(self.centroids.names)
+
+    def _sorted_position(self) -> torch.Tensor:
+        """[K] each centroid's position in ``view_labels``."""
+        position = {name: k for k, name in enumerate(self.view_labels())}
+        return torch.tensor([position[name] for name in self.centroids.names])
 
     def unit_vectors(self, batch: Batch, maps: LayerMaps) -> tuple[list[str], torch.Tensor]:
         """Labels and vectors [N,H,d] of the batch's units at layer ``maps.layer``: the mean of each span's
@@ -71,6 +84,7 @@ class ClusteringProbe(Probe):
         predicted = self.centroids.classify(vectors, maps.layer).cpu()  # [N,H]
         right = predicted == self.centroids.index(labels)[:, None]  # [N,H]
         rows, weights = self.unit_rows(batch), self.bootstrap.weights(batch)  # [N] sentence of each unit, [R,B] or None
+        self.keep_view(maps.layer, rows, predicted=self._sorted_position()[predicted], right=right)
         self.hits.add(self.hits.ids(labels), right, at=(maps.layer,), sentences=rows, weights=weights)
         if maps.layer == 0:  # units are counted once
             self.units.add(self.units.ids(labels), torch.ones(len(labels)), sentences=rows, weights=weights)

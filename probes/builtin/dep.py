@@ -29,6 +29,8 @@ from probes.batching import Batch
 from probes.bootstrap import attach_intervals
 from probes.builtin.directional import CLAMPED_OFFSETS, OFFSETS, accuracy, offset_baseline
 from probes.maps import LayerMaps
+from probes.corpus.sentence import Sentence
+from probes.presentation import arc_items
 from probes.probe import LabelSums, Option, Probe
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
@@ -41,6 +43,7 @@ class DependencyProbe(Probe):
     name = "dep"
     description = "dependency arcs: is a relation's head (or dependent) the word a head attends to most (Clark et al. 2019)"
     needs = ("head", "deprel")
+    view = "arcs"
     options = (
         Option("subtypes", False, "keep relation subtypes (nmod:poss) instead of the universal part (nmod)", bool),
         Option("zero_self", False, "zero each word's own column before the argmax (Clark et al.'s code)", bool),
@@ -63,6 +66,9 @@ class DependencyProbe(Probe):
     def reader_options(self):
         return {"subtypes": self.config["subtypes"]}
 
+    def view_items(self, sentence: Sentence) -> list[dict]:
+        return arc_items(sentence)
+
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         rows, dependents, heads, labels = batch.memo("dep.arcs", lambda: _arcs(batch))
         zero_self, words_only = self.config["zero_self"], self.config["words_only"]
@@ -78,6 +84,7 @@ class DependencyProbe(Probe):
         else:  # the word that looks at each dependent most, argmax over rows: a column argmax
             looked_at = argmax_words(maps.word_attention.transpose(-1, -2), zero_self, words_only)  # [B,H,C-1]
             to_dep = looked_at.transpose(1, 2)[rows, dependents].cpu() == heads[:, None]  # [N,H]
+        self.keep_view(maps.layer, rows, right=to_head | to_dep)
         weights = self.bootstrap.weights(batch)  # [R,B] or None
         self.hits.add(self.hits.ids(labels), torch.stack([to_head | to_dep, to_head, to_dep], dim=1),
                       at=(slice(None), maps.layer), sentences=rows, weights=weights)

@@ -71,6 +71,7 @@ class FrameElementProbe(Probe):
     description = "FrameNet: largest attention between a frame's target and its core elements (Kovaleva et al. 2019)"
     needs = ("frames",)
     corpus_format = "framenet"
+    view = "frames"
     options = (
         Option("max_sentence_words", 12, "use sentences of at most this many words (0: any length)", int),
         Option("max_fe_words", 3, "use frame elements of at most this many words (0: any length)", int),
@@ -116,6 +117,10 @@ class FrameElementProbe(Probe):
             return f"longer_than_{limit}_words"
         return "no_frame_instance_left" if removed else "no_frame_elements"
 
+    def view_items(self, sentence: Sentence) -> list[dict]:
+        return [{"from": [t + 1 for t in target], "to": [f + 1 for f in fe], "label": label}
+                for label, target, fe in _instances(sentence, self.config)[0]]
+
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         key = ("frames.pairs", tuple(sorted(self.config.items())))  # the instances depend on the filter options
         labels, pairs = batch.memo(key, lambda: _pairs(batch, self.config))
@@ -137,6 +142,7 @@ class FrameElementProbe(Probe):
         self.sums.add(self.sums.ids(labels), per_instance, at=(slice(None), maps.layer))
         weights = self.bootstrap.weights(batch)  # [R,B] or None
         sentence = torch.zeros(len(labels), dtype=torch.long).scatter_(0, instance.cpu(), rows.cpu())  # [N] each instance's row
+        self.keep_view(maps.layer, sentence, right=per_instance[:, 3] > 0, weight=per_instance[:, 0])
         add_replicates(self.replicate_sums, sentence, per_instance[:, 0], weights, at=(maps.layer,))
         if maps.layer == 0:  # instances are counted once
             self.counts.add(self.counts.ids(labels), torch.ones(len(labels)))

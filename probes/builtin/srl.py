@@ -42,6 +42,7 @@ class SemanticRoleProbe(Probe):
     description = "predicate-argument: does the predicate attend into an argument, or an argument word to the predicate"
     needs = ("srl",)
     corpus_format = "propbank"
+    view = "roles"
     options = (Option("arg_span", "subtree", "argument words: subtree = the labelled token's dependency subtree (UP) "
                       "or the gold span (CoNLL-2012); head = the labelled token only (UP)", str, ("subtree", "head")),)
 
@@ -60,6 +61,11 @@ class SemanticRoleProbe(Probe):
         if self.config["arg_span"] == "head" and any("arg_heads" not in p for p in sentence.ann["srl"]):
             return "no_argument_heads"
         return None
+
+    def view_items(self, sentence: Sentence) -> list[dict]:
+        args, pairs, labels, _ = _arguments([sentence], self.config["arg_span"] == "head")
+        return [{"from": [int(args[k, 1])], "to": pairs[pairs[:, 0] == k, 1].tolist(), "label": label}
+                for k, label in enumerate(labels)]
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         heads_only = self.config["arg_span"] == "head"
@@ -80,6 +86,7 @@ class SemanticRoleProbe(Probe):
         to_predicate = pred[rows[member], column] == predicates[member, None]  # [M,H]
         n = len(labels)
         pred_to_arg, arg_to_pred = _any(member, into_argument, n), _any(member, to_predicate, n)  # [N,H]
+        self.keep_view(maps.layer, rows, right=pred_to_arg | arg_to_pred)
         weights = self.bootstrap.weights(batch)  # [R,B] or None
         self.hits.add(self.hits.ids(labels), torch.stack([pred_to_arg | arg_to_pred, pred_to_arg, arg_to_pred], dim=1),
                       at=(slice(None), maps.layer), sentences=rows, weights=weights)

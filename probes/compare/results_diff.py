@@ -155,8 +155,9 @@ class Comparison:
                                               **(self.figures(all_labels) if plots else {})})
 
     def figures(self, all_labels: bool = False) -> dict[str, bytes]:
-        """{<probe>-<label>-delta.png: PNG}: B − A per head, red where B is higher, on a scale centred on 0; the
-        labels below the minimum count on both sides only with `all_labels`."""
+        """{<probe>-<label>-delta.png: PNG}: B − A per head, red where B is higher, on a scale centred on 0, titled
+        with both counts (and "few" where either is below the minimum count); the labels below the minimum count
+        on both sides only with `all_labels`."""
         from probes.plots import heatmap_png
 
         pictures = {}
@@ -165,7 +166,9 @@ class Comparison:
                 continue
             span = float(np.nanmax(np.abs(d.delta))) if np.isfinite(d.delta).any() else 1.0
             pictures[f"{safe_name(d.probe)}-{safe_name(d.label)}-delta.png"] = heatmap_png(
-                d.delta, f"{d.probe}: {d.label}, B − A", f"A {self.model_a}\nB {self.model_b}", vmin=-(span or 1.0),
+                d.delta, f"{d.probe}: {d.label} (n={d.count_a}/{d.count_b}"
+                         f"{f', few: below --min-count {d.min_count}' if d.few else ''}), B − A",
+                f"A {self.model_a}\nB {self.model_b}", vmin=-(span or 1.0),
                 vmax=span or 1.0, cmap="RdBu_r")
         return pictures
 

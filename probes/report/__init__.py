@@ -6,11 +6,16 @@ folders, to open from disk.
 
 Each folder (``probes run --out``; a study's folder: each subfolder holding results) is one model. The page
 shows, per probe, the label table (sortable by count and by margin over the baseline), the layer × head grid
-of the chosen label for every model, and with several models the delta grid against a chosen reference;
+of the chosen label for every model, and with several models the delta grid against a chosen reference; labels
+below the run's ``--min-count`` are left out of the table, the head details and the chart across models
+unless asked (a check box), and shown greyed with their count when they are;
 hovering a cell shows its score, other grids (directions, intervals where a probe has them), count and
 baseline; clicking it shows that head's details and its per-sentence view (probes.examples): the attention
-map as lines between the words (like bertviz's head view) and, for dep and srl, the gold arcs above the
-sentence, green where the head gets them and red where not, with the head's argmax arcs below. With several
+map as lines between the words (like bertviz's head view) and the probe's own view (probes.presentation:
+``Presentation.view``), green where the head gets an item and red where not, as the probe scored it: dep and
+trees the gold arcs above the sentence with the head's argmax (dep) or decoded tree (trees) below; srl
+predicate → argument and frames target → frame element arcs; pos, ner and con each unit's gold and predicted
+label under it; seg its example sentences as the head segments them; none for a probe without a view. With several
 models (a study's checkpoints, in the order given), a chart of each label's best-head score against the model.
 
 Data is embedded once as JSON; per-sentence argmax columns and attention maps as the results keep them (base64,
@@ -76,7 +81,8 @@ def _model(name: str, path: str, results: dict[str, ProbeResult]) -> dict[str, A
 
 def _probe(result: ProbeResult, sentences: dict[str, dict[str, Any]]) -> dict[str, Any]:
     base = result.baselines.get("labels", {}) if isinstance(result.baselines, dict) else {}
-    labels = [_label(name, entry, base.get(name), result.reported(name)) for name, entry in result.labels.items()]
+    labels = [{**_label(name, entry, base.get(name), result.reported(name)), "rare": result.below_min_count(name)}
+              for name, entry in result.labels.items()]
     overall = _label("overall", result.overall, result.baselines.get("overall") if isinstance(result.baselines, dict)
                      else None, result.reported())
     views = result.extra.get("sentence_views") or {}
@@ -84,12 +90,16 @@ def _probe(result: ProbeResult, sentences: dict[str, dict[str, Any]]) -> dict[st
     for view in views.get("sentences", []):
         key = " ".join(view["words"]) + f"#{view['index']}"
         entry = sentences.setdefault(key, {"id": view["sent_id"] or str(view["index"] + 1), "words": view["words"],
-                                           "gold": view["gold"], "argmax": view["predictions"],
-                                           "width": len(view["words"]) + 1, "maps": {}})
+                                           "argmax": view["predictions"], "width": len(view["words"]) + 1, "maps": {}})
         for head, packed in view["attention"].items():
             entry["maps"].setdefault(head, packed)
         keys.append(key)
-    return {"labels": labels, "overall": overall, "sentences": keys, "kept": views.get("heads", []),
+    return {"labels": labels, "overall": overall, "min_count": result.min_count, "sentences": keys, "kind": views.get("kind"),
+            "views": [{"items": v.get("items", []), "marks": v.get("marks", {})} for v in views.get("sentences", [])],
+            # seg: its example sentences' units and every head's word ends (probes.builtin.seg: "examples")
+            "segments": [{"id": ex["sent_id"] or str(ex["index"] + 1), "gold": ex["gold"], "units": ex["units"],
+                          "ends": ex["ends"]} for ex in result.extra.get("examples", []) if "ends" in ex],
+            "names": views.get("labels", []), "kept": views.get("heads", []),
             "named": views.get("named", []), "sentences_scored": result.info.sentences,
             "corpus": [Path(c).name for c in result.info.corpus]}
 

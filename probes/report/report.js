@@ -4,7 +4,7 @@
   const models = DATA.models;
   const probeNames = [...new Set(models.flatMap(m => Object.keys(m.probes)))];
   const state = { probe: probeNames[0], label: "overall", sort: "count", reference: 0,
-                  model: 0, head: null, sentence: 0 };
+                  model: 0, head: null, sentence: 0, rare: false };
   const $ = id => document.getElementById(id);
   const SVG = "http://www.w3.org/2000/svg";
 
@@ -31,6 +31,9 @@
     if (!p) return null;
     return name === "overall" ? p.overall : (p.labels.find(l => l.name === name) || null);
   }
+  // labels below the run's --min-count: left out of the table, the head details and the chart across models unless
+  // asked (state.rare), greyed with their count when shown
+  function listed(labels) { return labels.filter(l => state.rare || !l.rare); }
   // a label's reported head {l, h, v, kind, ...} (the best, or the --select-on choice), or null where its results
   // name none (a tie at the top, a top score of 0)
   function best(label) { return label.best.why === undefined ? label.best : null; }
@@ -68,10 +71,10 @@
   function labelRows() {
     const m = models.findIndex(x => x.probes[state.probe]);
     const p = probeOf(m);
-    const rows = [p.overall, ...p.labels].map(l => {
+    const rows = [p.overall, ...listed(p.labels)].map(l => {
       const b = best(l);
       const base = l.baseline ? l.baseline.score : null;
-      return { name: l.name, count: l.count, best: b ? `L${b.l}-H${b.h}` : `none: ${l.best.why}`, score: b ? b.v : null,
+      return { name: l.name, count: l.count, rare: !!l.rare, best: b ? `L${b.l}-H${b.h}` : `none: ${l.best.why}`, score: b ? b.v : null,
                baseline: base, offset: l.baseline ? l.baseline.offset : null,
                margin: b && b.margin !== undefined ? b.margin : null };
     });
@@ -82,12 +85,13 @@
     return rows;
   }
   function labels() {
-    const body = document.querySelector("#labels tbody");
+    const body = document.querySelector("#labels tbody"), p = probeOf(models.findIndex(x => x.probes[state.probe]));
     body.innerHTML = "";
     labelRows().forEach(r => {
       const tr = document.createElement("tr");
       tr.dataset.label = r.name;
       if (r.name === state.label) tr.className = "on";
+      if (r.rare) { tr.classList.add("rare"); tr.title = `${r.count} instances: below --min-count ${p.min_count}`; }
       const off = r.offset === null ? "" : ` (${r.offset > 0 ? "+" : ""}${r.offset})`;
       tr.innerHTML = `<td></td><td class="num">${r.count}</td><td>${r.best}</td><td class="num">${fmt(r.score)}</td>` +
         `<td class="num">${r.baseline === null ? "–" : fmt(r.baseline) + off}</td>` +
@@ -96,6 +100,11 @@
       tr.onclick = () => { state.label = r.name; labels(); grids(); across(); };
       body.appendChild(tr);
     });
+    const rare = p.labels.filter(l => l.rare).length;
+    $("rare-box").style.display = rare ? "" : "none";
+    $("rare-text").textContent = `${rare} labels below --min-count ${p.min_count}`;
+    $("rare").checked = state.rare;
+    $("rare").onchange = () => { state.rare = $("rare").checked; labels(); details(); across(); };
     document.querySelectorAll("#labels th").forEach(th => {
       th.classList.toggle("sorted", th.dataset.sort === state.sort);
       th.onclick = () => { state.sort = th.dataset.sort; labels(); };
@@ -205,17 +214,17 @@
     if (!state.head) { box.textContent = "Click a head for its scores on every label."; return; }
     const [l, h] = state.head, p = probeOf(state.model);
     if (!p) return;
-    const rows = [p.overall, ...p.labels].map(x => {
+    const rows = [p.overall, ...listed(p.labels)].map(x => {
       const v = x.scores[l][h], b = best(x);
       const rank = v === null ? null : 1 + x.scores.flat().filter(y => y !== null && y > v).length;
-      return { name: x.name, v, rank, best: b, count: x.count };
+      return { name: x.name, v, rank, best: b, count: x.count, rare: !!x.rare };
     }).filter(r => r.v !== null).sort((a, b) => (a.rank - b.rank) || (b.count - a.count)).slice(0, 12);
     const title = document.createElement("h3");
     title.textContent = `${models[state.model].name} · L${l}-H${h}: the labels it ranks highest on`;
     box.appendChild(title);
     const t = document.createElement("table");
     t.innerHTML = "<tr><th>label</th><th>count</th><th>score</th><th>rank</th><th>best head</th></tr>" + rows.map(r =>
-      `<tr><td>${r.name.replace(/</g, "&lt;")}</td><td>${r.count}</td><td>${fmt(r.v)}</td><td>${r.rank} of ${models[state.model].layers * models[state.model].heads}</td>` +
+      `<tr${r.rare ? ' class="rare"' : ""}><td>${r.name.replace(/</g, "&lt;")}</td><td>${r.count}</td><td>${fmt(r.v)}</td><td>${r.rank} of ${models[state.model].layers * models[state.model].heads}</td>` +
       `<td>${r.best ? `L${r.best.l}-H${r.best.h} ${fmt(r.best.v)}` : "none"}</td></tr>`).join("");
     box.appendChild(t);
   }
@@ -243,6 +252,10 @@
       select.appendChild(o);
     });
     $("arcs").innerHTML = ""; $("attention").innerHTML = "";
+    const kind = p.kind || (p.segments.length ? "segments" : null);
+    $("view-title").innerHTML = kind ? LEGENDS[kind] : "";
+    $("view-title").style.display = kind ? "" : "none";
+    if (kind === "segments") $("arcs").appendChild(segments(p.segments, l * model.heads + h));
     if (!p.sentences.length) {
       $("view-note").textContent = "this result keeps no sentences (run with --examples N)";
       return;
@@ -256,31 +269,89 @@
     const argmax = decode(s.argmax, Uint16Array);
     const pred = Array.from(argmax.subarray((l * model.heads + h) * s.width, (l * model.heads + h + 1) * s.width));
     const map = s.maps[`${l}-${h}`];
-    $("view-note").textContent = map ? "" : `attention map not kept for L${l}-H${h} (kept: each label's best head` +
-      (p.named.length ? " and " + p.named.map(x => `L${x[0]}-H${x[1]}`).join(", ") : "") + "; name more with --heads)";
-    $("arcs").appendChild(arcs(s, pred));
+    $("view-note").textContent = (kind ? "" : `${state.probe} has no per-sentence view of its own; `) +
+      (map ? "" : `attention map not kept for L${l}-H${h} (kept: each label's best head` +
+      (p.named.length ? " and " + p.named.map(x => `L${x[0]}-H${x[1]}`).join(", ") : "") + "; name more with --heads)");
+    const v = p.views[state.sentence], marks = headMarks(v, l * model.heads + h);
+    if (p.kind === "units") $("arcs").appendChild(units(s, v.items, marks, p.names));
+    else if (p.kind) $("arcs").appendChild(arcs(s, itemArcs(v.items, marks), below(v.items, marks, pred)));
     if (map) $("attention").appendChild(attention(s, decode(map, Uint8Array)));
   }
-  function goldArcs(s, pred) {
-    const g = s.gold;
-    if (state.probe === "srl" && g.srl) {
-      const out = [];
-      g.srl.forEach(f => {
-        const p = f.predicate + 1;
-        f.args.forEach((a, i) => {
-          if (a[0] === "V" || a[0] === "C-V") return;
-          const cols = f.arg_words[i].map(w => w + 1).filter(c => c !== p);
-          if (!cols.length) return;
-          const right = cols.includes(pred[p]) || cols.some(c => pred[c] === p);
-          const to = f.arg_heads ? f.arg_heads[i] + 1 : cols[0];
-          out.push({ from: p, to, label: a[0], right });
-        });
+  // ---- the probe's own view: its items of the sentence, and per head what the probe made of each (probes.examples)
+  const LEGENDS = {
+    arcs: 'gold arcs against the head <small><span class="right">■ right</span> <span class="wrong">■ wrong</span> ' +
+          "(above: gold; below: where the head points each word: its argmax, or for trees its decoded tree)</small>",
+    roles: 'predicate → argument <small><span class="right">■ right</span> <span class="wrong">■ wrong</span> ' +
+           "(above: each argument from its predicate; below: the head's argmax from each word)</small>",
+    frames: 'target → frame element <small><span class="right">■ right</span> <span class="wrong">■ wrong</span> ' +
+            "(the head's argmax links them; the number: the largest attention weight between them)</small>",
+    units: 'each unit: gold label over the label the head predicts <small><span class="right">■ right</span> ' +
+           '<span class="wrong">■ wrong</span></small>',
+    segments: "segmentation <small>(seg's example sentences: the gold words, then the words the head's word ends " +
+              "make, as probes show prints them)</small>" };
+  function segments(examples, row) { // seg: each example's gold words, then the words the head's word ends make
+    const box = document.createElement("div");
+    box.className = "segments";
+    examples.forEach(ex => {
+      const words = [];
+      let text = "";
+      ex.units.forEach((u, i) => {  // as probes show: a unit ends a word where the head says so, or at the last unit
+        text += u;
+        if (ex.ends[row][i] === "1" || i === ex.units.length - 1) { words.push(text); text = ""; }
       });
-      return out;
+      const p = document.createElement("p");
+      p.innerHTML = '<span class="sid"></span><br>gold: <span class="gold"></span><br>head: <span class="head"></span>';
+      p.querySelector(".sid").textContent = `[${ex.id}]`;
+      p.querySelector(".gold").textContent = ex.gold.join(" ");
+      p.querySelector(".head").textContent = words.join(" ");
+      box.appendChild(p);
+    });
+    return box;
+  }
+  const MARK_TYPES = { right: Uint8Array, weight: Uint8Array, predicted: Int16Array, head: Int16Array };
+  function headMarks(v, row) { // {name: [items]} of one head (row l * H + h of each [L*H, items] mark)
+    const n = v.items.length, out = {};
+    Object.entries(v.marks).forEach(([k, b64]) => {
+      out[k] = Array.from(decode(b64, MARK_TYPES[k]).subarray(row * n, (row + 1) * n));
+    });
+    return out;
+  }
+  function itemArcs(items, marks) { // arcs above: from a head / predicate / target word to its item
+    return items.map((it, k) => {
+      const one = x => Array.isArray(x) ? x[0] : x;
+      const weight = marks.weight ? ` ${(marks.weight[k] / 255).toFixed(2)}` : "";
+      return { from: one(it.from), to: one(it.to), label: it.label + weight, right: marks.right ? !!marks.right[k] : null };
+    }).filter(a => a.to !== undefined && a.from !== a.to);  // an argument of the predicate's word alone: no arc
+  }
+  function below(items, marks, pred) { // arcs below: each word's argmax, or for trees the decoded tree's head
+    if (marks.head) {
+      const heads = [];
+      items.forEach((it, k) => { heads[it.to] = marks.head[k]; });
+      return heads;
     }
-    if (!g.head) return [];
-    return g.head.map((hd, i) => ({ from: hd, to: i + 1, label: g.deprel[i],
-                                    right: pred[i + 1] === hd || pred[hd] === i + 1 }));
+    return pred;
+  }
+  function units(s, items, marks, names) {
+    const words = ["[ROOT]", ...s.words];
+    const widths = words.map(w => Math.max(44, 7.5 * w.length + 14));
+    const x = []; let acc = 10;
+    widths.forEach(w => { x.push(acc); acc += w; });
+    const svg = el("svg", { width: acc + 10, height: 70, "data-units": items.length });
+    words.forEach((w, i) => {
+      const t = el("text", { x: x[i] + widths[i] / 2, y: 16, "text-anchor": "middle", "font-weight": i ? "normal" : "bold" }, svg);
+      t.textContent = w;
+    });
+    items.forEach((it, k) => {
+      const x1 = x[it.from] + 3, x2 = x[it.to] + widths[it.to] - 3, mid = (x1 + x2) / 2;
+      const right = marks.right ? !!marks.right[k] : null;
+      const colour = right === null ? "#555" : right ? "#2e7d32" : "#c62828";
+      el("path", { d: `M${x1},22 L${x1},26 L${x2},26 L${x2},22`, fill: "none", stroke: colour, "stroke-width": 1.5,
+                   class: right === null ? "unit" : right ? "unit right" : "unit wrong" }, svg);
+      el("text", { x: mid, y: 40, "text-anchor": "middle", "font-size": 11 }, svg).textContent = it.label;
+      const p = el("text", { x: mid, y: 56, "text-anchor": "middle", "font-size": 11, fill: colour }, svg);
+      p.textContent = marks.predicted ? names[marks.predicted[k]] : "–";
+    });
+    return svg;
   }
   function el(name, attrs, parent) {
     const e = document.createElementNS(SVG, name);
@@ -288,21 +359,21 @@
     if (parent) parent.appendChild(e);
     return e;
   }
-  function arcs(s, pred) {
+  function arcs(s, gold, pred) {
     const words = ["[ROOT]", ...s.words];
     const widths = words.map(w => Math.max(44, 7.5 * w.length + 14));
     const x = []; let acc = 10;
     widths.forEach(w => { x.push(acc + w / 2); acc += w; });
-    const gold = goldArcs(s, pred);
     const up = Math.min(220, 30 + 16 * Math.max(1, ...gold.map(a => Math.abs(a.to - a.from))));
     const down = 90, base = up + 10;
     const svg = el("svg", { width: acc + 10, height: base + 30 + down, "data-arcs": gold.length });
     el("defs", {}, svg).innerHTML = '<marker id="ah" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0L10,5L0,10z" fill="#555"/></marker>';
     gold.forEach(a => {
       const x1 = x[a.from], x2 = x[a.to], hgt = Math.min(up - 14, 16 + 14 * Math.abs(a.to - a.from));
-      const colour = a.right ? "#2e7d32" : "#c62828";
+      const colour = a.right === null ? "#555" : a.right ? "#2e7d32" : "#c62828";
       el("path", { d: `M${x1},${base - 4} C${x1},${base - hgt} ${x2},${base - hgt} ${x2},${base - 4}`, fill: "none",
-                   stroke: colour, "stroke-width": 1.8, "marker-end": "url(#ah)", class: a.right ? "arc right" : "arc wrong" }, svg);
+                   stroke: colour, "stroke-width": 1.8, "marker-end": "url(#ah)",
+                   class: a.right === null ? "arc" : a.right ? "arc right" : "arc wrong" }, svg);
       const t = el("text", { x: (x1 + x2) / 2, y: base - 0.75 * hgt - 3, "text-anchor": "middle", fill: colour,
                              "font-size": 10 }, svg);
       t.textContent = a.label;
@@ -313,7 +384,7 @@
     });
     for (let i = 1; i < words.length; i++) {
       const j = pred[i];
-      if (j === undefined) continue;
+      if (j === undefined || j < 0) continue;
       const x1 = x[i], x2 = x[j], hgt = Math.min(down - 8, 10 + 10 * Math.abs(j - i));
       el("path", { d: `M${x1},${base + 22} C${x1},${base + 22 + hgt} ${x2},${base + 22 + hgt} ${x2},${base + 22}`,
                    fill: "none", stroke: "#78909c", "stroke-width": 1.2, "marker-end": "url(#ah)", class: "argmax" }, svg);
@@ -350,7 +421,7 @@
   function acrossSeries() {
     const first = models.findIndex(x => x.probes[state.probe]);
     const p = probeOf(first);
-    const names = ["overall", ...p.labels.slice().sort((a, b) => b.count - a.count).map(l => l.name)].slice(0, 11);
+    const names = ["overall", ...listed(p.labels).sort((a, b) => b.count - a.count).map(l => l.name)].slice(0, 11);
     if (!names.includes(state.label)) names.push(state.label);
     return names.map(name => ({ name, points: models.map((_, m) => {
       const label = labelOf(m, name);

@@ -34,6 +34,8 @@ from probes.builtin.trees.sample import SelectionSample, sentence_keys
 from probes.builtin.trees.scoring import FORMS, attached
 from probes.errors import InputError
 from probes.maps import LayerMaps
+from probes.corpus.sentence import Sentence
+from probes.presentation import arc_items
 from probes.probe import LabelSums, Option, Probe, ratio
 from probes.registry import register
 from probes.results import LabelScores, ProbeResult, RunInfo
@@ -48,6 +50,7 @@ class TreesProbe(Probe):
     description = "dependency trees decoded from each head's attention (Chu–Liu–Edmonds, Eisner): UAS per head"
     needs = ("head", "deprel")
     needs_fit = True  # the selection split of the head ensemble (an instance with no ensemble needs none)
+    view = "arcs"
     details = classmethod(lambda cls, result, head=None, sentences=3: format_trees(result))
     options = (
         Option("ensemble_heads", 4, "trees: most heads in the greedy head ensemble, chosen on the selection split "
@@ -74,6 +77,9 @@ class TreesProbe(Probe):
         self._pending: torch.Tensor | None = None  # [B,M,M] this batch's sum of the ensemble heads' attention
         self._relations: torch.Tensor | None = None  # [N,L,H] this batch's main-variant hits, by layer so far
 
+    def view_items(self, sentence: Sentence) -> list[dict]:
+        return arc_items(sentence)
+
     def fit_update(self, batch: Batch, maps: LayerMaps) -> None:
         keys = batch.memo("trees.keys", lambda: sentence_keys(batch))
         if maps.layer == 0:
@@ -88,6 +94,8 @@ class TreesProbe(Probe):
         predicted = decode(attention.reshape(b * h, c, c), batch.n_words.repeat_interleave(h))  # [D,B·H,F,C]
         predicted = predicted.view(len(DECODERS), b, h, len(FORMS), c).permute(0, 3, 2, 1, 4)  # [D,F,H,B,C]
         directed, undirected = attached(predicted, rows, dependents, heads)  # [D,F,H,N]
+        # the main variant's tree: each gold arc's dependent's decoded head [N,H], and whether it is the gold one
+        self.keep_view(maps.layer, rows, right=directed[0, 0].T, head=predicted[0, 0][:, rows, dependents].T)
         self.hits[:, :, 0, maps.layer] += directed.sum(-1)
         self.hits[:, :, 1, maps.layer] += undirected.sum(-1)
         weights = self.bootstrap.weights(batch)  # [R,B] or None
