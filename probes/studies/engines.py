@@ -14,7 +14,7 @@ units of that model, and one that finishes early takes over units still waiting 
                        actor asking for 1/N of them and running that many torch threads); an actor asks for
                        one GPU where CUDA is available, and one CPU on a cluster; as many actors as asked for
                        and the cluster has room for (default: as it has room for), each placed within
-                       ``raycluster.PLACEMENT_SECONDS`` or named and given up; its outcomes (state files'
+                       ``raycluster.placement_seconds()`` or named and given up; its outcomes (state files'
                        bytes, the Ray node it ran on) come back to the driver. Ray is an optional extra:
                        attention-probes[ray]. Ray's own output goes to the log file the driver names.
 
@@ -209,10 +209,8 @@ def _ray(units: list[Unit], workers: int | None, address: str | None, say: Say, 
     started = not ray.is_initialized()
     if started:
         with raycluster.ray_output(log, stderr_too=True):
-            if address:
-                say(f"probes study: joined the Ray cluster at {raycluster.join(address)}")
-            else:
-                raycluster.start_local(max(workers or 1, os.cpu_count() or 1))
+            joined = raycluster.join(address) if address else raycluster.start_local(max(workers or 1, os.cpu_count() or 1))
+        say(f"probes study: {joined} (Ray's own messages: {log})")
     try:
         with raycluster.ray_output(log):
             yield from _on_ray(units, workers, address, say, ray, torch.cuda.is_available())
@@ -224,7 +222,7 @@ def _ray(units: list[Unit], workers: int | None, address: str | None, say: Say, 
 
 def _on_ray(units: list[Unit], workers: int | None, address: str | None, say: Say, ray, cuda: bool) -> Iterator[Outcome]:
     """The units on the running Ray session: as many actors as asked for (default: as the cluster has room for)
-    and it has room for, each placed within PLACEMENT_SECONDS or given up."""
+    and it has room for, each placed within raycluster.placement_seconds() or given up."""
     from probes.studies import raycluster
 
     if cuda:
@@ -241,13 +239,14 @@ def _on_ray(units: list[Unit], workers: int | None, address: str | None, say: Sa
             f"(each asks for {raycluster.describe(resources)}): {max(room, 1)} started")
     schedule = Schedule(units, max(1, min(wanted, room)))
     actors = [ray.remote(**resources)(UnitWorker).remote(threads) for _ in range(schedule.workers)]
-    placed, lost = raycluster.place(actors, raycluster.PLACEMENT_SECONDS)
+    seconds = raycluster.placement_seconds()
+    placed, lost = raycluster.place(actors, seconds)
     for i in lost:
-        say(f"probes study: Ray worker {i + 1} could not be placed within {raycluster.PLACEMENT_SECONDS:g} s "
+        say(f"probes study: Ray worker {i + 1} could not be placed within {seconds:g} s "
             f"({raycluster.describe(resources)}); unit {schedule.runs[i][0].name} and the rest of its run go to "
             f"the other workers")
     if not placed:
-        raise InputError(f"no Ray worker could be placed within {raycluster.PLACEMENT_SECONDS:g} s for unit "
+        raise InputError(f"no Ray worker could be placed within {seconds:g} s for unit "
                          f"{schedule.runs[0][0].name}: it asks for {raycluster.describe(resources)} (`ray status`): "
                          f"free some, add a node, or lower --workers")
     for i, (node, host) in sorted(placed.items()):

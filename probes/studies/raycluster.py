@@ -1,10 +1,11 @@
 """Ray for a study, bounded: starting a local instance or joining a cluster, placing the actors, Ray's own output.
 
-Joining never hangs: the address is resolved (``auto``: the cluster this machine runs) and its port tried
+Joining never hangs: the address is resolved (``auto``: RAY_ADDRESS, or the cluster `ray start --head` last
+started on this machine, as Ray records it in its temporary folder) and its port tried
 first (nothing listening: refused at once), Ray's connection retries are bounded (``RAY_ENV``, set before
 Ray is first imported; a variable already set wins), and every failure to join (no cluster there, not a Ray
 head's port, the token missing or refused, another Ray or Python version) is one InputError naming the
-address and the fix. Actors that cannot be placed within ``PLACEMENT_SECONDS`` are named with what they asked
+address and the fix. Actors given no worker within ``placement_seconds()`` are named with what they asked
 for and what the cluster has free; the study goes on with those placed, or stops (InputError) where none is.
 Ray's own messages (its logging, the raylet's dumps it prints on stdout, the C++ client's warnings while
 connecting) go to a log file (the study's OUT/ray.log), not to the terminal.
@@ -17,6 +18,7 @@ import os
 import re
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -25,8 +27,13 @@ from probes.errors import InputError
 # Ray's connection retries (read when Ray is imported): without them a join of an address where no Ray head
 # answers retries for minutes (35 s per try × 20 tries)
 RAY_ENV = {"RAY_py_gcs_connect_timeout_s": "5", "RAY_gcs_rpc_server_connect_timeout_s": "3"}
-JOIN_TRIES = "3"  # RAY_gcs_server_port_wait_time_s while joining: tries of about 1 s (auth) to 8 s (no answer)
+JOIN_TRIES = "2"  # RAY_gcs_server_port_wait_time_s while joining: tries of about 1 s (a refused token) to 11 s (no answer)
 PLACEMENT_SECONDS = 60.0  # how long an actor may wait for a free CPU/GPU before it is given up
+
+
+def placement_seconds() -> float:
+    """How long an actor may wait to be placed: PROBES_RAY_PLACEMENT_S, else PLACEMENT_SECONDS."""
+    return float(os.environ.get("PROBES_RAY_PLACEMENT_S") or PLACEMENT_SECONDS)
 PORT_SECONDS = 5.0  # how long the head's port may take to accept a TCP connection
 TOKEN_FIX = ("set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to the head's token (`ray get-auth-token` on the head; "
              "or the token's file in RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)")
@@ -42,24 +49,30 @@ def import_ray():
     return ray
 
 
-def start_local(cpus: int) -> None:
-    """A new local Ray instance with `cpus` CPUs (never a cluster that happens to run here: that is --address)."""
+def start_local(cpus: int) -> str:
+    """Start a new local Ray instance with `cpus` CPUs (never a cluster that happens to run here: that is
+    --address); what started."""
     ray = import_ray()
     ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    return f"a local Ray instance with {cpus} CPUs"
 
 
 def join(address: str) -> str:
-    """Join the Ray cluster at `address` ("auto": the one this machine runs; HOST:PORT: its head); the address
+    """Join the Ray cluster at `address` ("auto": RAY_ADDRESS, or the one `ray start --head` last started on this
+    machine; HOST:PORT: its head's); what it
     joined. InputError (one line: the address and the fix) where it cannot be joined."""
     ray = import_ray()
     from ray._private.services import canonicalize_bootstrap_address
+    from ray._private.utils import read_ray_address
 
+    given = (os.environ.get("RAY_ADDRESS") or read_ray_address()) if address == "auto" else address
+    if not given:  # (not Ray's own fallback for auto: any GCS process on the machine, whoever started it)
+        raise InputError("--address auto: no Ray cluster was started on this machine (no RAY_ADDRESS, no "
+                         "ray_current_cluster in Ray's temporary folder): start one (`ray start --head`) or give "
+                         "its head's HOST:PORT; without --address a new local Ray instance starts")
     try:
-        target = canonicalize_bootstrap_address(address)
+        target = canonicalize_bootstrap_address(given)
     except (ConnectionError, ValueError) as e:
-        if address == "auto":
-            raise InputError("--address auto: no Ray cluster runs on this machine: start one (`ray start --head`) or "
-                             "give its head's HOST:PORT; without --address a local Ray instance starts") from None
         raise InputError(f"--address {address}: not a Ray address ({e}): give the head's HOST:PORT "
                          f"(`ray start --head` prints it; default port 6379)") from None
     host, _, port = target.rpartition(":")
@@ -77,7 +90,7 @@ def join(address: str) -> str:
     finally:
         if waited is None:
             del os.environ["RAY_gcs_server_port_wait_time_s"]
-    return target
+    return f"joined the Ray cluster at {target}"
 
 
 def refusal(target: str, error: BaseException) -> str:
@@ -120,20 +133,37 @@ def _asked(resources: dict[str, float]) -> dict[str, float]:
 
 
 def place(actors: list, seconds: float) -> tuple[dict[int, tuple[str, str]], list[int]]:
-    """Wait up to `seconds` for `actors` to start: ({index: (node id, IP address)} of those placed, the indices of those
-    that are not (killed: their resources are not waited for any longer))."""
+    """Wait for `actors` to start: ({index: (node id, IP address)} of those started, the indices of those that
+    died starting or were given no worker within `seconds` (no free CPU/GPU: killed, so their resources are not
+    waited for any longer)). One given its worker is waited for until it starts or dies: its process imports
+    probes and torch, which takes long on a loaded node but ends."""
     ray = import_ray()
-    refs = {a.where.remote(): i for i, a in enumerate(actors)}
-    done, waiting = ray.wait(list(refs), num_returns=len(refs), timeout=seconds)
-    placed, lost = {}, [refs[r] for r in waiting]
-    for ref in done:
-        try:
-            placed[refs[ref]] = ray.get(ref)
-        except ray.exceptions.RayError:
-            lost.append(refs[ref])
+    waiting = {a.where.remote(): i for i, a in enumerate(actors)}
+    placed, lost = {}, []
+    deadline = time.monotonic() + seconds
+    while waiting:
+        done, _ = ray.wait(list(waiting), num_returns=len(waiting), timeout=0.5)
+        for ref in done:
+            i = waiting.pop(ref)
+            try:
+                placed[i] = ray.get(ref)
+            except ray.exceptions.RayError:
+                lost.append(i)
+        if time.monotonic() > deadline:
+            for ref, i in list(waiting.items()):
+                if not _has_worker(actors[i]):
+                    lost.append(waiting.pop(ref))
     for i in lost:
         ray.kill(actors[i])
     return placed, sorted(lost)
+
+
+def _has_worker(actor) -> bool:
+    """Whether Ray has given `actor` a worker process (its address' port is set once one is leased; Ray's state
+    API would need the dashboard, which a cluster may not run)."""
+    from ray._private.state import actors
+
+    return actors(actor._actor_id.hex())["Address"]["Port"] != 0
 
 
 @contextlib.contextmanager
