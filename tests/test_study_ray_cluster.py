@@ -210,7 +210,8 @@ def test_every_failure_to_join_is_one_line_naming_the_address_and_the_fix(cluste
         "no cluster for auto": ("auto", cluster.env, "--address auto: no Ray cluster was started on this machine"),
         "not a Ray head's port": (f"127.0.0.1:{free_ports(1)[0]}", cluster.env, "not a Ray head's GCS port"),
         "token auth not set": (cluster.address, no_token, "asks for token authentication: set RAY_AUTH_MODE=token"),
-        "token missing": (cluster.address, {**no_token, "RAY_AUTH_MODE": "token"}, "but no token is set here"),
+        "token missing": (cluster.address, {**no_token, "RAY_AUTH_MODE": "token", "HOME": str(tmp_path)},
+                          "but no token is set here"),  # (HOME: no ~/.ray/auth_token from a local instance)
         "wrong token": (cluster.address, {**cluster.env, "RAY_AUTH_TOKEN": secrets.token_hex(32)},
                         "refused this token: set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to the head's token"),
     }
