@@ -209,7 +209,8 @@ def _ray(units: list[Unit], workers: int | None, address: str | None, say: Say, 
     started = not ray.is_initialized()
     if started:
         with raycluster.ray_output(log, stderr_too=True):
-            joined = raycluster.join(address) if address else raycluster.start_local(max(workers or 1, os.cpu_count() or 1))
+            cpus = max(workers or 1, os.cpu_count() or 1)
+            joined = raycluster.join(address) if address else raycluster.start_local(cpus)
         say(f"probes study: {joined} (Ray's own messages: {log})")
     try:
         with raycluster.ray_output(log):
@@ -220,7 +221,8 @@ def _ray(units: list[Unit], workers: int | None, address: str | None, say: Say, 
                 ray.shutdown()
 
 
-def _on_ray(units: list[Unit], workers: int | None, address: str | None, say: Say, ray, cuda: bool) -> Iterator[Outcome]:
+def _on_ray(units: list[Unit], workers: int | None, address: str | None, say: Say, ray,
+            cuda: bool) -> Iterator[Outcome]:
     """The units on the running Ray session: as many actors as asked for (default: as the cluster has room for)
     and it has room for, each placed within raycluster.placement_seconds() or given up."""
     from probes.studies import raycluster

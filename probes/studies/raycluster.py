@@ -27,7 +27,8 @@ from probes.errors import InputError
 # Ray's connection retries (read when Ray is imported): without them a join of an address where no Ray head
 # answers retries for minutes (35 s per try × 20 tries)
 RAY_ENV = {"RAY_py_gcs_connect_timeout_s": "5", "RAY_gcs_rpc_server_connect_timeout_s": "3"}
-JOIN_TRIES = "2"  # RAY_gcs_server_port_wait_time_s while joining: tries of about 1 s (a refused token) to 11 s (no answer)
+# RAY_gcs_server_port_wait_time_s while joining: tries of about 1 s (a refused token) to 11 s (no answer)
+JOIN_TRIES = "2"
 PLACEMENT_SECONDS = 60.0  # how long an actor may wait for a free CPU/GPU before it is given up
 
 
