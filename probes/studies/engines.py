@@ -56,15 +56,15 @@ def check_engine(engine: str, workers: int | None, address: str | None) -> None:
             raise InputError("the ray engine needs Ray: pip install 'attention-probes[ray]'") from None
 
 
-def execute(units: list[Unit], engine: str, workers: int | None, address: str | None = None, say: Say = print,
+def execute(units: list[Unit], engine: str, workers: int | None, address: str | None = None, say: Say | None = None,
             log: Path | None = None) -> Iterator[Outcome]:
     """One Outcome per unit, in the order they finish. workers None: 1 local, or as many Ray workers as the
-    cluster has room for. say: the engine's own lines (Ray workers placed, not placed, lost); log: where Ray's
-    own output goes (None: where Ray prints it)."""
+    cluster has room for. say: the engine's own lines (Ray workers placed, not placed, lost; default: on
+    stderr); log: where Ray's own output goes (None: where Ray prints it)."""
     if not units:
         return iter(())
     if engine == "ray":
-        return _ray(units, workers, address, say, log)
+        return _ray(units, workers, address, say or (lambda line: print(line, file=sys.stderr)), log)
     if workers in (None, 1):
         return (run_unit(u) for u in units)
     return _processes(units, workers)
