@@ -268,6 +268,8 @@ def test_two_nodes_survive_the_second_nodes_raylet_killed_mid_study(cluster, stu
     assert killed == [1]
     assert re.search(rf"probes study: Ray worker \d on node {second[:12]} \(\S+\) died running ", err), err
     assert out.startswith("study: 4 of 4 units run") and len(out.splitlines()) == 1
+    # Ray's dump of the lost raylet's log (tens of lines, printed on stdout by Ray) is in the study's log
+    assert "Raylet is terminated" in (tmp_path / "out" / "ray.log").read_text(encoding="utf-8")
     records = [json.loads(p.read_text()) for p in (tmp_path / "out" / ".units").glob("*/unit.json")]
     assert {r["node"] for r in records} <= {cluster.head, second}
     assert sorted(r["attempts"] for r in records) == [1, 1, 1, 2]  # the unit the second node was running
