@@ -249,9 +249,9 @@ def test_without_an_address_a_new_local_instance_starts_while_a_cluster_runs(clu
 
 
 def test_two_nodes_survive_the_second_nodes_raylet_killed_mid_study(cluster, study_file, tmp_path):
-    """A second node joins (1 CPU); the study's two actors are placed one on each; the second node's raylet is
-    killed (SIGKILL) as soon as they are: the unit it ran is retried, the rest go to the head, and the results
-    are the local engine's."""
+    """A second node joins (1 CPU); the study's two actors (--workers by default: as many as the cluster has
+    free CPUs) are placed one on each; the second node's raylet is killed (SIGKILL) as soon as they are: the
+    unit it ran is retried, the rest go to the head, and the results are the local engine's."""
     second = cluster.start("second", 1)
     killed = []
 
@@ -262,10 +262,11 @@ def test_two_nodes_survive_the_second_nodes_raylet_killed_mid_study(cluster, stu
                 p.send_signal(signal.SIGKILL)
             killed.append(len(raylets))
 
-    code, out, err, seconds = cluster.study(study_file, tmp_path / "out", "--address", cluster.address,
-                                            "--workers", "2", on_line=kill_second)
+    code, out, err, _ = cluster.study(study_file, tmp_path / "out", "--address", cluster.address, on_line=kill_second)
     assert code == 0, err
     assert killed == [1]
+    assert {f"probes study: Ray worker {i} on node" for i in (1, 2)} <= {line[:34] for line in err.splitlines()}
+    assert "Ray workers asked for" not in err  # --workers by default: the cluster's 2 free CPUs
     assert re.search(rf"probes study: Ray worker \d on node {second[:12]} \(\S+\) died running ", err), err
     assert out.startswith("study: 4 of 4 units run") and len(out.splitlines()) == 1
     # Ray's dump of the lost raylet's log (tens of lines, printed on stdout by Ray) is in the study's log
