@@ -1,8 +1,8 @@
 """Ray for a study, bounded: starting a local instance or joining a cluster, placing the actors, Ray's own output.
 
 Joining never hangs: the address is resolved (``auto``: RAY_ADDRESS, or the cluster `ray start --head` last
-started on this machine, as Ray records it in its temporary folder) and its port tried
-first (nothing listening: refused at once), Ray's connection retries are bounded (``RAY_ENV``, set before
+started on this machine, as Ray records it in its temporary folder) and its port tried first (nothing
+listening: refused at once), Ray's connection retries are bounded (``RAY_ENV``, set before
 Ray is first imported; a variable already set wins), and every failure to join (no cluster there, not a Ray
 head's port, the token missing or refused, another Ray or Python version) is one InputError naming the
 address and the fix. Actors given no worker within ``placement_seconds()`` are named with what they asked
@@ -30,14 +30,14 @@ RAY_ENV = {"RAY_py_gcs_connect_timeout_s": "5", "RAY_gcs_rpc_server_connect_time
 # RAY_gcs_server_port_wait_time_s while joining: tries of about 1 s (a refused token) to 11 s (no answer)
 JOIN_TRIES = "2"
 PLACEMENT_SECONDS = 60.0  # how long an actor may wait for a free CPU/GPU before it is given up
+PORT_SECONDS = 5.0  # how long the head's port may take to accept a TCP connection
+TOKEN_FIX = ("set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to the head's token (`ray get-auth-token` on the head; "
+             "or the token's file in RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)")
 
 
 def placement_seconds() -> float:
     """How long an actor may wait to be placed: PROBES_RAY_PLACEMENT_S, else PLACEMENT_SECONDS."""
     return float(os.environ.get("PROBES_RAY_PLACEMENT_S") or PLACEMENT_SECONDS)
-PORT_SECONDS = 5.0  # how long the head's port may take to accept a TCP connection
-TOKEN_FIX = ("set RAY_AUTH_MODE=token and RAY_AUTH_TOKEN to the head's token (`ray get-auth-token` on the head; "
-             "or the token's file in RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)")
 
 
 def import_ray():
@@ -60,8 +60,8 @@ def start_local(cpus: int) -> str:
 
 def join(address: str) -> str:
     """Join the Ray cluster at `address` ("auto": RAY_ADDRESS, or the one `ray start --head` last started on this
-    machine; HOST:PORT: its head's); what it
-    joined. InputError (one line: the address and the fix) where it cannot be joined."""
+    machine; HOST:PORT: its head's); what it joined. InputError (one line: the address and the fix) where it
+    cannot be joined."""
     ray = import_ray()
     from ray._private.services import canonicalize_bootstrap_address
     from ray._private.utils import read_ray_address
