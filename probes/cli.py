@@ -180,9 +180,11 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     study.add_argument("--out", metavar="DIR", type=check_output_folder, help="output folder (default: the file's out)")
     study.add_argument("--engine", choices=("local", "ray"), default="local",
                        help="local (default: this process, or --workers processes) or ray (needs attention-probes[ray])")
-    study.add_argument("--workers", type=int, default=1, help="worker processes or Ray actors (default 1)")
-    study.add_argument("--address", help="with --engine ray: the cluster to join ('auto': the running one; "
-                       "default: start a local Ray instance)")
+    study.add_argument("--workers", type=int, help="worker processes (default 1) or Ray actors (default and at most: "
+                       "as many as the cluster has free CPUs, or GPUs, for)")
+    study.add_argument("--address", help="with --engine ray: the cluster to join, HEAD:PORT ('auto': the one this "
+                       "machine runs; token authentication: RAY_AUTH_MODE=token and RAY_AUTH_TOKEN as on the head; "
+                       "default: start a new local Ray instance)")
     study.add_argument("--plots", choices=PLOT_KINDS, default="overview", help="figures of each result, as `run`")
     study.add_argument("--no-plots", action="store_true", help="the same as --plots none: JSON and CSV only")
     study.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -84,3 +84,34 @@ def test_a_failing_unit_is_retried_once_then_reported_by_name(study_spec, tmp_pa
         assert err.count(f"probes: error: unit {name} failed twice: ") == 1
     assert len(list((out / ".units").iterdir())) == 2  # the dep units, kept for the next run
     assert not (out / "study.json").exists() and not (out / "a").exists()
+
+
+def test_local_workers_end_with_a_killed_driver(study_spec, tmp_path):
+    """`probes study --workers 2` killed with SIGKILL after its first unit: every process it started (the two
+    workers, multiprocessing's helpers) ends within 10 s (the workers used to live on, about 580 MB each)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import psutil
+
+    study_file = tmp_path / "study.toml"
+    study_file.write_text("shards = 2\n[models]\n" + "".join(f'{k} = "{v}"\n' for k, v in study_spec["models"].items())
+                          + f'[settings]\nlimit = 6\nbatch_size = 1\n[[corpora]]\ncorpus = "{bundled_corpus()}"\n'
+                          'probes = ["dep"]\n', encoding="utf-8")
+    root = Path(__file__).resolve().parents[1]
+    driver = subprocess.Popen([sys.executable, "-m", "probes", "study", str(study_file), "--out", str(tmp_path / "out"),
+                               "--workers", "2", "--quiet", "--no-plots"], stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(root)}, cwd=root)
+    try:
+        for line in driver.stderr:
+            if " sentences in " in line:  # the first unit is finished
+                break
+        started = psutil.Process(driver.pid).children(recursive=True)
+        assert len(started) >= 2  # the two workers (and multiprocessing's resource tracker)
+    finally:
+        driver.kill()
+        driver.wait()
+    _, alive = psutil.wait_procs(started, timeout=10)
+    assert not alive, [p.pid for p in alive]

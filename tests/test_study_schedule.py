@@ -106,10 +106,13 @@ class Crash(probes.Probe):
 
 
 @pytest.mark.integration
-def test_a_dead_ray_actor_loses_only_the_unit_it_was_running(tiny_model, tmp_path, monkeypatch):
-    """Units crash, dep, mass on 2 actors: runs [crash, dep] and [mass]. The first actor dies on crash; dep,
-    waiting in its run, is taken over by the other actor and finishes in the first round; crash fails twice."""
-    pytest.importorskip("ray", reason="Ray is not installed (pip install 'attention-probes[ray]')")
+@pytest.mark.parametrize("engine, death", [("ray", "ActorDiedError"), ("local", "worker process died (exit code 3)")])
+def test_a_dead_worker_loses_only_the_unit_it_was_running(tiny_model, tmp_path, monkeypatch, engine, death):
+    """Units crash, dep, mass on 2 workers (Ray actors, local processes): runs [crash, dep] and [mass]. The first
+    worker dies on crash; dep, waiting in its run, is taken over by the other worker and finishes in the first
+    round; crash fails twice."""
+    if engine == "ray":
+        pytest.importorskip("ray", reason="Ray is not installed (pip install 'attention-probes[ray]')")
     from probes import registry
 
     registry.available()
@@ -120,12 +123,12 @@ def test_a_dead_ray_actor_loses_only_the_unit_it_was_running(tiny_model, tmp_pat
             "corpora": [{"corpus": bundled_corpus(), "probes": [name], "name": name}
                         for name in ("crash-worker", "dep", "mass")]}
     with pytest.raises(StudyFailed) as failed:
-        probes.study(spec, tmp_path / "out", engine="ray", workers=2, plots="none", progress=False)
+        probes.study(spec, tmp_path / "out", engine=engine, workers=2, plots="none", progress=False)
     assert list(failed.value.failures) == ["a × crash-worker on crash-worker"]
-    assert "ActorDiedError" in failed.value.failures["a × crash-worker on crash-worker"]
+    assert death in failed.value.failures["a × crash-worker on crash-worker"]
     records = [json.loads(p.read_text()) for p in (tmp_path / "out" / ".units").glob("*/unit.json")]
     assert sorted((r["corpus"], r["attempts"]) for r in records) == [("dep", 1), ("mass", 1)]
-    assert len({r["worker"] for r in records}) == 1  # both on the actor that lived
+    assert len({r["worker"] for r in records}) == 1  # both on the worker that lived
 
 
 @pytest.mark.integration

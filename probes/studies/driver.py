@@ -20,6 +20,7 @@ from probes.studies.spec import StudySpec, read_study
 from probes.studies.units import Unit, UnitStore, plan_units
 
 ATTEMPTS = 2  # a failed unit is tried once more
+RAY_LOG = "ray.log"  # in OUT: Ray's own output (the ray engine's)
 
 
 class StudyFailed(Exception):
@@ -54,11 +55,13 @@ class Study:
 
 
 def study(source: str | Path | dict[str, Any], out: str | Path | None = None, *, engine: str = "local",
-          workers: int = 1, address: str | None = None, plots: bool | str = "overview",
+          workers: int | None = None, address: str | None = None, plots: bool | str = "overview",
           progress: bool | None = None) -> Study:
     """Run a study (a TOML file or a dict of the same shape; see probes.studies.spec) into `out` (default: the
-    file's ``out``). engine "local" (`workers` processes; 1: this process) or "ray" (`address`: "auto" joins
-    a running cluster; none: a local Ray instance with `workers` CPUs). plots: the figures of each result, as
+    file's ``out``). engine "local" (`workers` processes; 1 or None: this process) or "ray" (`address`: "auto"
+    joins the cluster this machine runs, HOST:PORT the one whose head is there; none: a new local Ray instance;
+    `workers` actors, default and at most as many as the cluster has room for; Ray's own output goes to
+    OUT/ray.log). plots: the figures of each result, as
     ``ProbeResult.save``. progress: a bar over units on stderr (default: when stderr is a terminal); one line
     per unit run is printed on stderr either way. Returns the Study; raises StudyFailed naming the units
     that failed twice, InputError for a bad study (before anything is run or written)."""
@@ -101,7 +104,7 @@ def _run(todo: list[Unit], store: UnitStore, engine: str, workers: int, address:
         for attempt in range(1, ATTEMPTS + 1):
             by_key = {u.key: u for u in todo}
             failures = {}
-            for outcome in execute(todo, engine, workers, address):
+            for outcome in execute(todo, engine, workers, address, bar.write, store.root.parent / RAY_LOG):
                 unit = by_key[outcome.key]
                 if outcome.files is None:
                     failures[unit.key] = outcome.error
@@ -110,8 +113,9 @@ def _run(todo: list[Unit], store: UnitStore, engine: str, workers: int, address:
                 store.save(unit, outcome, attempt)
                 ran.add(unit.key)
                 load = f", model loaded in {outcome.load_seconds:.1f} s" if outcome.load_seconds else ""
+                node = f" on Ray node {outcome.node[:12]}" if outcome.node else ""
                 bar.write(f"probes study: {unit.name}: {outcome.sentences} sentences in {outcome.seconds:.1f} s{load} "
-                        f"({outcome.worker})")
+                          f"({outcome.worker}{node})")
                 bar.update()
             todo = [by_key[k] for k in failures]
             if not todo:

@@ -6,7 +6,8 @@ path, and the sha256 of its weights and of every other file of its folder: confi
 group's probes with their options as the probes convert them, the corpus and fit files (paths and
 sha256), the run settings, the code files registering probes, and the shard. Finished units live in
 ``OUT/.units/<key>/``: the probes' state files (``probes.state_files``), ``views.json`` (the per-sentence
-views of an unsharded unit) and ``unit.json`` (what ran, where, with how many threads, how long). The
+views of an unsharded unit) and ``unit.json`` (what ran, where: host:pid and the Ray node, with how many
+threads, how long). The
 folder is written under a temporary name and renamed when complete, so a unit is either finished or
 absent, whenever the study is killed. Only the driver writes there; workers return the files' bytes.
 """
@@ -66,8 +67,9 @@ class Outcome:
     seconds: float = 0.0  # the unit's probes.run (reading, tokenising, forward passes, scoring)
     load_seconds: float = 0.0  # loading the model, when this unit had to (0: the worker's loaded one)
     sentences: int = 0
-    worker: str = ""
+    worker: str = ""  # host:pid of the process that ran it
     threads: int = 0  # torch's intra-op threads in the worker that ran it
+    node: str | None = None  # the Ray node it ran on (None: not on Ray)
 
 
 def plan_units(spec: StudySpec) -> list[Unit]:
@@ -189,7 +191,7 @@ class UnitStore:
                   "corpus": unit.group.name, "probes": list(unit.group.probes),
                   "shard": f"{unit.shard}/{unit.group.shards}", "sentences": outcome.sentences,
                   "seconds": round(outcome.seconds, 3), "load_seconds": round(outcome.load_seconds, 3),
-                  "worker": outcome.worker, "threads": outcome.threads, "attempts": attempts,
+                  "worker": outcome.worker, "node": outcome.node, "threads": outcome.threads, "attempts": attempts,
                   "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=f".tmp-{unit.key[:16]}-"))
