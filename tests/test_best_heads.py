@@ -70,8 +70,10 @@ def test_show_says_why_no_head_is_best_and_leaves_rare_labels_out():
     assert lines[6] == "1 labels below the minimum count (20 instances) not shown; --all-labels shows them"
     assert len(lines) == 7
     every = table_lines(r, all_labels=True)
-    assert every[5].split() == ["iobj", "3", "L0-H1", "0.600"] and every[6].startswith("overall")
-    assert len(every) == 7  # nothing hidden, no line about it
+    assert every[5].split() == ["iobj", "3", "L0-H1", "0.600", "(few)"] and every[6].startswith("overall")
+    # nothing hidden, no line about it; a line saying what "(few)" means
+    assert every[7] == "(few): 1 labels below the minimum count (20 instances), shown as asked: their scores rest on few instances"
+    assert len(every) == 8
 
 
 def test_show_warns_where_the_best_head_does_not_beat_its_baseline():
