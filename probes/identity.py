@@ -3,68 +3,56 @@
 Sharding (probes.state_files) splits a corpus by it, and the bootstrap (probes.bootstrap) draws each
 sentence's replicate weights from it, so that shards and checkpoints over one corpus agree.
 
-The key is made of what the probes read, and nothing else: the sentence's words and their annotation
-(``Sentence.ann``, serialised canonically by ``content_digest``), and its occurrence (``Sentence.occurrence``,
-below). Not the file's name, the sentence's line or sent_id, nor the bytes around the words: CR LF line
-endings, a byte-order mark, comments (all but CoNLL-U's ``# text``, which the reader puts in ann["text"])
-and empty nodes change no key, so they change no interval and no shard.
+The key is made of what every probe reads, and nothing else: the sentence's words (``content_digest``) and
+its occurrence (``Sentence.occurrence``, below). Not the file's name, the sentence's line or sent_id, nor
+the bytes around the words: CR LF line endings, a byte-order mark, comments and empty nodes change no key,
+so they change no interval and no shard.
 
-The occurrence: how many earlier sentences of the corpus stream have the same words and annotation (0 for
-the first). A corpus may hold the very same sentence more than once: 88 of UD English EWT's 2,001 dev
-sentences repeat an earlier one ("( Laughter . )", "Thanks ,", "?" and the like), 106 of its 2,077 test
-sentences. Each is a draw of its own from what the corpus samples, so each must get replicate weights of
-its own: with one key for both, every replicate would give them the same Poisson weight, resampling them as
-one unit of double weight (per pair a variance of 4 instead of 2), which widens the intervals of whatever
-such sentences weigh on. The occurrence tells them apart, and it is the same in every shard and every run:
-``Occurrences`` numbers the sentences of a whole corpus stream (probes.state_files.ShardStream sees every
-sentence in every shard, its own or not), and the numbering follows the content, not the files' order or
-bytes: identical sentences are interchangeable, so the corpus' keys are the same set whichever of them comes
-first. Its cost: one 64-bit number and a count per distinct sentence of the corpus, about 100 bytes each
-(10 MB for 100,000 sentences), and about 50 µs a sentence for the digest (2-core AVX-512 Xeon).
+Not the annotation (``Sentence.ann``) either, though probes read it: what a reader puts there follows its
+options and the probes asked for (``--subtypes`` keeps ``nmod:poss``, srl reads the same CoNLL-U file as
+Universal PropBank, ner joins a layer of entities, ``--annotate`` adds silver tags), and a key made of it
+would give the same sentence of the same file other replicate weights in two such runs, which
+``probes compare`` (probes.bootstrap.paired_delta, which checks the corpus files' sha256) would then pair as
+if they were one draw. Two sentences with the same words but another annotation are told apart as
+duplicates are, by their occurrence.
+
+The occurrence: how many earlier sentences of the corpus stream have the same words (0 for the first). A
+corpus may hold the very same sentence more than once: 88 of UD English EWT's 2,001 dev sentences repeat an
+earlier one ("( Laughter . )", "Thanks ,", "?" and the like), 106 of its 2,077 test sentences. Each is a
+draw of its own from what the corpus samples, so each must get replicate weights of its own: with one key
+for both, every replicate would give them the same Poisson weight, resampling them as one unit of double
+weight (per pair a variance of 4 instead of 2), which widens the intervals of whatever such sentences weigh
+on. The occurrence tells them apart, and it is the same in every shard and every run: ``Occurrences``
+numbers the sentences of a whole corpus stream (probes.state_files.ShardStream sees every sentence in every
+shard, its own or not), and the numbering follows the words, not the files' order or bytes: sentences with
+the same words are interchangeable to the numbering, so the corpus' keys are the same set whichever of them
+comes first. Its cost: one 64-bit number and a count per distinct sentence of the corpus, about 100 bytes
+each (10 MB for 100,000 sentences).
 """
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
-
-import numpy as np
 
 from probes.corpus.sentence import Sentence
-from probes.errors import InputError
 
 
 def content_digest(sentence: Sentence) -> bytes:
-    """SHA-256 of the sentence's words and annotation: the JSON of ``[words, ann]`` with dict keys sorted, no
-    spaces, non-ASCII as is (tuples written as lists, sets sorted, numpy arrays and numbers as their values).
-    InputError for an annotation value of another type (a reader's ann holds such plain values)."""
-    try:
-        text = json.dumps([sentence.words, sentence.ann], sort_keys=True, ensure_ascii=False,
-                          separators=(",", ":"), default=_plain)
-    except TypeError as e:
-        raise InputError(f"the sentence's annotation cannot be written canonically ({e})", sentence.source,
-                         sentence.line or None) from None
+    """SHA-256 of the sentence's words: of their JSON list (``["Hi","there"]``, no spaces, non-ASCII as is)."""
+    text = json.dumps(sentence.words, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).digest()
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, (set, frozenset)):
-        return sorted(value)
-    if isinstance(value, (np.ndarray, np.generic)):
-        return value.tolist()
-    raise TypeError(f"a {type(value).__name__} is not a plain value")
 
 
 def sentence_key(sentence: Sentence, digest: bytes | None = None) -> int:
     """A 256-bit number naming the sentence: SHA-256 of its content digest (`digest`, computed where not given)
-    and its occurrence."""
+    and its occurrence (8 bytes, big-endian)."""
     digest = content_digest(sentence) if digest is None else digest
     return int.from_bytes(hashlib.sha256(digest + sentence.occurrence.to_bytes(8, "big")).digest(), "big")
 
 
 class Occurrences:
     """The numbering of one corpus stream: ``key(sentence)``, called on every sentence of the stream in order,
-    sets ``sentence.occurrence`` to the number of earlier sentences with its content and returns its key."""
+    sets ``sentence.occurrence`` to the number of earlier sentences with its words and returns its key."""
 
     def __init__(self) -> None:
         # 64 bits of a content digest -> sentences with it so far (two contents that share them, 2^-64 a pair,

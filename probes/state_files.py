@@ -1,9 +1,9 @@
 """Shards of a run and the probes' additive state on disk: ``probes run --shard I/N --state DIR`` and ``probes merge``.
 
 A shard is a deterministic share of a run's sentences: sentence s belongs to shard
-``key(s) mod N``, where key(s) is the SHA-256 of the sentence's identity (its words, their annotation
-and its occurrence among identical sentences: probes.identity, numbered over the whole corpus stream
-in every shard), so the split is the same on every machine, in any corpus order and however the file
+``key(s) mod N``, where key(s) is the SHA-256 of the sentence's identity (its words and its occurrence
+among sentences with the same words: probes.identity, numbered over the whole corpus stream in every
+shard), so the split is the same on every machine, in any corpus order and however the file
 was written (line endings, byte-order mark, comments, empty nodes). Everything that reads the whole corpus stays whole in every shard: ``--limit``
 (first N sentences) is applied before the split, ``Probe.prepare`` (e.g. rare's word frequencies)
 sees every sentence, and the fit phase (pos, ner, con centroids) runs on the whole fit corpus in

@@ -13,7 +13,7 @@ class Sentence:
     ann:   annotations keyed by name; per-word lists are aligned with `words`
            (e.g. ann["head"][i] is the 1-based head of word i+1, 0 = root).
     source, line: file and 1-based line where the sentence starts, for error messages.
-    occurrence: how many earlier sentences of the corpus have the same words and ann (0 for the first);
+    occurrence: how many earlier sentences of the corpus have the same words (0 for the first);
            numbered where a run reads its corpus (probes.identity.Occurrences), part of its identity.
     """
 
