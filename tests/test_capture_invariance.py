@@ -51,9 +51,9 @@ def _groups() -> list[tuple[str, ...]]:
 
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("names", _groups(), ids=lambda names: "+".join(names))
-def test_given_the_same_maps_every_probe_gives_the_same_bits_however_captured_and_batched(names, threads, minilm,
-                                                                                         tmp_path, request,
-                                                                                         monkeypatch):
+def test_given_the_same_maps_every_probe_gives_the_same_numbers_however_captured_and_batched(names, threads, minilm,
+                                                                                            tmp_path, request,
+                                                                                            monkeypatch):
     kwargs = probe_run_arguments(names[0], tmp_path, lambda: request.getfixturevalue("shared_corpora"))
     assert minilm.capture == "hooks"
     with torch_threads(threads):
