@@ -17,9 +17,9 @@ import torch
 
 import probes
 from probe_corpora import CORPORA, grids, probe_run_arguments, same
-from rows_alone import FLOAT32_ROUNDING, THREADS, rows_alone, torch_threads
 from probes.model import Encoder
 from probes.runner import Feed
+from rows_alone import FLOAT32_ROUNDING, THREADS, rows_alone, torch_threads
 
 pytestmark = [pytest.mark.integration]
 REFERENCE_BATCH = 8
