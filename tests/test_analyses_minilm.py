@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import probes
+from probe_corpora import grids, same
 from probes.cli import main
 from probes.encoding import encode
 from probes.registry import available
-from probe_corpora import grids, same
 from rows_alone import FLOAT32_ROUNDING, THREADS, rows_alone, torch_threads
 
 pytestmark = pytest.mark.integration

@@ -17,9 +17,9 @@ import torch
 
 import probes
 from probe_corpora import CORPORA, grids, probe_run_arguments, same
-from rows_alone import FLOAT32_ROUNDING, THREADS, rows_alone, torch_threads
 from probes.model import Encoder
 from probes.runner import Feed
+from rows_alone import FLOAT32_ROUNDING, THREADS, rows_alone, torch_threads
 
 pytestmark = [pytest.mark.integration]
 REFERENCE_BATCH = 8
@@ -51,9 +51,9 @@ def _groups() -> list[tuple[str, ...]]:
 
 @pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("names", _groups(), ids=lambda names: "+".join(names))
-def test_given_the_same_maps_every_probe_gives_the_same_bits_however_captured_and_batched(names, threads, minilm,
-                                                                                         tmp_path, request,
-                                                                                         monkeypatch):
+def test_given_the_same_maps_every_probe_gives_the_same_numbers_however_captured_and_batched(names, threads, minilm,
+                                                                                            tmp_path, request,
+                                                                                            monkeypatch):
     kwargs = probe_run_arguments(names[0], tmp_path, lambda: request.getfixturevalue("shared_corpora"))
     assert minilm.capture == "hooks"
     with torch_threads(threads):
