@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Iterable, Iterator
 
+from probes.argtypes import Shard
 from probes.corpus import CorpusStream
 from probes.corpus.sentence import Sentence
 from probes.encoding import Encoded, UnknownWords, encode, unknown_words
@@ -27,7 +28,7 @@ from probes.errors import InputError
 from probes.fitting import FitPlan
 from probes.model import Encoder
 from probes.probe import Probe
-from probes.state_files import Shard, ShardStream
+from probes.state_files import ShardStream
 
 # Sentences read, filtered and tokenised at a time: UD English EWT's dev and test (2,001 and 2,077 sentences)
 # are one chunk. A chunk of EWT holds about 5 kB of Sentence objects and 6 kB of tokenizer output a sentence.

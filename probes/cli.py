@@ -10,19 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
-from probes.compare.commands import add_commands as add_compare_commands
 from probes.ablation.commands import COMMANDS as ABLATION_COMMANDS
 from probes.ablation.commands import add_commands as add_ablation_commands
+from probes.argtypes import check_output_file, check_output_folder, parse_head, parse_heads, parse_shard
 from probes.arguments import add_code_argument, add_probe_options, chosen_options, input_path
-from probes.corpus import INVALID_TREES
-from probes.errors import InputError
-from probes.builtin.seg.show import parse_head
-from probes.examples import DEFAULT_SENTENCES, parse_heads
-from probes.presentation import PLOT_KINDS
-from probes.results import DEFAULT_MIN_COUNT, check_output_file, check_output_folder
-from probes.state_files import parse_shard
-from probes.studies.driver import StudyFailed
+from probes.choices import (DEFAULT_MIN_COUNT, DEFAULT_REPLICATES, DEFAULT_SEED, DEFAULT_SENTENCES, INVALID_TREES,
+                            PLOT_KINDS, POOLING_RULES, WEIGHT_KINDS)
+from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
+from probes.compare.commands import add_commands as add_compare_commands
+from probes.errors import InputError, StudyFailed
 
 PROBE_OPTION_COMMANDS = ("run", "ablate")  # the commands that take every registered probe's options
 
@@ -57,9 +53,6 @@ def probe_option_parsers() -> dict[str, argparse.ArgumentParser]:
 
 def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     from probes import __version__
-    from probes.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED
-    from probes.norms import WEIGHT_KINDS
-    from probes.pooling import POOLING_RULES
     from probes.protocols import PROTOCOLS
 
     parser = argparse.ArgumentParser(prog="probes", description="Parameter-free probing of transformer attention "
@@ -361,9 +354,9 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from probes.registry import available
+    from probes.registry import declared
 
-    probes = available()
+    probes = declared()
     width = max(len(n) for n in probes)
     for name, cls in probes.items():
         print(f"{name:<{width}}  {cls.description}")

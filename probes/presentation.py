@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from probes.choices import PLOT_KINDS
 from probes.results import ProbeResult, safe_name, short_model_name
 
 
@@ -74,7 +75,6 @@ def above_baseline(result: ProbeResult, label: str) -> np.ndarray | None:
         return np.nan_to_num(entry.ci_low, nan=-np.inf) > base["best"]
 
 
-PLOT_KINDS = ("overview", "labels", "all-labels", "none")
 OVERVIEW_MIN_COUNT = 20  # results that record no --min-count: labels with fewer instances are left out of the overview
 OVERVIEW_MOST = 48  # tiles in one overview, overall included
 

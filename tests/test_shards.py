@@ -31,7 +31,8 @@ from probes.cli import main
 from probes.corpus import read_corpus
 from probes.defaults import bundled_corpus
 from probes.provenance import sha256
-from probes.state_files import BATCHING, Shard, parse_shard, sentence_key, split
+from probes.argtypes import Shard, parse_shard
+from probes.state_files import BATCHING, sentence_key, split
 from tiny_models import build_tiny_model
 
 SHARDS = (1, 2, 7)

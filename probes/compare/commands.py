@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from probes.argtypes import check_output_file, check_output_folder
 from probes.arguments import input_path
 from probes.errors import InputError
-from probes.results import check_output_file, check_output_folder
 
 EPILOG = """\
 examples:
