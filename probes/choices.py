@@ -10,5 +10,6 @@ POOLING_RULES = ("mean-sum", "first-sum", "last-sum", "mean-mean", "first")  # s
 WEIGHT_KINDS = ("attention", "norm")  # what LayerMaps.attention holds: the probabilities, or the norm-based map
 INVALID_TREES = ("refuse", "skip")  # what a reader does with a sentence that is not a tree (probes.corpus.trees)
 PLOT_KINDS = ("overview", "labels", "all-labels", "none")  # the figures a saved result gets (probes.presentation)
+COMPARE_SORTS = ("count", "score", "delta", "label")  # orders of `probes compare`'s table (probes.compare)
 SWEEPS = ("heads", "layers", "halves", "random")  # head sets an ablation sweeps (probes.ablation.masks)
 MODES = ("zero", "uniform")  # what a disabled head becomes (probes.ablation.masking)

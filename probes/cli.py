@@ -8,6 +8,7 @@ files behind; ``main`` is the one place that turns errors into that line. Output
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 
 from probes.ablation.commands import COMMANDS as ABLATION_COMMANDS
@@ -55,7 +56,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     from probes import __version__
     from probes.protocols import PROTOCOLS
 
-    parser = argparse.ArgumentParser(prog="probes", description="Parameter-free probing of transformer attention "
+    parser = ProbesParser(prog="probes", description="Parameter-free probing of transformer attention "
                                      "heads: which heads encode which linguistic relations, with no classifier trained.")
     parser.add_argument("--version", action="version", version=f"probes {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -190,7 +191,36 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     add_code_argument(merge)
     add_compare_commands(sub)  # compare, similarity, correlate, plot (probes.compare.commands)
     add_ablation_commands(sub)  # ablate (probes.ablation.commands)
+    parser.commands = sub.choices
     return parser, sub.choices
+
+
+class ProbesParser(argparse.ArgumentParser):
+    """The `probes` parser: an option its command does not know is refused by that command's parser (its usage,
+    exit 2), naming the closest option it has (``--limt`` → "did you mean --limit?")."""
+
+    commands: dict[str, argparse.ArgumentParser]  # set by _parsers
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            command = self.commands[parsed.command]
+            command.error(f"unrecognized arguments: {' '.join(unknown)}{_suggestions(command, unknown)}")
+        return parsed
+
+
+def _suggestions(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+    """"; did you mean --limit?" for the unknown options that are close to one of `parser`'s (difflib)."""
+    flags = [flag for action in parser._actions for flag in action.option_strings]
+    close = {}  # the unknown option -> the closest known one
+    for given in (u.split("=", 1)[0] for u in unknown if u.startswith("--")):
+        if match := difflib.get_close_matches(given, flags, n=1):
+            close[given] = match[0]
+    if not close:
+        return ""
+    if len(close) == 1:
+        return f"; did you mean {next(iter(close.values()))}?"
+    return "; did you mean " + ", ".join(f"{known} for {given}" for given, known in close.items()) + "?"
 
 
 def _inputs_and_output(parser: argparse.ArgumentParser, name: str, metavar: str, help: str, output_metavar: str,
@@ -337,6 +367,8 @@ def _report(results: dict, out, plots: bool | str, all_labels: bool = False) -> 
             written = result.save(out, plots=plots)
             print(f"{name}: {result.info.sentences} sentences scored, {sum(result.info.skipped.values())} skipped; "
                   f"wrote {len(written)} files to {out}")
+            if note := result.info.skip_note():
+                print(f"  {note}")
         else:
             print(format_result(result, all_labels=all_labels))
 

@@ -28,6 +28,7 @@ from probes.packing import pack, unpack
 SCHEMA_VERSION = 1
 UMASK = os.umask(0)  # this process's file-creation mask (read once: os.umask can only be read by setting it)
 os.umask(UMASK)
+SKIP_NOTE_SHARE = 0.10  # a run that skips more of the sentences it read names the reasons under its summary
 
 
 @dataclass
@@ -43,6 +44,20 @@ class RunInfo:
     settings: dict[str, Any]  # batch size, pooling, max length, device, ...
     provenance: dict[str, Any]  # versions, time, elapsed seconds
     notes: dict[str, int] = field(default_factory=dict)  # annotations (not sentences) the reader set aside
+
+    def skip_note(self) -> str | None:
+        """"skipped: 1445 longer than 12 words, 405 no frame elements (93% of the 2000 sentences read)" where more
+        than SKIP_NOTE_SHARE of the sentences read were skipped (printed under the run's summary line), else None."""
+        skipped = sum(self.skipped.values())
+        read = skipped + self.sentences
+        if skipped <= SKIP_NOTE_SHARE * read:
+            return None
+        return f"skipped: {skip_summary(self.skipped)} ({skipped / read:.0%} of the {read} sentences read)"
+
+
+def skip_summary(skipped: dict[str, int]) -> str:
+    """"3 too long, 1 no head" (or "none read")."""
+    return ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in skipped.items()) or "none read"
 
 
 @dataclass

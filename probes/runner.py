@@ -27,7 +27,7 @@ from probes.argtypes import Shard, as_shard, check_output_folder
 from probes.batching import Batch, default_max_tokens, free_memory, length_sorted_batches
 from probes.bootstrap import check_bootstrap
 from probes.choices import DEFAULT_MIN_COUNT, DEFAULT_REPLICATES, DEFAULT_SEED, DEFAULT_SENTENCES
-from probes.chunks import Chunk, Pass, RunCorpus, skip_summary, with_counts
+from probes.chunks import Chunk, Pass, RunCorpus, with_counts
 from probes.corpus import CorpusStream, check_invalid_trees, guess_format
 from probes.corpus.spacy_text import annotation_format
 from probes.defaults import bundled_corpus, default_model
@@ -44,7 +44,7 @@ from probes.progress import progress_bar
 from probes.protocols import apply_protocol
 from probes.provenance import provenance
 from probes.registry import get_probe, load_code
-from probes.results import ProbeResult, RunInfo
+from probes.results import ProbeResult, RunInfo, skip_summary
 from probes.state_files import save_states
 
 return_large_blocks()  # each layer's maps and temporaries go back to the system when freed (probes.allocator)
