@@ -81,11 +81,12 @@ OVERVIEW_MOST = 48  # tiles in one overview, overall included
 
 def presentation_of(result: ProbeResult) -> type[Presentation]:
     """The class presenting `result`: its probe's class when that probe is registered, else the defaults
-    (an array file loaded as a result, or a plugin's result read without its code)."""
-    from probes.registry import available
+    (an array file loaded as a result, or a plugin's result read without its code). Only that probe's code is
+    imported (a run of dep that saves its figures imports no other probe)."""
+    from probes.registry import declared, get_probe
 
     if result.info.provenance.get("array_file"):  # named after its file, whatever probe that name may be
         return Presentation
-    cls = available().get(result.probe)
+    cls = get_probe(result.probe) if result.probe in declared() else None
     return cls if isinstance(cls, type) and issubclass(cls, Presentation) else Presentation
 
