@@ -1,13 +1,17 @@
-"""Whole-process plot benchmark (issue 13): `probes run dep --out DIR` against a bare eager forward, each a
-fresh process that loads the model and reads the corpus.
+"""Whole-process plot benchmark (issue 13, issue 25 item 6): `probes run dep --out DIR` against a bare eager
+forward, each a fresh process that loads the model and reads the corpus.
 
-    python benchmarks/whole_process.py CORPUS [RUN ARGS...]
+    python benchmarks/whole_process.py [--repeats N] CORPUS [RUN ARGS...]
 
-prints both wall times and their ratio; the bare process reads and tokenises the corpus like the run, then
-runs the model's plain forward over the run's own length-sorted batches (benchmarks.harness).
+runs N (default 3) pairs, bare process then run, and prints each pair's wall times and ratio, then the median
+ratio of wall time and of CPU time (user + system of the process: less moved by other work on a busy machine);
+the bare process reads and tokenises the corpus like the run, then runs the model's plain forward over the run's
+own length-sorted batches (benchmarks.harness).
 """
 from __future__ import annotations
 
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -22,18 +26,30 @@ bare_forward_seconds(load_encoder(default_model()), [sys.argv[1]])
 """
 
 
-def seconds(command: list[str]) -> float:
+def seconds(command: list[str]) -> tuple[float, float]:
+    """The wall time and the CPU time of one process running `command`."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
-def main(corpus: str, *extra: str) -> None:
-    bare = seconds([sys.executable, "-c", BARE, corpus])
-    with tempfile.TemporaryDirectory() as out:
-        run = seconds([sys.executable, "-m", "probes", "run", "dep", "--corpus", corpus, "--out", out, "--quiet",
-                       *extra])
-    print(f"bare forward {bare:.1f} s · probes run dep --out {' '.join(extra)} {run:.1f} s · ratio {run / bare:.3f}")
+def main(*argv: str) -> None:
+    repeats = int(argv[1]) if argv[0] == "--repeats" else 3
+    corpus, *extra = argv[2:] if argv[0] == "--repeats" else argv
+    walls, cpus = [], []
+    for _ in range(repeats):
+        bare = seconds([sys.executable, "-c", BARE, corpus])
+        with tempfile.TemporaryDirectory() as out:
+            run = seconds([sys.executable, "-m", "probes", "run", "dep", "--corpus", corpus, "--out", out, "--quiet",
+                           *extra])
+        walls.append(run[0] / bare[0])
+        cpus.append(run[1] / bare[1])
+        print(f"bare forward {bare[0]:.1f} s ({bare[1]:.1f} CPU-s) · probes run dep --out {' '.join(extra)} "
+              f"{run[0]:.1f} s ({run[1]:.1f} CPU-s) · ratio {walls[-1]:.3f} (CPU {cpus[-1]:.3f})", flush=True)
+    print(f"median of {repeats}: ratio {statistics.median(walls):.3f} wall, {statistics.median(cpus):.3f} CPU")
 
 
 if __name__ == "__main__":

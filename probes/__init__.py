@@ -3,23 +3,23 @@
     import probes
     results = probes.run(["dep"], model="bert-base-cased", corpus="en_ewt-ud-test.conllu")
     results["dep"].best("nsubj"); results["dep"].to_frame(); results["dep"].save("results/")
+
+The public names are imported on first use (probes.exports), so that ``import probes`` and the command
+line's parser (``probes --help``, ``probes list``, argument errors) load neither torch nor transformers.
 """
+from probes.exports import lazy_exports
 from probes.provenance import probes_version
 
 __version__ = probes_version()
 
-from probes.errors import InputError
-from probes.model import Encoder, load_encoder
-from probes.probe import LabelSums, Option, Probe
-from probes.registry import available, get_probe, load_code, register
-from probes.results import BestHead, LabelScores, ProbeResult, RunInfo, load_result
-from probes.runner import run
-from probes.state_files import merge
-from probes.compare import checkpoint_similarity, compare_results, correlate, load_any
-from probes.ablation import AblationResult, ablate
-from probes.studies import Study, study
-
-__all__ = ["__version__", "InputError", "Encoder", "load_encoder", "Option", "Probe", "LabelSums", "register",
-           "available", "get_probe", "load_code", "BestHead", "LabelScores", "ProbeResult", "RunInfo",
-           "load_result", "run", "merge", "compare_results", "checkpoint_similarity", "correlate", "load_any",
-           "ablate", "AblationResult", "study", "Study"]
+_PUBLIC = {"InputError": "probes.errors", "Encoder": "probes.model", "load_encoder": "probes.model",
+           "Option": "probes.options", "Probe": "probes.probe", "LabelSums": "probes.probe",
+           "register": "probes.registry", "available": "probes.registry", "get_probe": "probes.registry",
+           "load_code": "probes.registry", "BestHead": "probes.results", "LabelScores": "probes.results",
+           "ProbeResult": "probes.results", "RunInfo": "probes.results", "load_result": "probes.results",
+           "run": "probes.runner", "merge": "probes.state_files", "compare_results": "probes.compare",
+           "checkpoint_similarity": "probes.compare", "correlate": "probes.compare", "load_any": "probes.compare",
+           "ablate": "probes.ablation", "AblationResult": "probes.ablation", "study": "probes.studies",
+           "Study": "probes.studies"}
+__all__ = ["__version__", *_PUBLIC]
+lazy_exports(__name__, _PUBLIC)

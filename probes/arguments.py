@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from probes.errors import InputError
-from probes.registry import available
+from probes.registry import declared
 
 
 def input_path(text: str) -> Path:
@@ -37,13 +37,13 @@ def add_probe_options(parser: argparse.ArgumentParser) -> None:
     "probe options"; an option several probes share appears once, naming them all. ``chosen_options``
     reads back the ones given."""
     owners: dict[str, list[str]] = {}
-    declared = {}
-    for cls in available().values():
+    first = {}  # option name -> the first probe's Option of that name (the registry checks that the others agree)
+    for cls in declared().values():
         for option in cls.options:
             owners.setdefault(option.name, []).append(cls.name)
-            declared.setdefault(option.name, option)
+            first.setdefault(option.name, option)
     group = parser.add_argument_group("probe options")
-    for name, option in declared.items():
+    for name, option in first.items():
         text = f"[{', '.join(owners[name])}] {option.help}"
         if option.type is bool:
             group.add_argument(option_flag(name), dest=f"opt_{name}", action="store_true", default=None, help=text)

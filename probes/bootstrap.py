@@ -22,12 +22,11 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
+from probes.choices import DEFAULT_SEED
 from probes.errors import InputError
 from probes.identity import sentence_key
 from probes.results import BestInterval, LabelScores, ProbeResult, best_head
 
-DEFAULT_REPLICATES = 1000
-DEFAULT_SEED = 0
 LEVEL = 0.95
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15  # the counter's step (splitmix64's increment)

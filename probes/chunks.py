@@ -20,14 +20,17 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Iterable, Iterator
 
+from probes.argtypes import Shard
 from probes.corpus import CorpusStream
+from probes.corpus.readers import formats_giving
 from probes.corpus.sentence import Sentence
 from probes.encoding import Encoded, UnknownWords, encode, unknown_words
 from probes.errors import InputError
 from probes.fitting import FitPlan
 from probes.model import Encoder
 from probes.probe import Probe
-from probes.state_files import Shard, ShardStream
+from probes.results import skip_summary
+from probes.state_files import ShardStream
 
 # Sentences read, filtered and tokenised at a time: UD English EWT's dev and test (2,001 and 2,077 sentences)
 # are one chunk. A chunk of EWT holds about 5 kB of Sentence objects and 6 kB of tokenizer output a sentence.
@@ -214,8 +217,9 @@ class RunCorpus:
 
     def _check_scored(self, encoder: Encoder) -> None:
         if not self.scoring.scored and self.shard.count == 1:
-            raise InputError(f"no sentence can be scored (of {self.scoring.read}: {skip_summary(self.skipped())}; "
-                             f"model limit {encoder.max_length} subwords)", self.paths[0])
+            skipped = self.skipped()
+            raise InputError(f"no sentence can be scored (of {self.scoring.read}: {skip_summary(skipped)}; "
+                             f"model limit {encoder.max_length} subwords){missing_annotations(skipped)}", self.paths[0])
 
     def _check_fit(self) -> None:
         if not self.fit_pass.scored:
@@ -224,9 +228,12 @@ class RunCorpus:
                              self.fit_source.paths[0])
 
 
-def skip_summary(skipped: dict[str, int]) -> str:
-    """"3 too long, 1 no head" (or "none read")."""
-    return ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in skipped.items()) or "none read"
+def missing_annotations(skipped: dict[str, int]) -> str:
+    """For each skip reason ``no_<annotation>`` (``Probe.skip_reason``: the corpus lacks what a probe needs),
+    "; <annotation> comes from --format <the formats that give it, and where>"; "" where there is none."""
+    hints = [f"; {reason[3:]} comes from --format {formats}" for reason in skipped
+             if reason.startswith("no_") and (formats := formats_giving(reason[3:]))]
+    return "".join(hints)
 
 
 def with_counts(first: dict[str, int], then: dict[str, int]) -> dict[str, int]:

@@ -8,21 +8,18 @@ files behind; ``main`` is the one place that turns errors into that line. Output
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 
-from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
-from probes.compare.commands import add_commands as add_compare_commands
 from probes.ablation.commands import COMMANDS as ABLATION_COMMANDS
 from probes.ablation.commands import add_commands as add_ablation_commands
+from probes.argtypes import check_output_file, check_output_folder, parse_head, parse_heads, parse_shard
 from probes.arguments import add_code_argument, add_probe_options, chosen_options, input_path
-from probes.corpus import INVALID_TREES
-from probes.errors import InputError
-from probes.builtin.seg.show import parse_head
-from probes.examples import DEFAULT_SENTENCES, parse_heads
-from probes.presentation import PLOT_KINDS
-from probes.results import DEFAULT_MIN_COUNT, check_output_file, check_output_folder
-from probes.state_files import parse_shard
-from probes.studies.driver import StudyFailed
+from probes.choices import (DEFAULT_MIN_COUNT, DEFAULT_REPLICATES, DEFAULT_SEED, DEFAULT_SENTENCES, INVALID_TREES,
+                            PLOT_KINDS, POOLING_RULES, WEIGHT_KINDS)
+from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
+from probes.compare.commands import add_commands as add_compare_commands
+from probes.errors import InputError, StudyFailed
 
 PROBE_OPTION_COMMANDS = ("run", "ablate")  # the commands that take every registered probe's options
 
@@ -57,12 +54,9 @@ def probe_option_parsers() -> dict[str, argparse.ArgumentParser]:
 
 def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     from probes import __version__
-    from probes.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED
-    from probes.norms import WEIGHT_KINDS
-    from probes.pooling import POOLING_RULES
     from probes.protocols import PROTOCOLS
 
-    parser = argparse.ArgumentParser(prog="probes", description="Parameter-free probing of transformer attention "
+    parser = ProbesParser(prog="probes", description="Parameter-free probing of transformer attention "
                                      "heads: which heads encode which linguistic relations, with no classifier trained.")
     parser.add_argument("--version", action="version", version=f"probes {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -200,7 +194,36 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     add_code_argument(merge)
     add_compare_commands(sub)  # compare, similarity, correlate, plot (probes.compare.commands)
     add_ablation_commands(sub)  # ablate (probes.ablation.commands)
+    parser.commands = sub.choices
     return parser, sub.choices
+
+
+class ProbesParser(argparse.ArgumentParser):
+    """The `probes` parser: an option its command does not know is refused by that command's parser (its usage,
+    exit 2), naming the closest option it has (``--limt`` → "did you mean --limit?")."""
+
+    commands: dict[str, argparse.ArgumentParser]  # set by _parsers
+
+    def parse_args(self, args=None, namespace=None):
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            command = self.commands[parsed.command]
+            command.error(f"unrecognized arguments: {' '.join(unknown)}{_suggestions(command, unknown)}")
+        return parsed
+
+
+def _suggestions(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+    """"; did you mean --limit?" for the unknown options that are close to one of `parser`'s (difflib)."""
+    flags = [flag for action in parser._actions for flag in action.option_strings]
+    close = {}  # the unknown option -> the closest known one
+    for given in (u.split("=", 1)[0] for u in unknown if u.startswith("--")):
+        if match := difflib.get_close_matches(given, flags, n=1):
+            close[given] = match[0]
+    if not close:
+        return ""
+    if len(close) == 1:
+        return f"; did you mean {next(iter(close.values()))}?"
+    return "; did you mean " + ", ".join(f"{known} for {given}" for given, known in close.items()) + "?"
 
 
 def _inputs_and_output(parser: argparse.ArgumentParser, name: str, metavar: str, help: str, output_metavar: str,
@@ -347,6 +370,8 @@ def _report(results: dict, out, plots: bool | str, all_labels: bool = False) -> 
             written = result.save(out, plots=plots)
             print(f"{name}: {result.info.sentences} sentences scored, {sum(result.info.skipped.values())} skipped; "
                   f"wrote {len(written)} files to {out}")
+            if note := result.info.skip_note():
+                print(f"  {note}")
         else:
             print(format_result(result, all_labels=all_labels))
 
@@ -364,9 +389,9 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from probes.registry import available
+    from probes.registry import declared
 
-    probes = available()
+    probes = declared()
     width = max(len(n) for n in probes)
     for name, cls in probes.items():
         print(f"{name:<{width}}  {cls.description}")

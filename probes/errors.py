@@ -1,4 +1,5 @@
-"""User-facing errors: one line, naming the file and line, exit code 2 in the CLI."""
+"""User-facing errors: one line, naming the file and line, exit code 2 in the CLI; a study's units that failed
+twice, one line each, exit code 1."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,3 +19,13 @@ class InputError(Exception):
             return self.problem
         where = self.path if self.line is None else f"{self.path}:{self.line}"
         return f"{where}: {self.problem}"
+
+
+class StudyFailed(Exception):
+    """Units that failed twice, by name with their errors (the finished ones are kept in OUT/.units)."""
+
+    def __init__(self, failures: dict[str, str]):
+        self.failures = failures
+        lines = [f"{name}: {error}" for name, error in failures.items()]
+        super().__init__(f"{len(failures)} unit{'s' if len(failures) > 1 else ''} failed twice; "
+                         f"the finished ones are kept, run the study again to retry: " + "; ".join(lines))

@@ -49,13 +49,13 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
+from probes.choices import DEFAULT_SENTENCES
 from probes.errors import InputError
 from probes.maps import LayerMaps
 from probes.packing import MARK_TYPES, pack
 from probes.results import ProbeResult
 from probes.scratch import Scratch
 
-DEFAULT_SENTENCES = 20
 
 
 class ExampleRecorder:
@@ -197,10 +197,3 @@ def quantize(attention: torch.Tensor, scratch: Scratch) -> torch.Tensor:
     half = scratch("quantize.half", shape, torch.float16, device).copy_(attention)
     wide = scratch("temporary", shape, torch.float32, device).copy_(half).mul_(255).round_()
     return scratch("quantize.bytes", shape, torch.uint8, device).copy_(wide)
-
-
-def parse_heads(text: str) -> list[tuple[int, int]]:
-    """"2:8,4:9" (or "L2-H8,L4-H9") → [(2, 8), (4, 9)]."""
-    from probes.builtin.seg.show import parse_head
-
-    return [parse_head(part) for part in text.split(",") if part.strip()]

@@ -33,9 +33,9 @@ from typing import Callable
 
 import torch
 
+from probes.choices import WEIGHT_KINDS
 from probes.errors import InputError
 
-WEIGHT_KINDS = ("attention", "norm")  # what LayerMaps.attention holds: the probabilities, or the norm-based map
 # output projection -> (its weight tensor, that tensor's version counter, R [H,d,d]) when factorised
 _FACTORS: "weakref.WeakKeyDictionary[torch.nn.Linear, tuple[torch.Tensor, int, torch.Tensor]]" = \
     weakref.WeakKeyDictionary()

@@ -7,9 +7,11 @@ image drawn by a single ``imshow``. ``lines_png`` draws values against checkpoin
 """
 from __future__ import annotations
 
+import gc
 import io
 import json
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -218,17 +220,36 @@ def lines_png(series: dict[str, list[float]], xticks: list[str], title: str, *, 
 
 
 def pyplot():
-    """matplotlib.pyplot on the Agg backend (no display needed)."""
-    import matplotlib
+    """matplotlib.pyplot on the Agg backend (no display needed), imported with the collector paused."""
+    with collection_paused():
+        import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
     return plt
 
 
 def png_bytes(fig, text: dict[str, str] | None = None) -> bytes:
-    """The figure as PNG; `text`: tEXt chunks ({key: value}, e.g. ``shown_in``)."""
+    """The figure drawn as PNG, with the collector paused; `text`: tEXt chunks ({key: value}, e.g. ``shown_in``)."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", metadata=text)
+    with collection_paused():
+        fig.savefig(buffer, format="png", metadata=text)
     return buffer.getvalue()
+
+
+@contextmanager
+def collection_paused():
+    """Importing matplotlib and drawing allocate many small objects; in a run's process, which holds the model
+    (torch and transformers: some 400,000 objects), the full collections they trigger each walk all of those, and
+    cost as much as the drawing itself. The objects there before are frozen meanwhile (gc.freeze: left out of
+    every collection), and unfrozen after, so a collection walks only what the drawing made (where the process
+    froze objects of its own, they are left as they are)."""
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.unfreeze()

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import torch
 
+from probes.choices import POOLING_RULES
 from probes.scratch import Scratch
 
 QUERY_RULES = ("mean", "first", "last")
 KEY_RULES = ("sum", "mean", "first")
-POOLING_RULES = ("mean-sum", "first-sum", "last-sum", "mean-mean", "first")
 
 
 def parse_rule(rule: str) -> tuple[str, str]:

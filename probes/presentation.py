@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from probes.choices import PLOT_KINDS
 from probes.results import ProbeResult, safe_name, short_model_name
 
 if TYPE_CHECKING:  # annotations only: showing a result needs neither torch nor the corpus code
@@ -117,7 +118,6 @@ def above_baseline(result: ProbeResult, label: str) -> np.ndarray | None:
         return np.nan_to_num(entry.ci_low, nan=-np.inf) > base["best"]
 
 
-PLOT_KINDS = ("overview", "labels", "all-labels", "none")
 VIEW_KINDS = ("arcs", "roles", "frames", "units")
 OVERVIEW_MIN_COUNT = 20  # results that record no --min-count: labels with fewer instances are left out of the overview
 OVERVIEW_MOST = 48  # tiles in one overview, overall included
@@ -125,11 +125,12 @@ OVERVIEW_MOST = 48  # tiles in one overview, overall included
 
 def presentation_of(result: ProbeResult) -> type[Presentation]:
     """The class presenting `result`: its probe's class when that probe is registered, else the defaults
-    (an array file loaded as a result, or a plugin's result read without its code)."""
-    from probes.registry import available
+    (an array file loaded as a result, or a plugin's result read without its code). Only that probe's code is
+    imported (a run of dep that saves its figures imports no other probe)."""
+    from probes.registry import declared, get_probe
 
     if result.info.provenance.get("array_file"):  # named after its file, whatever probe that name may be
         return Presentation
-    cls = available().get(result.probe)
+    cls = get_probe(result.probe) if result.probe in declared() else None
     return cls if isinstance(cls, type) and issubclass(cls, Presentation) else Presentation
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Protocol
 
 import numpy as np
@@ -24,45 +23,9 @@ from probes.bootstrap import Bootstrap, add_weighted_sums
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
 from probes.maps import LayerMaps
+from probes.options import Declaration, Option
 from probes.presentation import Presentation
 from probes.results import ProbeResult, RunInfo
-
-
-@dataclass(frozen=True)
-class Option:
-    """A probe option: ``--name`` on the command line, ``name=`` in ``probes.run``.
-
-    ``type`` converts a value given as text (the command line, a study file) and checks one given
-    from Python; ``choices`` lists the allowed values (None: any value of the type)."""
-
-    name: str
-    default: Any
-    help: str
-    type: type = str
-    choices: tuple | None = None
-
-    def convert(self, value: Any, probe: str) -> Any:
-        """The value as this option's type, or InputError naming the probe and option."""
-        where = f"probe {probe!r} option {self.name!r}"
-        if self.type is bool:
-            if isinstance(value, (bool, np.bool_)):
-                converted = bool(value)
-            elif isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-                converted = value.lower() in ("true", "1", "yes")
-            else:
-                raise InputError(f"{where} takes true or false, not {value!r}")
-        else:
-            if self.type in (int, float) and isinstance(value, bool):
-                raise InputError(f"{where} takes a number ({self.type.__name__}), not {value!r}")
-            if self.type is int and isinstance(value, float) and not value.is_integer():
-                raise InputError(f"{where} takes a whole number, not {value!r}")
-            try:
-                converted = self.type(value)
-            except (TypeError, ValueError):
-                raise InputError(f"{where} takes a value of type {self.type.__name__}, not {value!r}") from None
-        if self.choices is not None and converted not in self.choices:
-            raise InputError(f"{where} must be one of {', '.join(map(str, self.choices))}, not {value!r}")
-        return converted
 
 
 class Additive(Protocol):
@@ -86,6 +49,13 @@ class Probe(Presentation, ABC):
     needs_fit: ClassVar[bool] = False  # whether scoring needs a fit phase first: fit_update() on a fit corpus
     corpus_format: ClassVar[str] = "conllu"  # reader used when the user names no --format
     options: ClassVar[tuple[Option, ...]] = ()
+
+    def __init_subclass__(cls, declared: Declaration | None = None, **kwargs: Any):
+        """``class DependencyProbe(Probe, declared=DEP)``: a built-in probe's name, description and options are
+        its declaration's (probes.builtin.declared), which the command line reads without importing the probe."""
+        super().__init_subclass__(**kwargs)
+        if declared is not None:
+            cls.name, cls.description, cls.options = declared.name, declared.description, declared.options
 
     def __init__(self, layers: int, heads: int, *, replicates: int = 0, bootstrap_seed: int = 0, **options: Any):
         """replicates, bootstrap_seed: the run's bootstrap (probes.bootstrap); the probe's replicated state

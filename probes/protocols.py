@@ -22,10 +22,12 @@ option or ``--pool`` that contradicts the protocol is refused, as is a probe the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probes.errors import InputError
-from probes.probe import Probe
+
+if TYPE_CHECKING:
+    from probes.probe import Probe
 
 DEFAULT_POOL = "mean-sum"
 

@@ -1,6 +1,10 @@
 """Probe registry: built-in probes, third-party probes from the entry-point group
 ``probes.probes``, and probes defined in a user's file (``--code file.py``).
 
+The built-in probes are declared in probes.builtin.declared (name, description, options): ``declared()``
+lists every probe from there without importing the built-in probes' code (so neither torch), for `probes
+list` and the command line's flags; ``get_probe`` imports a built-in probe's module when it is first used.
+
 A probe is a ``probes.probe.Probe`` subclass with a unique ``name``; decorate it with
 ``@probes.register``. An entry point may name the class itself or a module that registers.
 Registering checks the probe's option names: none may be an argument of ``probes.run`` or a flag
@@ -16,19 +20,16 @@ import inspect
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
+from probes.builtin.declared import BUILTIN
 from probes.errors import InputError
 
 ENTRY_POINT_GROUP = "probes.probes"
-BUILTIN_MODULES = ("probes.builtin.dep", "probes.builtin.seg.probe", "probes.builtin.srl", "probes.builtin.frames",
-                   "probes.builtin.pos", "probes.builtin.ner", "probes.builtin.con", "probes.builtin.trees.probe",
-                   "probes.builtin.analyses.mass", "probes.builtin.analyses.entropy",
-                   "probes.builtin.analyses.positional", "probes.builtin.analyses.rare",
-                   "probes.builtin.analyses.patterns", "probes.builtin.analyses.head_distance",
-                   "probes.builtin.analyses.word_order", "probes.builtin.analyses.term_matching")
 
 _PROBES: dict[str, type] = {}
 _loaded = False
+_plugins_loaded = False
 
 
 def register(cls: type) -> type:
@@ -61,7 +62,7 @@ def _check_option_names(cls: type) -> None:
             except argparse.ArgumentError:
                 raise InputError(f"probe {cls.name!r}: option {option.name!r} clashes with `probes {command}`'s own "
                                  f"{option_flag(option.name)}; give the option another name", *_where(cls)) from None
-        for other in _PROBES.values():
+        for other in {**BUILTIN, **_PROBES}.values():
             same = next((o for o in getattr(other, "options", ()) if o.name == option.name), None)
             if other.name != cls.name and same is not None and _kind(same) != _kind(option):
                 raise InputError(f"probe {cls.name!r}: option {option.name!r} is also an option of probe "
@@ -92,11 +93,20 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)
+    for declaration in BUILTIN.values():
+        importlib.import_module(declaration.module)
+    _load_plugins()
+
+
+def _load_plugins() -> None:
+    """Import the entry points' probes (a name the built-in probes have is left to them)."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    _plugins_loaded = True
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         obj = ep.load()
-        if isinstance(obj, type) and obj.__name__ and getattr(obj, "name", "") not in _PROBES:
+        if isinstance(obj, type) and obj.__name__ and getattr(obj, "name", "") not in {**BUILTIN, **_PROBES}:
             register(obj)
 
 
@@ -106,12 +116,23 @@ def available() -> dict[str, type]:
     return dict(sorted(_PROBES.items()))
 
 
+def declared() -> dict[str, Any]:
+    """Every probe's name, description and options, by name (sorted), without importing the built-in probes' code:
+    a built-in probe not yet used is its Declaration (probes.builtin.declared), every other probe its class."""
+    _load_plugins()
+    return dict(sorted({**BUILTIN, **_PROBES}.items()))
+
+
 def get_probe(name: str) -> type:
-    """The probe class registered as `name`; an unknown name lists the available ones."""
-    probes = available()
-    if name not in probes:
-        raise InputError(f"unknown probe {name!r}; available: {', '.join(probes)}")
-    return probes[name]
+    """The probe class registered as `name` (a built-in probe's module is imported now); an unknown name lists
+    the available ones."""
+    if name in BUILTIN and name not in _PROBES:
+        importlib.import_module(BUILTIN[name].module)
+    if name not in _PROBES:
+        _load()
+    if name not in _PROBES:
+        raise InputError(f"unknown probe {name!r}; available: {', '.join(declared())}")
+    return _PROBES[name]
 
 
 def load_code(path: str | Path) -> None:

@@ -6,8 +6,8 @@ default one overview ``DIR/<probe>.png`` of the labels, on request a heatmap ``D
 per label). Layers and heads are 0-indexed. Numbers
 are written at full precision (a save and load round trip gives the same floats). Every file is
 written atomically (temporary file in the same folder, then rename); ``write_result_files`` writes
-a set of them, or a recovery copy elsewhere when the folder cannot take them. ``check_output_folder``
-and ``check_output_file`` test an output path before any work is done.
+a set of them, or a recovery copy elsewhere when the folder cannot take them. (probes.argtypes checks an
+output path before any work is done.)
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ from probes.errors import InputError
 from probes.packing import pack, unpack
 
 SCHEMA_VERSION = 1
-DEFAULT_MIN_COUNT = 20  # labels with fewer instances are marked and left out of tables and figures unless asked
 UMASK = os.umask(0)  # this process's file-creation mask (read once: os.umask can only be read by setting it)
 os.umask(UMASK)
+SKIP_NOTE_SHARE = 0.10  # a run that skips more of the sentences it read names the reasons under its summary
 
 
 @dataclass
@@ -44,6 +44,20 @@ class RunInfo:
     settings: dict[str, Any]  # batch size, pooling, max length, device, ...
     provenance: dict[str, Any]  # versions, time, elapsed seconds
     notes: dict[str, int] = field(default_factory=dict)  # annotations (not sentences) the reader set aside
+
+    def skip_note(self) -> str | None:
+        """"skipped: 1445 longer than 12 words, 405 no frame elements (93% of the 2000 sentences read)" where more
+        than SKIP_NOTE_SHARE of the sentences read were skipped (printed under the run's summary line), else None."""
+        skipped = sum(self.skipped.values())
+        read = skipped + self.sentences
+        if skipped <= SKIP_NOTE_SHARE * read:
+            return None
+        return f"skipped: {skip_summary(self.skipped)} ({skipped / read:.0%} of the {read} sentences read)"
+
+
+def skip_summary(skipped: dict[str, int]) -> str:
+    """"3 too long, 1 no head" (or "none read")."""
+    return ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in skipped.items()) or "none read"
 
 
 @dataclass
@@ -481,58 +495,6 @@ def _encode(content: Any) -> bytes:
     if isinstance(content, Mapping):
         return json.dumps(content, indent=1, allow_nan=False, default=_json_default).encode()
     return content.to_csv(index=False).encode()  # a pandas DataFrame
-
-
-def check_output_folder(path: str | Path) -> Path:
-    """`path`, once a folder can be made there and written: a probe file is created and removed, and any
-    folders made for the test are removed again. Otherwise an InputError naming the obstacle. Run it before
-    any work, so that a bad ``--out`` fails at once, not after the last forward pass."""
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise InputError("exists and is not a folder; give a folder for the output files", out)
-    missing = []  # folders to make, deepest first
-    folder = out
-    while not folder.exists() and folder != folder.parent:
-        missing.append(folder)
-        folder = folder.parent
-    if not folder.is_dir():
-        raise InputError(f"is a file, so the output folder {out} cannot be made under it", folder)
-    try:
-        for made in reversed(missing):
-            made.mkdir()
-        _probe_write(out)
-    except OSError as e:
-        raise InputError(f"cannot write the output here ({_reason(e)})", out) from None
-    finally:
-        for made in missing:
-            if made.is_dir():
-                made.rmdir()
-    return out
-
-
-def check_output_file(path: str | Path) -> Path:
-    """`path`, once a file can be written there (its folder must exist; a probe file is created and removed
-    beside it); otherwise an InputError. Run it before any work."""
-    p = Path(path)
-    if p.is_dir():
-        raise InputError("is a folder; give a file name for the output", p)
-    if not p.parent.is_dir():
-        raise InputError("no such folder for the output", p.parent)
-    try:
-        _probe_write(p.parent)
-    except OSError as e:
-        raise InputError(f"cannot write the output here ({_reason(e)})", p.parent) from None
-    return p
-
-
-def _probe_write(folder: Path) -> None:
-    fd, probe = tempfile.mkstemp(dir=folder, prefix=".probes-write-test-")
-    os.close(fd)
-    os.unlink(probe)
-
-
-def _reason(e: OSError) -> str:
-    return e.strerror or str(e)
 
 
 GENERIC_FOLDERS = ("model", "models", "model_weights", "weights", "snapshot", "final", "best", "output", "outputs")

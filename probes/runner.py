@@ -23,15 +23,17 @@ from typing import Any, Iterable
 import torch
 
 from probes.allocator import return_large_blocks
+from probes.argtypes import Shard, as_shard, check_output_folder
 from probes.batching import Batch, default_max_tokens, length_sorted_batches, total_memory
-from probes.bootstrap import DEFAULT_REPLICATES, DEFAULT_SEED, check_bootstrap
-from probes.chunks import Chunk, Pass, RunCorpus, skip_summary, with_counts
+from probes.bootstrap import check_bootstrap
+from probes.choices import DEFAULT_MIN_COUNT, DEFAULT_REPLICATES, DEFAULT_SEED, DEFAULT_SENTENCES
+from probes.chunks import Chunk, Pass, RunCorpus, with_counts
 from probes.corpus import CorpusStream, check_invalid_trees, guess_format
 from probes.corpus.spacy_text import annotation_format
 from probes.defaults import bundled_corpus, default_model
 from probes.encoding import check_tokenize
 from probes.errors import InputError
-from probes.examples import DEFAULT_SENTENCES, ExampleRecorder
+from probes.examples import ExampleRecorder
 from probes.fitting import choose_heads, plan_fit, split_settings
 from probes.maps import LayerMaps
 from probes.model import Encoder, load_encoder
@@ -42,8 +44,8 @@ from probes.progress import progress_bar
 from probes.protocols import apply_protocol
 from probes.provenance import provenance
 from probes.registry import get_probe, load_code
-from probes.results import DEFAULT_MIN_COUNT, ProbeResult, RunInfo, check_output_folder
-from probes.state_files import Shard, as_shard, save_states
+from probes.results import ProbeResult, RunInfo, skip_summary
+from probes.state_files import save_states
 
 return_large_blocks()  # each layer's maps and temporaries go back to the system when freed (probes.allocator)
 

@@ -30,6 +30,8 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
              f" · {info.layers} layers × {info.heads} heads (0-indexed)"
              + (f" · 95% intervals: {info.settings.get('replicates')} bootstrap replicates, the best head chosen "
                 "again in each" if intervals else "")]
+    if note := info.skip_note():
+        lines.append(f"  {note}")
     if select_on:
         lines.append(f"best heads chosen on {', '.join(select_on['corpus'])} ({select_on['sentences']} sentences); "
                      "scores on the scored corpus")

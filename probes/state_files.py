@@ -39,6 +39,7 @@ from typing import Any, Iterable, Iterator
 
 import torch
 
+from probes.argtypes import Shard
 from probes.corpus.sentence import Sentence
 from probes.encoding import UnknownWords
 from probes.errors import InputError
@@ -52,40 +53,6 @@ STATE_KIND = "probes-state"
 STATE_VERSION = 1
 STATE_SUFFIX = ".state.pt"
 _DIGEST_MODULUS = 1 << 256
-
-
-@dataclass(frozen=True)
-class Shard:
-    """Shard `index` of `count` (0 ≤ index < count)."""
-
-    index: int
-    count: int
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
-
-
-WHOLE = Shard(0, 1)
-
-
-def parse_shard(text: str) -> Shard:
-    """``"I/N"`` as a Shard; InputError (one line) unless I and N are whole numbers with 0 ≤ I < N."""
-    index, slash, count = str(text).partition("/")
-    if not slash or not index.strip().isdigit() or not count.strip().isdigit():
-        raise InputError(f"shard must be I/N with whole numbers 0 ≤ I < N (e.g. 0/4), not {text!r}")
-    return as_shard((int(index), int(count)))
-
-
-def as_shard(value: Shard | tuple[int, int] | str | None) -> Shard:
-    """A Shard from ``(i, n)``, ``"i/n"`` or a Shard; None is the whole run (shard 0 of 1)."""
-    if value is None:
-        return WHOLE
-    if isinstance(value, str):
-        return parse_shard(value)
-    index, count = (value.index, value.count) if isinstance(value, Shard) else tuple(value)
-    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (index, count)) or not 0 <= index < count:
-        raise InputError(f"shard must be I/N with whole numbers 0 ≤ I < N (e.g. 0/4), not {index}/{count}")
-    return Shard(index, count)
 
 
 @dataclass

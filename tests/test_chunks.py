@@ -27,7 +27,8 @@ from probes.corpus.textio import iter_text_lines
 from probes.defaults import bundled_corpus
 from probes.encoding import UnknownWords, encode, unknown_words
 from probes.errors import InputError
-from probes.state_files import Shard, ShardStream, split
+from probes.argtypes import Shard
+from probes.state_files import ShardStream, split
 
 DATA = Path(__file__).parent / "data"
 TINY = 7  # sentences a chunk in the chunked runs: every corpus below is several chunks

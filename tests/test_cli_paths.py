@@ -12,7 +12,7 @@ import pytest
 import probes.cli
 from probes.cli import main
 from probes.errors import InputError
-from probes.results import check_output_folder
+from probes.argtypes import check_output_folder
 
 NO_MODEL = "/nonexistent/model"  # loading it would fail: an error about the output must come first
 

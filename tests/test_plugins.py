@@ -48,6 +48,7 @@ def clean_registry(monkeypatch):
     registry.available()
     monkeypatch.setattr(registry, "_PROBES", dict(registry._PROBES))
     monkeypatch.setattr(registry, "_loaded", False)  # look at the entry points again
+    monkeypatch.setattr(registry, "_plugins_loaded", False)
 
 
 def _expected_root_mass(encoder, words_list):

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import torch
 
+from probes.argtypes import parse_head
 from probes.batching import Batch
 from probes.builtin.seg.probe import SegmentationProbe
 from probes.builtin.seg.scoring import STATS, greedy, metrics, tally
-from probes.builtin.seg.show import parse_head, segmentations
+from probes.builtin.seg.show import segmentations
 from probes.builtin.seg.units import Units, batch_units
 from probes.errors import InputError
 from probes.results import ProbeResult, RunInfo

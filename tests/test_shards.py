@@ -33,7 +33,8 @@ from probes.corpus import read_corpus
 from probes.defaults import bundled_corpus
 from probes.identity import content_digest, sentence_key
 from probes.provenance import sha256
-from probes.state_files import BATCHING, Shard, parse_shard, split
+from probes.argtypes import Shard, parse_shard
+from probes.state_files import BATCHING, split
 from tiny_models import build_tiny_model
 
 SHARDS = (1, 2, 7)

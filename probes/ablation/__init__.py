@@ -10,13 +10,14 @@
                    order_data="en_ewt-ud-dev.conllu", label_from="sent_id-prefix")
     curves.values["importance"]["accuracy"]; curves.save("out/")
 """
-from probes.ablation.classifier import load_classifier
-from probes.ablation.importance import head_importance
-from probes.ablation.masking import MODES, HeadMasker
-from probes.ablation.masks import SWEEPS, Mask, build_masks, keep_mask, mask_tensor, parse_mask
-from probes.ablation.pruning import PruningResult, prune
-from probes.ablation.result import AblationResult
-from probes.ablation.sweep import ablate
+from probes.exports import lazy_exports
 
+_PUBLIC = {"load_classifier": "probes.ablation.classifier", "head_importance": "probes.ablation.importance",
+           "MODES": "probes.ablation.masking", "HeadMasker": "probes.ablation.masking",
+           **dict.fromkeys(("SWEEPS", "Mask", "build_masks", "keep_mask", "mask_tensor", "parse_mask"),
+                           "probes.ablation.masks"),
+           "PruningResult": "probes.ablation.pruning", "prune": "probes.ablation.pruning",
+           "AblationResult": "probes.ablation.result", "ablate": "probes.ablation.sweep"}  # name -> its module
 __all__ = ["ablate", "AblationResult", "HeadMasker", "MODES", "Mask", "SWEEPS", "build_masks", "mask_tensor",
            "parse_mask", "keep_mask", "load_classifier", "head_importance", "prune", "PruningResult"]
+lazy_exports(__name__, _PUBLIC)

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import argparse
 
+from probes.argtypes import check_output_folder
 from probes.arguments import add_code_argument, chosen_options, input_path
+from probes.choices import MODES, POOLING_RULES, SWEEPS
 from probes.errors import InputError
-from probes.results import check_output_folder, write_result_files
 
 EPILOG = """\
 examples:
@@ -39,10 +40,6 @@ DIR/ablation-pruning.json, .csv and one .png per metric. Importance and probe or
 
 
 def add_commands(sub) -> None:
-    from probes.ablation.masking import MODES
-    from probes.ablation.masks import SWEEPS
-    from probes.pooling import POOLING_RULES
-
     p = sub.add_parser("ablate", help="disable attention heads and measure what a model or a probe loses",
                        description="Disable attention heads (single heads, layers, halves, random sets, or your own "
                        "lists) and measure the change of a fine-tuned classifier's accuracy and macro-F1, or of a "
@@ -126,6 +123,7 @@ def _importance_or_pruning(args: argparse.Namespace) -> int:
     from probes.ablation.classifier import ClassifierTarget
     from probes.ablation.importance import head_importance, importance_files
     from probes.ablation.pruning import IMPORTANCE, prune
+    from probes.results import write_result_files
 
     if not args.corpus or not args.model:
         raise InputError("--importance and --order need a classifier (--model) and labelled data (--corpus)")

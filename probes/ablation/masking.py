@@ -33,10 +33,10 @@ from typing import Callable
 
 import torch
 
+from probes.choices import MODES
 from probes.errors import InputError
 from probes.norms import value_reader
 
-MODES = ("zero", "uniform")
 
 
 class HeadMasker:

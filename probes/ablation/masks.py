@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from probes.choices import SWEEPS
 from probes.errors import InputError
 
-SWEEPS = ("heads", "layers", "halves", "random")
 _ITEM = re.compile(r"^(\d+):(\d+|\*)$")
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 

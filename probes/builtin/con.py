@@ -11,22 +11,18 @@ of the nearest centroid by cosine similarity (see probes.builtin.clustering).
 from __future__ import annotations
 
 from probes.builtin.clustering import ClusteringProbe
+from probes.builtin.declared import CON
 from probes.corpus.sentence import Sentence
-from probes.probe import Option
 from probes.registry import register
 
 LOWEST = 2  # ptb reader's height of a phrase whose children are all preterminals (preterminal = 1)
 
 
 @register
-class ConstituentProbe(ClusteringProbe):
-    name = "con"
-    description = "constituent labels: nearest per-head centroid of phrase context vectors (He & Choi 2021)"
+class ConstituentProbe(ClusteringProbe, declared=CON):
     needs = ("constituents",)
     unit = "phrases"
     corpus_format = "ptb"
-    options = (Option("phrases", "lowest", "lowest = phrases whose children are all preterminals (height-3 "
-                      "subtrees, He & Choi 2021); all = every phrase", str, ("lowest", "all")),)
 
     def spans(self, sentence: Sentence) -> list[tuple[str, int, int]]:
         every = self.config["phrases"] == "all"

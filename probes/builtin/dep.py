@@ -27,11 +27,12 @@ import torch
 
 from probes.batching import Batch
 from probes.bootstrap import attach_intervals
+from probes.builtin.declared import DEP
 from probes.builtin.directional import CLAMPED_OFFSETS, OFFSETS, accuracy, offset_baseline
 from probes.maps import LayerMaps
 from probes.corpus.sentence import Sentence
 from probes.presentation import arc_items
-from probes.probe import LabelSums, Option, Probe
+from probes.probe import LabelSums, Probe
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
 
@@ -39,21 +40,9 @@ WAYS = ("either", "dep_to_head", "head_to_dep")
 
 
 @register
-class DependencyProbe(Probe):
-    name = "dep"
-    description = "dependency arcs: is a relation's head (or dependent) the word a head attends to most (Clark et al. 2019)"
+class DependencyProbe(Probe, declared=DEP):
     needs = ("head", "deprel")
     view = "arcs"
-    options = (
-        Option("subtypes", False, "keep relation subtypes (nmod:poss) instead of the universal part (nmod)", bool),
-        Option("zero_self", False, "zero each word's own column before the argmax (Clark et al.'s code)", bool),
-        Option("words_only", False, "drop the [CLS]/[SEP] rows and columns before the argmax: words point only at "
-               "words, root arcs are never right (Clark et al.'s code)", bool),
-        Option("head_to_dep", "row", "read head_to_dep as the head's row (pred[h] == d) or the dependent's column "
-               "(the word attending most to d is h; Clark et al.'s code)", str, ("row", "column")),
-        Option("offsets", "free", "offset baselines: free (-3..+3 but 0) or clamped (-3..+2 clamped to the sentence; "
-               "Clark et al.'s code)", str, ("free", "clamped")),
-    )
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)

@@ -51,11 +51,12 @@ import torch
 
 from probes.batching import Batch
 from probes.bootstrap import add_replicates, attach_interval, replicate_ratio
+from probes.builtin.declared import FRAMES
 from probes.corpus.framenet import STANDARD_DEV_DOCUMENTS, STANDARD_TEST_DOCUMENTS, read_document_list
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
 from probes.maps import LayerMaps
-from probes.probe import LabelSums, Option, Probe, ratio
+from probes.probe import LabelSums, Probe, ratio
 from probes.registry import register
 from probes.results import LabelScores, ProbeResult, RunInfo
 
@@ -66,20 +67,10 @@ DOCUMENT_LISTS = {"standard-test": STANDARD_TEST_DOCUMENTS, "standard-dev": STAN
 
 
 @register
-class FrameElementProbe(Probe):
-    name = "frames"
-    description = "FrameNet: largest attention between a frame's target and its core elements (Kovaleva et al. 2019)"
+class FrameElementProbe(Probe, declared=FRAMES):
     needs = ("frames",)
     corpus_format = "framenet"
     view = "frames"
-    options = (
-        Option("max_sentence_words", 12, "use sentences of at most this many words (0: any length)", int),
-        Option("max_fe_words", 3, "use frame elements of at most this many words (0: any length)", int),
-        Option("adjacent_fes", False, "keep frame elements right next to the target", bool),
-        Option("all_fes", False, "keep non-core frame elements too", bool),
-        Option("documents", None, "FrameNet documents to read: a file of names (one per line), or standard-test / "
-               "standard-dev", str),
-    )
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)

@@ -10,19 +10,15 @@ reads it as ``B-``.
 from __future__ import annotations
 
 from probes.builtin.clustering import ClusteringProbe
+from probes.builtin.declared import NER
 from probes.corpus.sentence import Sentence
-from probes.probe import Option
 from probes.registry import register
 
 
 @register
-class NerProbe(ClusteringProbe):
-    name = "ner"
-    description = "named-entity types: nearest per-head centroid of entity-span context vectors (He & Choi 2021)"
+class NerProbe(ClusteringProbe, declared=NER):
     needs = ("ner",)
     unit = "entities"
-    options = (Option("repair_i_after_o", False, "IOB2: read an I- tag that follows O (or another type) as B- "
-                      "instead of stopping with an error", bool),)
 
     def reader_options(self):
         return {"repair_i_after_o": self.config["repair_i_after_o"]}

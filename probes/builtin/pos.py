@@ -13,19 +13,15 @@ import torch
 
 from probes.batching import Batch
 from probes.builtin.clustering import ClusteringProbe
+from probes.builtin.declared import POS
 from probes.corpus.sentence import Sentence
 from probes.maps import LayerMaps
-from probes.probe import Option
 from probes.registry import register
 
 
 @register
-class PosProbe(ClusteringProbe):
-    name = "pos"
-    description = "part-of-speech tags: nearest per-head centroid of word context vectors (He & Choi 2021)"
+class PosProbe(ClusteringProbe, declared=POS):
     unit = "words"
-    options = (Option("tagset", "upos", "pos tags to probe: upos (CoNLL-U column 4) or xpos (column 5, PTB tags)",
-                      str, ("upos", "xpos")),)
 
     def skip_reason(self, sentence: Sentence) -> str | None:
         return None if self.config["tagset"] in sentence.ann else f"no_{self.config['tagset']}"

@@ -25,10 +25,11 @@ import torch
 
 from probes.batching import Batch
 from probes.bootstrap import attach_intervals
+from probes.builtin.declared import SRL
 from probes.builtin.directional import OFFSETS, accuracy, offset_baseline
 from probes.corpus.sentence import Sentence
 from probes.maps import LayerMaps
-from probes.probe import LabelSums, Option, Probe
+from probes.probe import LabelSums, Probe
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
 
@@ -37,14 +38,10 @@ NOT_ARGUMENTS = ("V", "C-V")
 
 
 @register
-class SemanticRoleProbe(Probe):
-    name = "srl"
-    description = "predicate-argument: does the predicate attend into an argument, or an argument word to the predicate"
+class SemanticRoleProbe(Probe, declared=SRL):
     needs = ("srl",)
     corpus_format = "propbank"
     view = "roles"
-    options = (Option("arg_span", "subtree", "argument words: subtree = the labelled token's dependency subtree (UP) "
-                      "or the gold span (CoNLL-2012); head = the labelled token only (UP)", str, ("subtree", "head")),)
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)

@@ -6,9 +6,10 @@
     correlate(grid, results)         Spearman's ρ over heads between a grid and every probe label, with
                                      permutation p-values corrected over the labels (Holm, BH)
 """
-from probes.compare.checkpoints import checkpoint_similarity
-from probes.compare.correlate import correlate
-from probes.compare.grids import load_any
-from probes.compare.results_diff import Comparison, compare_results, load_results
+from probes.exports import lazy_exports
 
+_PUBLIC = {"checkpoint_similarity": "probes.compare.checkpoints", "correlate": "probes.compare.correlate",
+           "load_any": "probes.compare.grids", "Comparison": "probes.compare.results_diff",
+           "compare_results": "probes.compare.results_diff", "load_results": "probes.compare.results_diff"}
 __all__ = ["checkpoint_similarity", "correlate", "load_any", "compare_results", "Comparison", "load_results"]
+lazy_exports(__name__, _PUBLIC)

@@ -4,9 +4,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from probes.argtypes import check_output_file, check_output_folder
 from probes.arguments import input_path
+from probes.choices import COMPARE_SORTS
 from probes.errors import InputError
-from probes.results import check_output_file, check_output_folder
 
 EPILOG = """\
 examples:
@@ -30,6 +31,10 @@ def add_commands(sub) -> None:
     compare.add_argument("b", metavar="B", type=input_path, help="results folder (or file) of the second model")
     compare.add_argument("--all-labels", action="store_true",
                          help="also the labels below the runs' --min-count in both A and B (always in the files)")
+    compare.add_argument("--sort", choices=COMPARE_SORTS, default="count",
+                         help="the table's order within each probe: count (default: most instances in A and B first, "
+                         "as `probes show`), score (B's best score, highest first), delta (the change of the best score, "
+                         "largest either way first) or label; overall last (the files keep the results' order)")
     _outputs(compare, "write compare.json, compare.csv and <probe>-<label>-delta.png here")
 
     similarity = sub.add_parser("similarity", help="per-head cosine similarity of two checkpoints' attention maps",
@@ -80,7 +85,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     comparison = compare_results(args.a, args.b)
     if comparison.left_out:
         print(f"probes: compared the probes both hold; left out {', '.join(comparison.left_out)}", file=sys.stderr)
-    print(comparison.format_table(all_labels=args.all_labels))
+    print(comparison.format_table(all_labels=args.all_labels, sort=args.sort))
     if args.out:
         written = comparison.save(args.out, plots=not args.no_plots, all_labels=args.all_labels)
         print(f"wrote {len(written)} files to {args.out}")

@@ -19,6 +19,7 @@ scored, pooling) are reported as notes.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from probes.bootstrap import paired_delta
+from probes.choices import COMPARE_SORTS
 from probes.compare.grids import load_any
 from probes.errors import InputError
 from probes.results import (BestHead, ProbeResult, Reported, best_head, json_grid, results_in, safe_name,
@@ -172,10 +174,30 @@ class Comparison:
                 vmax=span or 1.0, cmap="RdBu_r")
         return pictures
 
-    def format_table(self, all_labels: bool = False) -> str:
+    def ordered(self, sort: str = "count") -> list[LabelDelta]:
+        """The labels in the table's order: probe by probe as the results come, and within a probe by `sort`
+        (probes.choices.COMPARE_SORTS): count, the most instances in A and B together first (as `probes show`);
+        score, B's best score, highest first; delta, the change of the best score, largest first either way; label,
+        by name. Labels without that number (no best head) follow, overall comes last."""
+        if sort not in COMPARE_SORTS:
+            raise InputError(f"unknown sort {sort!r}; choose one of {', '.join(COMPARE_SORTS)}")
+        probes = list(dict.fromkeys(d.probe for d in self.labels))
+
+        def key(d: LabelDelta) -> tuple:
+            a, b = d.best("a"), d.best("b")
+            value = {"count": -(d.count_a + d.count_b), "label": d.label,
+                     "score": -b.score if b.found else math.nan,
+                     "delta": -abs(b.score - a.score) if a.found and b.found else math.nan}[sort]
+            missing = isinstance(value, float) and math.isnan(value)
+            return probes.index(d.probe), d.label == "overall", missing, 0 if missing else value
+
+        return sorted(self.labels, key=key)
+
+    def format_table(self, all_labels: bool = False, sort: str = "count") -> str:
         """The table on screen: a row per label (those below the minimum count on both sides only with
-        `all_labels`) with its counts in A and B; "lost" where a label at or above the minimum count in A
-        is absent or below it in B; "few" where the delta rests on fewer instances than that."""
+        `all_labels`), in the order of ``ordered(sort)``, with its counts in A and B; "lost" where a label at or
+        above the minimum count in A is absent or below it in B; "few" where the delta rests on fewer instances
+        than that."""
         lines = [f"A: {self.model_a}", f"B: {self.model_b}", *[f"note: {n}" for n in self.notes]]
         for probe, kind in {d.probe: d.kind for d in self.labels}.items():
             lines.append(f"{probe}: " + ("heads chosen on each side's selection split (--select-on), scores on the "
@@ -189,7 +211,7 @@ class Comparison:
             lines.append(f"{probe}: mean |B − A| by layer: " +
                          ", ".join(f"L{r.layer} {r.mean_abs_delta:.3f}" for r in layers.itertuples()))
         lines += [header, "-" * len(header)]
-        shown = [d for d in self.labels if all_labels or d.frequent]
+        shown = [d for d in self.ordered(sort) if all_labels or d.frequent]
         for d in shown:
             r = d.row()
             lines.append(f"{d.probe:<14}{d.label[:17]:<18}{d.count_a:>6}{d.count_b:>6}  {_short(d.best('a')):<9}"

@@ -48,6 +48,30 @@ BUILTIN_READERS: dict[str, Reader] = {
     "pairs": read_pairs,  # sentence pairs: sentence1<TAB>sentence2[<TAB>label]
 }
 
+_CONLLU = {"head": "HEAD, column 7", "deprel": "DEPREL, column 8", "upos": "UPOS, column 4", "xpos": "XPOS, column 5"}
+_TREES = {"xpos": "the preterminal tags", "constituents": "the bracketed phrases"}
+# format name -> {annotation (a Sentence.ann key, as probes name what they need): where the file holds it}
+GIVES: dict[str, dict[str, str]] = {
+    "conllu": {**_CONLLU, "ner": "MISC NER=<IOB2 tag>"},
+    "propbank": {**_CONLLU, "srl": "Universal PropBank: column 11 each predicate's roleset, then one column of "
+                                   "roles per predicate"},
+    "conll2012": {"ner": "CoNLL-2012: the named-entity column 10", "srl": "CoNLL-2012: one column per predicate "
+                                                                          "from column 11"},
+    "framenet": {"frames": "FrameNet full-text XML: frames with their target and frame elements"},
+    "iob2": {"ner": "the IOB2 TAG column"},
+    "ptb": _TREES,
+    "craft": _TREES,
+    "spacy": {key: "spaCy's silver annotation of raw text" for key in ("head", "deprel", "upos", "xpos", "ner")},
+    "pairs": {"pair": "sentence1<TAB>sentence2[<TAB>label]"},
+}
+
+
+def formats_giving(annotation: str) -> str | None:
+    """The built-in formats whose reader gives `annotation`, with where each file holds it ("propbank (Universal
+    PropBank: ...) or conll2012 (...)"); None where no reader gives it."""
+    found = [f"{name} ({gives[annotation]})" for name, gives in GIVES.items() if annotation in gives]
+    return " or ".join(found) or None
+
 
 def reader_names() -> list[str]:
     """Every format name: the built-ins, then the entry points' (sorted), without loading any plugin."""

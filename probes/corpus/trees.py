@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from probes.choices import INVALID_TREES
 from probes.errors import InputError
 
-INVALID_TREES = ("refuse", "skip")  # what a reader does with a sentence that breaks a rule
 SKIP_HINT = "--invalid-trees skip sets such sentences aside"
 
 

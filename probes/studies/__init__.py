@@ -13,7 +13,9 @@ it stopped. Units run in this process, in local worker processes or on Ray (prob
 states are merged into ``OUT/<model>/<probe>.json`` as ``probes run`` writes them, with the tidy table
 ``OUT/study.parquet`` / ``.csv`` and ``OUT/study.json`` (probes.studies.outputs).
 """
-from probes.studies.driver import Study, StudyFailed, study
-from probes.studies.spec import StudySpec, read_study
+from probes.exports import lazy_exports
 
+_PUBLIC = {"Study": "probes.studies.driver", "study": "probes.studies.driver", "StudyFailed": "probes.errors",
+           "StudySpec": "probes.studies.spec", "read_study": "probes.studies.spec"}  # name -> its module
 __all__ = ["study", "Study", "StudyFailed", "StudySpec", "read_study"]
+lazy_exports(__name__, _PUBLIC)

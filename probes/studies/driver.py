@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probes.errors import InputError
+from probes.argtypes import check_output_folder
+from probes.errors import InputError, StudyFailed
 from probes.progress import progress_bar
-from probes.results import ProbeResult, check_output_folder
+from probes.results import ProbeResult
 from probes.studies import outputs
 from probes.studies.engines import check_engine, execute
 from probes.studies.spec import StudySpec, read_study
@@ -21,16 +22,6 @@ from probes.studies.units import Unit, UnitStore, plan_units
 
 ATTEMPTS = 2  # a failed unit is tried once more
 RAY_LOG = "ray.log"  # in OUT: Ray's own output (the ray engine's)
-
-
-class StudyFailed(Exception):
-    """Units that failed twice, by name with their errors (the finished ones are kept in OUT/.units)."""
-
-    def __init__(self, failures: dict[str, str]):
-        self.failures = failures
-        lines = [f"{name}: {error}" for name, error in failures.items()]
-        super().__init__(f"{len(failures)} unit{'s' if len(failures) > 1 else ''} failed twice; "
-                         f"the finished ones are kept, run the study again to retry: " + "; ".join(lines))
 
 
 @dataclass

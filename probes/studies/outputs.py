@@ -19,9 +19,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from probes.choices import DEFAULT_MIN_COUNT
 from probes.plots import lines_png
 from probes.provenance import probes_version
-from probes.results import DEFAULT_MIN_COUNT, ProbeResult, load_result, write_result_files
+from probes.results import ProbeResult, load_result, write_result_files
 from probes.state_files import merge
 from probes.studies.spec import StudySpec
 from probes.studies.units import Unit, UnitStore

@@ -15,15 +15,14 @@ import torch
 from probes.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.analyses.token_view import TokenView, row_sum, sentence_sums
+from probes.builtin.declared import ENTROPY
 from probes.maps import LayerMaps
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
 
 
 @register
-class EntropyAnalysis(MeanAnalysis):
-    name = "entropy"
-    description = "attention entropy, its gap to uniform, and confidence (mean max weight; Voita et al. 2019)"
+class EntropyAnalysis(MeanAnalysis, declared=ENTROPY):
     measures = ("entropy", "gap", "confidence")
     scalars = ("uniform_entropy", "uniform_confidence")
 

@@ -38,25 +38,18 @@ import torch
 
 from probes.batching import Batch
 from probes.builtin.analyses.head_layout import cluster_heads, head_distance_figures
+from probes.builtin.declared import HEAD_DISTANCE
 from probes.maps import LayerMaps
-from probes.probe import Option, Probe
+from probes.probe import Probe
 from probes.registry import register
 from probes.results import LabelScores, ProbeResult, RunInfo
 
 CHUNK_ELEMENTS = 1 << 22  # (head pairs × query tokens × keys) per step: bounds one step's memory (~32 MB)
 TINY = 1e-30
-LINKAGES = ("average", "complete", "single", "weighted")
 
 
 @register
-class HeadDistance(Probe):
-    name = "head_distance"
-    description = "Jensen-Shannon distance between every two heads, clustering and 2-D layout (Clark et al. 2019)"
-    options = (Option("distance_rows", 4, "head_distance: query tokens compared per sentence, a seeded draw "
-                      "(0: every token)", int),
-               Option("seed", 0, "seed of the word shuffle (word_order) and of head_distance's token draw", int),
-               Option("clusters", 8, "head_distance: number of flat clusters cut from the hierarchy", int),
-               Option("linkage", "average", "head_distance: hierarchical clustering method", str, LINKAGES))
+class HeadDistance(Probe, declared=HEAD_DISTANCE):
     figures = staticmethod(head_distance_figures)  # the heatmaps, the 2-D layout, dendrogram and distance matrix
 
     def __init__(self, layers: int, heads: int, **options):

@@ -17,6 +17,7 @@ import torch
 from probes.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.analyses.token_view import TokenView, row_sum, sentence_sums
+from probes.builtin.declared import MASS
 from probes.maps import LayerMaps
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
@@ -25,9 +26,7 @@ TARGETS = ("cls", "sep", "punct", "self", "prev", "next")
 
 
 @register
-class MassAnalysis(MeanAnalysis):
-    name = "mass"
-    description = "mean attention on [CLS], [SEP], punctuation, self, previous and next token (Clark et al. 2019)"
+class MassAnalysis(MeanAnalysis, declared=MASS):
     measures = (*TARGETS, "special")
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:

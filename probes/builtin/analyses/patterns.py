@@ -28,8 +28,8 @@ import torch
 from probes.batching import Batch, token_segments
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.analyses.token_view import TokenView
+from probes.builtin.declared import PATTERNS
 from probes.maps import LayerMaps
-from probes.probe import Option
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
 
@@ -65,12 +65,7 @@ def _blocks(batch: Batch, device: torch.device, dtype: torch.dtype) -> tuple[tor
 
 
 @register
-class PatternAnalysis(MeanAnalysis):
-    name = "patterns"
-    description = ("attention-pattern class of each map: vertical, diagonal, vertical+diagonal, block, "
-                   "heterogeneous (Kovaleva et al. 2019; rule-based)")
-    options = (Option("pattern_major", 0.6, "mass a pattern must hold alone (vertical, diagonal, block)", float),
-               Option("pattern_minor", 0.2, "mass each part of vertical+diagonal must hold (together: major)", float))
+class PatternAnalysis(MeanAnalysis, declared=PATTERNS):
     measures = (*CLASSES, "vertical_mass", "diagonal_mass")
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:

@@ -17,8 +17,8 @@ import torch
 from probes.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.analyses.token_view import TokenView
+from probes.builtin.declared import POSITIONAL
 from probes.maps import LayerMaps
-from probes.probe import Option
 from probes.registry import register
 from probes.results import LabelScores, ProbeResult, RunInfo
 
@@ -30,11 +30,7 @@ def offset_label(k: int) -> str:
 
 
 @register
-class PositionalAnalysis(MeanAnalysis):
-    name = "positional"
-    description = "share of tokens whose argmax is at a fixed offset; positional heads at >= 0.9 (Voita et al. 2019)"
-    options = (Option("positional_threshold", 0.9, "a head is positional when its best offset share reaches this",
-                      float),)
+class PositionalAnalysis(MeanAnalysis, declared=POSITIONAL):
     measures = tuple(offset_label(k) for k in range(-MAX_OFFSET, MAX_OFFSET + 1))
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:

@@ -23,21 +23,17 @@ import torch
 
 from probes.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
+from probes.builtin.declared import RARE
 from probes.corpus.sentence import Sentence
 from probes.corpus.textio import read_text_lines
 from probes.errors import InputError
 from probes.maps import LayerMaps
-from probes.probe import Option
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
 
 
 @register
-class RareWordAnalysis(MeanAnalysis):
-    name = "rare"
-    description = "share of words whose argmax is the sentence's least frequent word (Voita et al. 2019)"
-    options = (Option("frequencies", "", "word frequency file, 'word<TAB>count' a line (default: count the corpus)"),
-               Option("case_sensitive", False, "rare: count word frequencies without lowercasing", bool))
+class RareWordAnalysis(MeanAnalysis, declared=RARE):
     measures = ("rarest",)
     scalars = ("chance",)
     tallies = ("sentences_without_rarest",)

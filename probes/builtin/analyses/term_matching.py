@@ -17,6 +17,7 @@ import torch
 from probes.batching import Batch, token_segments
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.analyses.token_view import TokenView, row_sum
+from probes.builtin.declared import TERM_MATCHING
 from probes.maps import LayerMaps
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
@@ -32,9 +33,7 @@ def cross_matches(batch: Batch) -> torch.Tensor:
 
 
 @register
-class TermMatchingAnalysis(MeanAnalysis):
-    name = "term_matching"
-    description = "attention from a token to the identical token in the other sentence of a pair (TSV pairs)"
+class TermMatchingAnalysis(MeanAnalysis, declared=TERM_MATCHING):
     needs = ("pair",)
     corpus_format = "pairs"
     measures = ("attention", "argmax")

@@ -21,8 +21,8 @@ import torch
 from probes.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.analyses.token_view import TokenView, row_sum
+from probes.builtin.declared import WORD_ORDER
 from probes.maps import LayerMaps
-from probes.probe import Option
 from probes.registry import register
 from probes.results import ProbeResult, RunInfo
 
@@ -35,10 +35,7 @@ def unshuffle(twin_attention: torch.Tensor, position_of: torch.Tensor) -> torch.
 
 
 @register
-class WordOrderAnalysis(MeanAnalysis):
-    name = "word_order"
-    description = "how much each head's attention moves when the words are shuffled (second forward pass)"
-    options = (Option("seed", 0, "seed of the word shuffle (word_order) and of head_distance's token draw", int),)
+class WordOrderAnalysis(MeanAnalysis, declared=WORD_ORDER):
     measures = ("distance", "argmax_changed")
     tallies = ("unshuffled_sentences",)
 

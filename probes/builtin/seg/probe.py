@@ -32,32 +32,23 @@ import torch
 
 from probes.batching import Batch
 from probes.bootstrap import add_replicates, attach_interval, replicate_ratio, weighted_sums
+from probes.builtin.declared import SEG
 from probes.builtin.seg.kept import Examples, KeptEnds
 from probes.builtin.seg.scoring import COMBINE_RULES, STATS, greedy, metrics, tally, union_ends
-from probes.builtin.seg.units import COUNTS, LENGTH_LABELS, BatchUnits, batch_units, unit_surfaces
 from probes.builtin.seg.show import format_seg
+from probes.builtin.seg.units import COUNTS, LENGTH_LABELS, BatchUnits, batch_units, unit_surfaces
 from probes.errors import InputError
 from probes.maps import LayerMaps
-from probes.probe import Option, Probe, ratio
+from probes.probe import Probe, ratio
 from probes.registry import register
 from probes.results import LabelScores, ProbeResult, RunInfo
 
-END_RULES = ("next", "sep")
 EXTRA_COLUMNS = ("all_ends", "no_ends", "union_oracle", "union_any_end")
 
 
 @register
-class SegmentationProbe(Probe):
-    name = "seg"
-    description = "word segmentation: heads that look at the next token inside a word and away (at [SEP]) at its end"
+class SegmentationProbe(Probe, declared=SEG):
     corpus_format = "segmented"
-    options = (
-        Option("end_rule", "next", "a unit ends a word when the head's argmax is not the next token (next), or only "
-               "when it is the end special token [SEP] (sep)", str, END_RULES),
-        Option("ensemble_size", 10, "largest greedy best-k head ensemble; 0 for none (otherwise every head's "
-               "prediction is kept in memory, 1 bit per token per head)", int),
-        Option("examples", 10, "keep every head's segmentation of the first N sentences for `probes show`", int),
-    )
     details = staticmethod(format_seg)  # under `probes show`'s table: baselines, ensembles, segmented examples
 
     def __init__(self, layers: int, heads: int, **options):

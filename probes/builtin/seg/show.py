@@ -2,22 +2,11 @@
 ensemble beside the gold segmentation (`probes show DIR/seg.json`)."""
 from __future__ import annotations
 
-import re
-
 from probes.errors import InputError
 from probes.results import ProbeResult
 
-_HEAD = re.compile(r"^L?(\d+)[-,:]H?(\d+)$", re.IGNORECASE)
 _COLUMNS = (("word_f1", "word F1"), ("word_precision", "word P"), ("word_recall", "word R"),
             ("boundary_accuracy", "bnd acc"), ("boundary_f1", "bnd F1"), ("boundary_accuracy_known", "acc known"))
-
-
-def parse_head(text: str) -> tuple[int, int]:
-    """"L3-H5", "3-5" or "3,5" → (3, 5)."""
-    m = _HEAD.match(text.strip())
-    if not m:
-        raise InputError(f"head {text!r} is not LAYER-HEAD (e.g. L3-H5 or 3-5)")
-    return int(m.group(1)), int(m.group(2))
 
 
 def segmentations(result: ProbeResult, heads: list[tuple[int, int]], rule: str = "any_end") -> list[dict]:

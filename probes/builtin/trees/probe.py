@@ -27,6 +27,7 @@ import torch
 
 from probes.batching import Batch
 from probes.bootstrap import attach_intervals
+from probes.builtin.declared import TREES
 from probes.builtin.trees.decoders import DECODERS, decode
 from probes.builtin.trees.details import format_trees
 from probes.builtin.trees.ensemble import decode_main, select_heads
@@ -36,7 +37,7 @@ from probes.errors import InputError
 from probes.maps import LayerMaps
 from probes.corpus.sentence import Sentence
 from probes.presentation import arc_items
-from probes.probe import LabelSums, Option, Probe, ratio
+from probes.probe import LabelSums, Probe, ratio
 from probes.registry import register
 from probes.results import LabelScores, ProbeResult, RunInfo
 
@@ -45,19 +46,11 @@ BASELINES = ("right_branching", "left_branching")
 
 
 @register
-class TreesProbe(Probe):
-    name = "trees"
-    description = "dependency trees decoded from each head's attention (Chu–Liu–Edmonds, Eisner): UAS per head"
+class TreesProbe(Probe, declared=TREES):
     needs = ("head", "deprel")
     needs_fit = True  # the selection split of the head ensemble (an instance with no ensemble needs none)
     view = "arcs"
     details = classmethod(lambda cls, result, head=None, sentences=3: format_trees(result))
-    options = (
-        Option("ensemble_heads", 4, "trees: most heads in the greedy head ensemble, chosen on the selection split "
-               "(--select-on); 0: no ensemble and no selection pass", int),
-        Option("select_sentences", 500, "trees: most sentences of the selection split kept to choose the ensemble "
-               "on (a hash-chosen sample)", int),
-    )
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
