@@ -7,17 +7,20 @@ sharding (every replicate sum is an exact sum of integer counts, so intervals ar
 """
 from __future__ import annotations
 
+import json
 import math
+
 import numpy as np
 import pytest
 import torch
 
 import probes
 from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
-from probes.bootstrap import (Bootstrap, attach_interval, paired_delta, percentile_interval, replicate_ratio,
-                              replicate_weights)
+from probes.bootstrap import (Bootstrap, attach_interval, head_interval, paired_delta, percentile_interval,
+                              replicate_ratio, replicate_weights, wilson_interval)
 from probes.builtin.dep import DependencyProbe
 from probes.cli import main
+from probes.fitting import choose_heads
 from probes.identity import sentence_key
 from probes.probe import LabelSums
 from probes.results import LabelScores, ProbeResult
@@ -139,24 +142,91 @@ def test_coverage_of_a_known_rate():
     assert 0.93 <= covered <= 0.97, covered
 
 
+def test_wilson_bounds_by_hand():
+    """Wilson's score interval, z = 1.959964 (z² = 3.841459): 5 of 10 is 0.5 ± z·√(0.025 + z²/400) / (1 + z²/10) =
+    0.5 ± 0.263407; 0 of 10 is [0, z²/(10 + z²)] = [0, 0.277533], 10 of 10 its mirror [10/(10 + z²), 1]; 0 of 100
+    is [0, z²/(100 + z²)] = [0, 0.036994]. No count, no interval."""
+    low, high = wilson_interval(np.array([0.5, 0.0, 1.0]), 10)
+    np.testing.assert_allclose(low, [0.236593, 0.0, 0.722467], atol=1e-6)
+    np.testing.assert_allclose(high, [0.763407, 0.277533, 1.0], atol=1e-6)
+    assert wilson_interval(np.array([0.0]), 100)[1][0] == pytest.approx(0.036994, abs=1e-6)
+    assert np.isnan(wilson_interval(np.array([0.5]), 0)[0]).all()
+
+
+def test_no_zero_width_intervals():
+    """A head right on every instance (or none) in every replicate still gets an interval of width: binomial and
+    bounded scores Wilson's (n = the label's 40 instances: [40/(40 + z²), 1] = [0.912378, 1] and [0, 0.087622]); a
+    bounded score with spread keeps its percentile interval; a mean of unbounded values has no such floor."""
+    replicates = np.stack([np.array([[1.0, 0.0, 0.3 + 0.01 * (r % 3)]]) for r in range(20)])  # [R=20,1,3]
+    scores = np.array([[1.0, 0.0, 0.31]])
+    for kind in ("binomial", "bounded"):
+        low, high = head_interval(replicates, scores, 40, kind)
+        np.testing.assert_allclose(low[0, :2], [0.912378, 0.0], atol=1e-6)
+        np.testing.assert_allclose(high[0, :2], [1.0, 0.087622], atol=1e-6)
+        assert (high > low).all(), kind
+    low, high = head_interval(replicates, scores, 40, "bounded")
+    assert (low[0, 2], high[0, 2]) == (0.3, 0.32)  # the percentile interval where the replicates spread
+    wide = head_interval(replicates, scores, 40, "binomial")  # binomial: widened to Wilson's [0.184, 0.469]
+    assert wide[0][0, 2] == pytest.approx(wilson_interval(scores, 40)[0][0, 2]) and wide[1][0, 2] > 0.46
+    low, high = head_interval(replicates, scores, 40, "mean")
+    np.testing.assert_array_equal(low, [[1.0, 0.0, 0.3]])
+
+
 def test_best_head_interval_counts_the_selection():
-    """Replicates where different heads win: the best head's interval is that of the max over heads, not of
-    the point-best head's own replicates; the margin's is paired (max over heads − max over offsets)."""
+    """Replicates where different heads win: the best head's interval is the selection pivot's (the score minus
+    each replicate's winner's replicate score minus that winner's score on the corpus), never narrower than the
+    head's own; the margin's is paired (the heads' shift minus the offsets'); every head's margin too."""
     scores = np.array([[0.5, 0.4]])  # [L=1,H=2]
     replicates = np.array([[[0.5, 0.4]], [[0.4, 0.6]], [[0.6, 0.5]], [[0.5, 0.5]], [[np.nan, np.nan]]])  # [R=5,1,2]
-    entry = LabelScores(count=10, scores=scores)
-    base = np.array([0.2, 0.3, 0.2, 0.4, np.nan])  # [R] best offset per replicate
-    best = attach_interval(entry, replicates, (0.25, base))
-    np.testing.assert_array_equal(best, [0.5, 0.6, 0.6, 0.5, np.nan])
+    entry = LabelScores(count=1000, scores=scores)
+    points = np.array([0.25, 0.2])  # two offsets' scores, their replicates [R,2]
+    base = np.array([[0.2, 0.1], [0.3, 0.2], [0.2, 0.25], [0.4, 0.1], [np.nan, np.nan]])
+    pivots = attach_interval(entry, replicates, "binomial", (points, base))
+    # winners (first on ties): head 0, 1, 0, 0; shifts 0, 0.6 − 0.4, 0.6 − 0.5, 0 → pivots 0.5 − shift
+    np.testing.assert_allclose(pivots, [0.5, 0.3, 0.4, 0.5, np.nan])
     assert (entry.best.layer, entry.best.head, entry.best.score) == (0, 0, 0.5)
-    # np.quantile of [0.5, 0.6, 0.6, 0.5] (the NaN replicate left out) at 2.5% and 97.5%, linear interpolation
-    assert entry.best.ci_low == pytest.approx(0.5) and entry.best.ci_high == pytest.approx(0.6)
-    # margins 0.3, 0.3, 0.4, 0.1: sorted 0.1, 0.3, 0.3, 0.4; 2.5% → 0.1 + 0.075·0.2, 97.5% → 0.3 + 0.925·0.1
+    # pivots sorted 0.3, 0.4, 0.5, 0.5: 2.5% → 0.3 + 0.075·0.1; head 0's own interval (its replicates sort to
+    # 0.4, 0.5, 0.5, 0.6: [0.4075, 0.5925], wider than Wilson's [0.469, 0.531] at n = 1000) sets the top
+    assert entry.best.ci_low == pytest.approx(0.3075) and entry.best.ci_high == pytest.approx(0.5925)
+    # head 1's own: percentile [0.4075, 0.5925] widened below to Wilson's 0.3700 (0.4 of 1000)
+    assert entry.ci_low[0, 1] == pytest.approx(wilson_interval(np.array(0.4), 1000)[0]) and entry.ci_low[0, 1] < 0.371
+    assert entry.ci_high[0, 1] == pytest.approx(0.5925)
+    # offsets' winners 0, 0, 1, 0: shifts −0.05, 0.05, 0.05, 0.15; margin pivots 0.25 − head shift + offset shift
+    # = 0.2, 0.1, 0.2, 0.4: sorted 0.1, 0.2, 0.2, 0.4 → 0.1 + 0.075·0.1, 0.2 + 0.925·0.2
     assert entry.best.margin == pytest.approx(0.25)
-    assert entry.best.margin_low == pytest.approx(0.115) and entry.best.margin_high == pytest.approx(0.3925)
-    # each head's own: both heads' replicates sort to 0.4, 0.5, 0.5, 0.6
-    np.testing.assert_allclose(entry.ci_low, [[0.4075, 0.4075]])
-    np.testing.assert_allclose(entry.ci_high, [[0.5925, 0.5925]])
+    assert entry.best.margin_low == pytest.approx(0.1075) and entry.best.margin_high == pytest.approx(0.385)
+    # each head's margin pivots: margin − (its replicate − its score) + offset shift: head 0 0.2, 0.4, 0.2, 0.4;
+    # head 1 (margin 0.15) 0.1, 0.0, 0.1, 0.2
+    np.testing.assert_allclose(entry.margins["margin"], [[0.25, 0.15]])
+    np.testing.assert_allclose(entry.margins["margin_low"], [[0.2, 0.0075]])
+    np.testing.assert_allclose(entry.margins["margin_high"], [[0.4, 0.1925]])
+
+
+def test_selected_head_fields_come_from_the_grids():
+    """--select-on's block: the selected head's own interval and margin (with its paired interval) are the
+    per-head grids' values at that head on the scored corpus; without baselines the margin is None."""
+    scores = np.array([[0.5, 0.4]])
+    replicates = np.array([[[0.5, 0.4]], [[0.4, 0.6]], [[0.6, 0.5]], [[0.5, 0.5]]])
+    entry = LabelScores(count=1000, scores=scores)
+    attach_interval(entry, replicates, "binomial", (np.array([0.25, 0.2]), np.array([[0.2, 0.1], [0.3, 0.2],
+                                                                                   [0.2, 0.25], [0.4, 0.1]])))
+    result = ProbeResult("dep", _info(), {}, {"det": entry}, LabelScores(count=1000, scores=scores),
+                         baselines={"labels": {"det": {"best": 0.25, "best_offset": -1}}})
+    chooser = ProbeResult("dep", _info(), {}, {"det": LabelScores(count=9, scores=np.array([[0.1, 0.9]]))},
+                          LabelScores(count=9, scores=np.array([[0.1, 0.9]])))
+    choose_heads(result, chooser)
+    chosen = result.labels["det"].selected
+    assert (chosen["layer"], chosen["head"], chosen["score_on_corpus"], chosen["score_on_selection"]) == (0, 1, 0.4, 0.9)
+    assert (chosen["ci_low"], chosen["ci_high"]) == (entry.ci_low[0, 1], entry.ci_high[0, 1])
+    assert chosen["margin"] == pytest.approx(0.15)
+    assert (chosen["margin_low"], chosen["margin_high"]) == (entry.margins["margin_low"][0, 1],
+                                                             entry.margins["margin_high"][0, 1])
+    assert chosen["margin_low"] <= chosen["margin"] <= chosen["margin_high"]
+    overall = result.overall.selected  # no replicates, no baseline: no interval, no margin
+    assert overall["layer"] == 0 and overall["head"] == 1
+    assert all(overall[k] is None for k in ("ci_low", "ci_high", "margin", "margin_low", "margin_high"))
+    again = ProbeResult.from_json(json.loads(json.dumps(result.to_json())))
+    assert again.labels["det"].selected == chosen
 
 
 # ---- probes: intervals in results, invariance, merge -----------------------------------------------
@@ -209,7 +279,8 @@ def test_dep_replicates_by_hand():
     """dep on the hand-built batch (tests/helpers.py): head 0 gets every arc, head 1 the three arcs of "The playing
     cat" and not the root arc of "Hi". With the two sentences' weights w_cat, w_hi [R], head 1's overall replicate
     score is 3·w_cat / (3·w_cat + w_hi), head 0's is 1, and root's (one arc in each sentence) head-1 score is
-    w_cat / (w_cat + w_hi); the intervals are their percentiles; the scores are those of a run without replicates."""
+    w_cat / (w_cat + w_hi); the intervals are their percentiles widened to Wilson's (4 arcs overall, 2 of root);
+    the scores are those of a run without replicates."""
     r = 300
     hand = batch([CAT, HI], [CAT_COLUMNS, HI_COLUMNS], [[CAT_TO_HEADS, CAT_TO_HEADS], [HI_TO_HEADS, attention(3, {})]])
     probe, plain = DependencyProbe(1, 2, replicates=r, bootstrap_seed=5), DependencyProbe(1, 2)
@@ -222,24 +293,30 @@ def test_dep_replicates_by_hand():
     shown = (w_cat + w_hi) > 0  # replicates where the corpus has an arc at all
     head1 = 3 * w_cat[shown] / (3 * w_cat[shown] + w_hi[shown])
     low, high = np.quantile(head1, [0.025, 0.975])
-    np.testing.assert_allclose(result.overall.ci_low, [[1.0, low]])
-    np.testing.assert_allclose(result.overall.ci_high, [[1.0, high]])
-    np.testing.assert_array_equal(result.replicates["overall"], np.where(shown, 1.0, np.nan))  # head 0's, always
+    wilson = wilson_interval(np.array([1.0, 0.75]), 4)  # head 0 right on every arc: [4 / (4 + z²), 1]
+    assert wilson[0][0] == pytest.approx(0.510109, abs=1e-6)
+    np.testing.assert_allclose(result.overall.ci_low, [[wilson[0][0], min(low, wilson[0][1])]])
+    np.testing.assert_allclose(result.overall.ci_high, [[1.0, max(high, wilson[1][1])]])
+    # head 0 wins every replicate at its own score: no winner's curse, the pivots are 1; its own interval is wider
+    np.testing.assert_array_equal(result.replicates["overall"], np.where(shown, 1.0, np.nan))
     assert (result.overall.best.layer, result.overall.best.head, result.overall.best.score) == (0, 0, 1.0)
-    assert result.overall.best.ci_low == 1.0 == result.overall.best.ci_high
+    assert (result.overall.best.ci_low, result.overall.best.ci_high) == (wilson[0][0], 1.0)
     both = (w_cat > 0) & (w_hi > 0)
     root1 = w_cat[both] / (w_cat[both] + w_hi[both])  # root needs both: replicates with a 0 weight shift the share
     root = w_cat / np.where(w_cat + w_hi > 0, w_cat + w_hi, np.nan)
-    np.testing.assert_allclose(result.labels["root"].ci_low[0, 1], np.nanquantile(root, 0.025))
+    assert result.labels["root"].scores[0, 1] == 0.5
+    np.testing.assert_allclose(result.labels["root"].ci_low[0, 1],
+                               min(np.nanquantile(root, 0.025), wilson_interval(np.array(0.5), 2)[0]))
     assert root1.size < shown.sum()  # some replicates leave a sentence out (weight 0): that is the resampling
     # the margin over the best offset: offsets −1 and +1 get one arc of each sentence either way (amod, Hi's
-    # root), the others one arc of "The playing cat" alone: the best offset's replicate score is
-    # (w_cat + w_hi) / (3·w_cat + w_hi), and the margin's replicates are head 0's 1 minus that
+    # root), the others one arc of "The playing cat" alone: the best offset's replicate score b is
+    # (w_cat + w_hi) / (3·w_cat + w_hi), its shift b − 0.5; head 0's shift is 0, so the margin's pivots are
+    # 0.5 − 0 + (b − 0.5) = b
     base = result.baselines["overall"]
     assert base["best"] == 0.5 and result.overall.best.margin == 0.5
-    margins = 1.0 - (w_cat[shown] + w_hi[shown]) / (3 * w_cat[shown] + w_hi[shown])
+    b = (w_cat[shown] + w_hi[shown]) / (3 * w_cat[shown] + w_hi[shown])
     np.testing.assert_allclose([result.overall.best.margin_low, result.overall.best.margin_high],
-                               np.quantile(margins, [0.025, 0.975]))
+                               np.quantile(b, [0.025, 0.975]))
 
 
 def _info():
@@ -339,7 +416,8 @@ def test_figures_dot_heads_whose_interval_clears_the_baseline(tiny_encoder):
 
 def test_seg_replicates_add_up_to_its_counts(tiny_encoder, monkeypatch):
     """seg's word F1 per replicate from per-sentence parts: with every sentence weighing 1 in every replicate,
-    each replicate's F1 is the point F1 of every head exactly (the parts add up to tally's counts)."""
+    each replicate's F1 is the point F1 of every head exactly (the parts add up to tally's counts), so the best
+    head's pivot replicates are its score and each head's interval is Wilson's at its score."""
     from probes.bootstrap import Bootstrap
 
     def ones(self, batch):
@@ -349,13 +427,14 @@ def test_seg_replicates_add_up_to_its_counts(tiny_encoder, monkeypatch):
     result = probes.run(["seg"], encoder=tiny_encoder, limit=25, replicates=3, progress=False)["seg"]
     f1 = result.overall.scores  # [L,H]
     assert np.isfinite(f1).all()
-    np.testing.assert_array_equal(result.overall.ci_low, f1)
-    np.testing.assert_array_equal(result.overall.ci_high, f1)
-    np.testing.assert_array_equal(result.replicates["overall"], np.full(3, np.nanmax(f1)))
-    for name, entry in result.labels.items():  # word-length labels: right / reachable words of that length
+    # no spread in the replicates: F1 (bounded) gets Wilson's interval at the score, n = the gold words, and so
+    # does each word-length label (binomial: the hull of the flat percentile interval and Wilson's)
+    for name, entry in [*result.labels.items(), ("overall", result.overall)]:
         if entry.count:
-            np.testing.assert_array_equal(entry.ci_low, entry.scores)
-            np.testing.assert_array_equal(entry.ci_high, entry.scores)
+            low, high = wilson_interval(entry.scores, entry.count)
+            np.testing.assert_array_equal(entry.ci_low, low, err_msg=name)
+            np.testing.assert_array_equal(entry.ci_high, high, err_msg=name)
+    np.testing.assert_array_equal(result.replicates["overall"], np.full(3, np.nanmax(f1)))
 
 
 def test_seg_intervals_do_not_depend_on_the_batch_size(tiny_encoder):
