@@ -25,8 +25,10 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
     intervals = any(entry.best is not None for _, entry in rows)
     lines = [f"{result.probe} · {info.model} · {info.sentences} sentences scored, {sum(info.skipped.values())} skipped"
              f" · {info.layers} layers × {info.heads} heads (0-indexed)"
-             + (f" · 95% intervals: {info.settings.get('replicates')} bootstrap replicates, the best head chosen "
-                "again in each" if intervals else "")]
+             + (f" · 95% intervals: {info.settings.get('replicates')} bootstrap replicates, "
+                + ("each selected head's own (chosen on another split)" if select_on else
+                   "the best head's counting its selection (chosen again in each, its winner's curse taken off)")
+                if intervals else "")]
     if select_on:
         lines.append(f"best heads chosen on {', '.join(select_on['corpus'])} ({select_on['sentences']} sentences); "
                      "scores on the scored corpus")
