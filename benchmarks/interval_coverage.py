@@ -11,7 +11,7 @@ What is measured, over the (label, chunk) pairs with at least --min-count instan
 - every head's interval (ci_low, ci_high) against its complement score, by the label's count and by score;
 - the share of intervals of width 0;
 - the best head's interval (``LabelScores.best``) against the complement score of the head named best on the chunk;
-- the margin's interval against the complement margin of that head over the chunk's best offset (dep, srl);
+- the margin's interval against that head's complement score minus the complement's best offset score (dep, srl);
 - with --paired MODEL: the paired interval of the change of the best score (``paired_delta``, as in `probes
   compare` and the study deltas) against the change on the complement (each side's chunk-best head).
 
@@ -183,10 +183,13 @@ class Tally:
 
 def coverage(results: list[ProbeResult], pooled: ProbeResult, min_count: int = 50) -> dict[str, Tally]:
     """Tallies of every interval of the chunks' results against the complement's scores (see the module)."""
-    t: dict[str, Tally] = {}
+    rows = ["every per-head interval", *(f"labels with {low}–{high or ''} instances" for low, high in COUNT_BUCKETS),
+            "heads with 0 or all hits (score 0 or 1)", "heads with some hits and some misses",
+            "heads scoring in (0.1, 0.9)", "overall, per head", "best-head interval", "best-head margin interval"]
+    t: dict[str, Tally] = {row: Tally() for row in rows}
 
     def tally(key: str) -> Tally:
-        return t.setdefault(key, Tally())
+        return t[key]
 
     for c, result in enumerate(results):
         for name, entry in [*result.labels.items(), ("overall", result.overall)]:
@@ -213,10 +216,9 @@ def coverage(results: list[ProbeResult], pooled: ProbeResult, min_count: int = 5
             tally("best-head interval").add(c, best.ci_low, best.ci_high, head_truth)
             base, whole_base = (r.baselines.get("labels", {}).get(name) for r in (result, pooled))
             if base and best.margin_low is not None:
-                offset = pooled.baselines["offsets"].index(base["best_offset"])  # the chunk's best offset
-                offset_truth = complement(np.array(base["either"]), base["count"], np.array(whole_base["either"]),
-                                          whole_base["count"])[offset]
-                tally("best-head margin interval").add(c, best.margin_low, best.margin_high, head_truth - offset_truth)
+                offsets = complement(np.array(base["either"]), base["count"], np.array(whole_base["either"]),
+                                     whole_base["count"])  # [K] the offsets' scores on the complement
+                tally("best-head margin interval").add(c, best.margin_low, best.margin_high, head_truth - offsets.max())
     return t
 
 
@@ -243,7 +245,7 @@ def table(name: str, tallies: dict[str, Tally]) -> str:
     lines = [f"{name}: coverage of the 95% intervals (truth: the same head's score on the other chunks)", "",
              "| what | cells | coverage (chunk-resampled 95%) | truth below | truth above | width 0 |",
              "|---|---|---|---|---|---|"]
-    return "\n".join([*lines, *(t.row(what) for what, t in tallies.items())])
+    return "\n".join([*lines, *(t.row(what) for what, t in tallies.items() if t.cells)])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,10 +10,11 @@ Intervals (95%; replicates in which a label has no instance are left out) never 
 score is not exactly determined: each head's interval is the percentile interval over the R replicates
 widened to the Wilson score interval where the score is a binomial share, or replaced by it where a
 bounded mean's replicates have no spread (SCORE_KINDS, ``head_interval``). A best head's interval accounts
-for its selection with a pivot: in each replicate the best head is chosen again, and its replicate score
-minus its score on the corpus (the replicate's winner's curse, ``selection_shift``) is taken off the best
-score; the percentiles of those (never narrower than the head's own interval) make the interval. The
-margin over the label's best offset baseline is paired the same way (the heads' shift minus the offsets').
+for its selection (BEST_METHOD): the head picked best may be the luckiest of several close heads, so its
+lower bound is the score minus the largest replicate deviation among the heads in contention (97.5th
+percentile); its upper bound is its own (selection only pushes a score up). The margin over the label's
+best offset baseline is paired the same way (MARGIN_METHOD). Two results pair (``paired_delta``) through
+their best scores' selection pivots: the score minus each replicate's winner's curse (``selection_shift``).
 """
 from __future__ import annotations
 
@@ -146,19 +147,20 @@ SCORE_KINDS = {
     "mean": "a mean of unbounded values: the percentile bootstrap interval (width 0 only where every replicate "
             "gives the same mean)",
 }
-BEST_METHOD = ("selection pivot: the score minus each replicate's winner's curse (the replicate's best head's "
-               "replicate score minus its score on the corpus) gives the replicate; the 2.5th–97.5th percentiles, "
-               "and never narrower than the head's own interval")
-MARGIN_METHOD = ("paired selection pivot: the margin minus each replicate's winner's curse of the heads plus that "
-                 "of the offsets")
-
+BEST_METHOD = ("contenders' bound: the best head's own interval, its lower bound taken down to the score minus the "
+               "97.5th percentile of the largest replicate deviation (replicate score minus score) among the heads "
+               "whose interval reaches the best head's (the contenders), so that a lucky winner is covered")
+MARGIN_METHOD = ("paired: the margin's lower bound as the best head's (the contenders' largest deviation), the "
+                 "offsets' winner's curse added back; its upper bound the best head's own paired margin interval's")
+PAIRED_METHOD = ("selection pivots: each side's best score minus each replicate's winner's curse (the replicate's "
+                 "best head's replicate score minus that head's score); percentiles of A's pivots minus B's")
 
 def interval_method(kinds: str | dict[str, str]) -> dict:
     """What a result records under "interval_method": how its per-head (a kind of SCORE_KINDS, or {which labels:
     kind}), best-head and margin intervals are made."""
     per_head = {k: f"{v}: {SCORE_KINDS[v]}" for k, v in kinds.items()} if isinstance(kinds, dict) \
         else f"{kinds}: {SCORE_KINDS[kinds]}"
-    return {"per_head": per_head, "best": BEST_METHOD, "margin": MARGIN_METHOD}
+    return {"per_head": per_head, "best": BEST_METHOD, "margin": MARGIN_METHOD, "paired": PAIRED_METHOD}
 
 
 def replicate_ratio(sums: torch.Tensor, counts: torch.Tensor) -> np.ndarray:
@@ -218,15 +220,21 @@ def head_interval(replicates: np.ndarray, scores: np.ndarray, count: float, kind
     return np.where(flat, floor_low, low), np.where(flat, floor_high, high)
 
 
+def row_max(values: np.ndarray) -> np.ndarray:
+    """[R]: the largest of each row of [R, ...] values, NaN left out (NaN where a row has none)."""
+    flat = values.reshape(len(values), -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a row without any value: NaN
+        return np.nanmax(flat, axis=1) if flat.shape[1] else np.full(len(flat), np.nan)
+
+
 def selection_shift(replicates: np.ndarray, points: np.ndarray) -> np.ndarray:
     """[R]: in each replicate of [R,K] candidates, the winner's replicate value minus its value on the corpus
     (`points` [K]): the bootstrap's copy of the optimism of taking the best of K. Among candidates tied at a
     replicate's top, the winner is the one best on the corpus (no order matters). NaN where a replicate has no
     value."""
     values = replicates.reshape(len(replicates), -1)  # [R,K]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a replicate without any value: NaN
-        top = np.nanmax(values, axis=1) if values.shape[1] else np.full(len(values), np.nan)  # [R]
+    top = row_max(values)  # [R]
     points = np.asarray(points, dtype=float).reshape(1, -1)  # [1,K]
     tied = values == top[:, None]  # [R,K] the replicate's winners (none where its top is NaN)
     winner_point = np.where(tied, points, -np.inf).max(1, initial=-np.inf)  # [R]
@@ -236,32 +244,33 @@ def selection_shift(replicates: np.ndarray, points: np.ndarray) -> np.ndarray:
 def attach_interval(entry: LabelScores, replicates: np.ndarray, kind: str = "binomial",
                     baseline: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Set entry.ci_low, entry.ci_high [L,H] from its replicate scores [R,L,H] (``head_interval`` of `kind`), and
-    entry.best: the best head, its selection-aware interval (BEST_METHOD) and, given baseline = (the offset
-    baselines' scores [K], their replicates [R,K]), the paired margin over the best offset (MARGIN_METHOD), with
-    every head's margin and its interval in entry.margins. Returns the best head's pivot replicates [R]
-    (score − the replicate's shift; their percentiles are the selection pivot's interval), which pair with another
-    result's (``paired_delta``)."""
+    entry.best: the best head with its selection-aware interval (BEST_METHOD) and, given baseline = (the offset
+    baselines' scores [K], their replicates [R,K]), its margin over the best offset with a paired interval
+    (MARGIN_METHOD); every head's margin and its paired interval go to entry.margins. Returns the best score's
+    selection pivots [R] (the score minus each replicate's winner's curse, ``selection_shift``), which pair with
+    another result's (``paired_delta``)."""
     entry.ci_low, entry.ci_high = head_interval(replicates, entry.scores, entry.count, kind)
-    shift = selection_shift(replicates, entry.scores)  # [R]
     named = best_head(entry.scores)
     if not np.isfinite(named.score):
         return np.full(len(replicates), np.nan)
     score = named.score  # the top score; its head is named only where best_head names one (no tie, not 0)
-    pivots = score - shift  # [R]
-    low, high = percentile_interval(pivots)
-    own = entry.ci_low[named.layer, named.head], entry.ci_high[named.layer, named.head]
+    at = named.layer, named.head
+    deviations = replicates - entry.scores  # [R,L,H] each head's replicate score minus its score
+    contenders = entry.ci_high >= entry.ci_low[at]  # [L,H] the heads whose interval reaches the best head's
+    luckiest = row_max(deviations[:, contenders])  # [R] the largest deviation of a contender
+    low = percentile_interval(score - luckiest)[0]
     entry.best = BestInterval(named.layer if named.found else None, named.head if named.found else None, score,
-                              float(np.fmin(low, own[0])), float(np.fmax(high, own[1])))
+                              float(np.fmin(low, entry.ci_low[at])), float(entry.ci_high[at]))
     if baseline is not None:
         points, base = (np.asarray(x, dtype=float) for x in baseline)
-        offset_shift = selection_shift(base, points)  # [R]
-        margin = score - float(points.max())
-        margin_low, margin_high = percentile_interval(pivots - float(points.max()) + offset_shift)
-        entry.best.margin, entry.best.margin_low, entry.best.margin_high = margin, float(margin_low), float(margin_high)
-        margins = entry.scores - float(points.max())  # [L,H] each head's margin; its pivot replicates [R,L,H]:
-        head_low, head_high = percentile_interval(margins - (replicates - entry.scores) + offset_shift[:, None, None])
+        offset_shift = selection_shift(base, points)[:, None, None]  # [R,1,1] the offsets' winner's curse
+        margins = entry.scores - float(points.max())  # [L,H] each head's margin over the best offset
+        head_low, head_high = percentile_interval(margins - deviations + offset_shift)
         entry.margins = {"margin": margins, "margin_low": head_low, "margin_high": head_high}
-    return pivots
+        margin_low = percentile_interval(margins[at] - luckiest + offset_shift[:, 0, 0])[0]
+        entry.best.margin, entry.best.margin_low, entry.best.margin_high = \
+            float(margins[at]), float(np.fmin(margin_low, head_low[at])), float(head_high[at])
+    return score - selection_shift(replicates, entry.scores)
 
 
 def attach_intervals(result: ProbeResult, hits, counts, baselines=None) -> ProbeResult:
@@ -297,7 +306,7 @@ def paired_delta(a: ProbeResult, b: ProbeResult, label: str = "overall", level: 
         if a.info.settings.get(setting) != b.info.settings.get(setting):
             raise InputError(f"cannot pair {a.probe} results: {setting} differs "
                              f"({a.info.settings.get(setting)} and {b.info.settings.get(setting)})")
-    methods = [r.extra.get("interval_method", {}).get("best") for r in (a, b)]
+    methods = [r.extra.get("interval_method", {}).get("paired") for r in (a, b)]
     if methods[0] != methods[1]:
         raise InputError(f"cannot pair {a.probe} results: their best-head replicates were made differently "
                          "(results of another version; run both again)")

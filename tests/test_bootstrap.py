@@ -173,33 +173,36 @@ def test_no_zero_width_intervals():
 
 
 def test_best_head_interval_counts_the_selection():
-    """Replicates where different heads win: the best head's interval is the selection pivot's (the score minus
-    each replicate's winner's replicate score minus that winner's score on the corpus), never narrower than the
-    head's own; the margin's is paired (the heads' shift minus the offsets'); every head's margin too."""
+    """Replicates where different heads win: the best head's lower bound is the score minus the largest deviation
+    among the contenders (the heads whose interval reaches its own), its upper bound its own; the margin is paired
+    (the offsets' winner's curse added back); every head's margin too; the pivots (score − each replicate's
+    winner's curse) are what pairs with another result."""
     scores = np.array([[0.5, 0.4]])  # [L=1,H=2]
     replicates = np.array([[[0.5, 0.4]], [[0.4, 0.6]], [[0.6, 0.5]], [[0.5, 0.5]], [[np.nan, np.nan]]])  # [R=5,1,2]
     entry = LabelScores(count=1000, scores=scores)
     points = np.array([0.25, 0.2])  # two offsets' scores, their replicates [R,2]
     base = np.array([[0.2, 0.1], [0.3, 0.2], [0.2, 0.25], [0.4, 0.1], [np.nan, np.nan]])
     pivots = attach_interval(entry, replicates, "binomial", (points, base))
-    # winners (first on ties): head 0, 1, 0, 0; shifts 0, 0.6 − 0.4, 0.6 − 0.5, 0 → pivots 0.5 − shift
+    # winners (on a tie the head best on the corpus): head 0, 1, 0, 0; shifts 0, 0.6 − 0.4, 0.6 − 0.5, 0
     np.testing.assert_allclose(pivots, [0.5, 0.3, 0.4, 0.5, np.nan])
     assert (entry.best.layer, entry.best.head, entry.best.score) == (0, 0, 0.5)
-    # pivots sorted 0.3, 0.4, 0.5, 0.5: 2.5% → 0.3 + 0.075·0.1; head 0's own interval (its replicates sort to
-    # 0.4, 0.5, 0.5, 0.6: [0.4075, 0.5925], wider than Wilson's [0.469, 0.531] at n = 1000) sets the top
-    assert entry.best.ci_low == pytest.approx(0.3075) and entry.best.ci_high == pytest.approx(0.5925)
-    # head 1's own: percentile [0.4075, 0.5925] widened below to Wilson's 0.3700 (0.4 of 1000)
+    # own intervals: head 0's replicates sort to 0.4, 0.5, 0.5, 0.6: [0.4075, 0.5925] (wider than Wilson's [0.469,
+    # 0.531] at n = 1000); head 1's the same, widened below to Wilson's 0.3700 (0.4 of 1000)
+    np.testing.assert_allclose(entry.ci_high, [[0.5925, 0.5925]])
+    assert entry.ci_low[0, 0] == pytest.approx(0.4075)
     assert entry.ci_low[0, 1] == pytest.approx(wilson_interval(np.array(0.4), 1000)[0]) and entry.ci_low[0, 1] < 0.371
-    assert entry.ci_high[0, 1] == pytest.approx(0.5925)
-    # offsets' winners 0, 0, 1, 0: shifts −0.05, 0.05, 0.05, 0.15; margin pivots 0.25 − head shift + offset shift
-    # = 0.2, 0.1, 0.2, 0.4: sorted 0.1, 0.2, 0.2, 0.4 → 0.1 + 0.075·0.1, 0.2 + 0.925·0.2
-    assert entry.best.margin == pytest.approx(0.25)
-    assert entry.best.margin_low == pytest.approx(0.1075) and entry.best.margin_high == pytest.approx(0.385)
-    # each head's margin pivots: margin − (its replicate − its score) + offset shift: head 0 0.2, 0.4, 0.2, 0.4;
-    # head 1 (margin 0.15) 0.1, 0.0, 0.1, 0.2
+    # both heads contend (head 1's interval reaches 0.4075); deviations: head 0 0, −0.1, 0.1, 0; head 1 0, 0.2, 0.1,
+    # 0.1: the largest 0, 0.2, 0.1, 0.1; 0.5 − those sorted 0.3, 0.4, 0.4, 0.5: 2.5% → 0.3 + 0.075·0.1
+    assert entry.best.ci_low == pytest.approx(0.3075) and entry.best.ci_high == pytest.approx(0.5925)
+    # offsets' winners 0, 0, 1, 0: shifts −0.05, 0.05, 0.05, 0.15. Each head's margin pivots: margin − its deviation
+    # + offset shift: head 0 (0.25) 0.2, 0.4, 0.2, 0.4; head 1 (0.15) 0.1, 0.0, 0.1, 0.2
     np.testing.assert_allclose(entry.margins["margin"], [[0.25, 0.15]])
     np.testing.assert_allclose(entry.margins["margin_low"], [[0.2, 0.0075]])
     np.testing.assert_allclose(entry.margins["margin_high"], [[0.4, 0.1925]])
+    # the best's margin: its lower bound from 0.25 − largest + offset shift = 0.2, 0.1, 0.2, 0.3 (2.5% → 0.1075),
+    # its upper bound head 0's own
+    assert entry.best.margin == pytest.approx(0.25)
+    assert entry.best.margin_low == pytest.approx(0.1075) and entry.best.margin_high == pytest.approx(0.4)
 
 
 def test_selected_head_fields_come_from_the_grids():
@@ -310,13 +313,14 @@ def test_dep_replicates_by_hand():
     assert root1.size < shown.sum()  # some replicates leave a sentence out (weight 0): that is the resampling
     # the margin over the best offset: offsets −1 and +1 get one arc of each sentence either way (amod, Hi's
     # root), the others one arc of "The playing cat" alone: the best offset's replicate score b is
-    # (w_cat + w_hi) / (3·w_cat + w_hi), its shift b − 0.5; head 0's shift is 0, so the margin's pivots are
-    # 0.5 − 0 + (b − 0.5) = b
+    # (w_cat + w_hi) / (3·w_cat + w_hi), its shift b − 0.5. Head 0's own margin pivots are 0.5 − 0 + (b − 0.5) = b;
+    # the lower bound takes off head 1's deviation too where it is larger (head 1 contends: its interval reaches 1)
     base = result.baselines["overall"]
     assert base["best"] == 0.5 and result.overall.best.margin == 0.5
     b = (w_cat[shown] + w_hi[shown]) / (3 * w_cat[shown] + w_hi[shown])
+    largest = np.maximum(0.0, head1 - 0.75)
     np.testing.assert_allclose([result.overall.best.margin_low, result.overall.best.margin_high],
-                               np.quantile(b, [0.025, 0.975]))
+                               [min(np.quantile(b - largest, 0.025), np.quantile(b, 0.025)), np.quantile(b, 0.975)])
 
 
 def _info():
@@ -341,7 +345,9 @@ def test_results_keep_intervals(tiny_encoder, tmp_path, capsys):
     assert row.ci_low == result.overall.ci_low[0, 1] and row.ci_high == result.overall.ci_high[0, 1]
     assert main(["show", str(tmp_path / "dep.json")]) == 0
     b = result.overall.best
-    assert f"[{b.ci_low:.3f}, {b.ci_high:.3f}]" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"[{b.ci_low:.3f}, {b.ci_high:.3f}]" in out
+    assert "the best head's counting its selection" in out.splitlines()[0]  # the legend says which interval
     # paired: a run against itself differs by 0 in every replicate; against another seed, refused
     assert paired_delta(result, result, "det") == (0.0, 0.0, 0.0)
     other = probes.run(["dep"], encoder=tiny_encoder, limit=20, replicates=100, bootstrap_seed=1, progress=False)["dep"]

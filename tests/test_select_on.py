@@ -90,6 +90,7 @@ def test_select_on_through_the_cli(minilm, splits, tmp_path, capsys, runs):
     assert main(["show", str(tmp_path / "dep.json")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1] == f"best heads chosen on {dev} ({LIMIT} sentences); scores on the scored corpus"
+    assert out[0].endswith("95% intervals: 1000 bootstrap replicates, each selected head's own (chosen on another split)")
     overall = next(line for line in out if line.startswith("overall")).split()
     assert overall[2:5] == [expected.name, f"{expected.score:.3f}", f"{expected.selection_score:.3f}"]
 
