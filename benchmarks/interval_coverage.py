@@ -174,8 +174,6 @@ class Tally:
         return float(np.quantile(shares, 0.025)), float(np.quantile(shares, 0.975))
 
     def row(self, what: str) -> str:
-        if not self.cells:
-            return f"| {what} | 0 | – | – | – | – |"
         low, high = self.chunk_range()
         return (f"| {what} | {self.cells:,} | **{self.coverage():.3f}** ({low:.3f}–{high:.3f}) | "
                 f"{self.below / self.cells:.3f} | {self.above / self.cells:.3f} | {self.zero_width / self.cells:.3f} |")

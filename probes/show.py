@@ -27,7 +27,7 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
              f" · {info.layers} layers × {info.heads} heads (0-indexed)"
              + (f" · 95% intervals: {info.settings.get('replicates')} bootstrap replicates, "
                 + ("each selected head's own (chosen on another split)" if select_on else
-                   "the best head's counting its selection (chosen again in each, its winner's curse taken off)")
+                   "the best head's counting its selection (its lower bound that of the luckiest close head)")
                 if intervals else "")]
     if select_on:
         lines.append(f"best heads chosen on {', '.join(select_on['corpus'])} ({select_on['sentences']} sentences); "
