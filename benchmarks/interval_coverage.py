@@ -138,6 +138,10 @@ def complement(chunk_scores: np.ndarray, chunk_count: int, pooled_scores: np.nda
     return (sums(pooled_scores, pooled_count) - sums(chunk_scores, chunk_count)) / (pooled_count - chunk_count)
 
 
+def bucket_name(low: int, high: int | None) -> str:
+    return f"labels with {low}–{high} instances" if high else f"labels with {low}+ instances"
+
+
 @dataclass
 class Tally:
     """Covered / total, with how often the truth fell below and above the interval, per chunk (for the
@@ -181,7 +185,7 @@ class Tally:
 
 def coverage(results: list[ProbeResult], pooled: ProbeResult, min_count: int = 50) -> dict[str, Tally]:
     """Tallies of every interval of the chunks' results against the complement's scores (see the module)."""
-    rows = ["every per-head interval", *(f"labels with {low}–{high or ''} instances" for low, high in COUNT_BUCKETS),
+    rows = ["every per-head interval", *(bucket_name(low, high) for low, high in COUNT_BUCKETS),
             "heads with 0 or all hits (score 0 or 1)", "heads with some hits and some misses",
             "heads scoring in (0.1, 0.9)", "overall, per head", "best-head interval", "best-head margin interval"]
     t: dict[str, Tally] = {row: Tally() for row in rows}
@@ -201,7 +205,7 @@ def coverage(results: list[ProbeResult], pooled: ProbeResult, min_count: int = 5
             tally("every per-head interval").add(c, entry.ci_low, entry.ci_high, truth)
             for low, high in COUNT_BUCKETS:
                 if entry.count >= low and (high is None or entry.count < high):
-                    tally(f"labels with {low}–{high or ''} instances").add(c, entry.ci_low, entry.ci_high, truth)
+                    tally(bucket_name(low, high)).add(c, entry.ci_low, entry.ci_high, truth)
             s = entry.scores
             for what, cells in (("heads with 0 or all hits (score 0 or 1)", (s == 0) | (s == 1)),
                                 ("heads with some hits and some misses", (s > 0) & (s < 1)),

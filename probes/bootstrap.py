@@ -13,8 +13,9 @@ bounded mean's replicates have no spread (SCORE_KINDS, ``head_interval``). A bes
 for its selection (BEST_METHOD): the head picked best may be the luckiest of several close heads, so its
 lower bound is the score minus the largest replicate deviation among the heads in contention (97.5th
 percentile); its upper bound is its own (selection only pushes a score up). The margin over the label's
-best offset baseline is paired the same way (MARGIN_METHOD). Two results pair (``paired_delta``) through
-their best scores' selection pivots: the score minus each replicate's winner's curse (``selection_shift``).
+best offset baseline is paired the same way (MARGIN_METHOD), and so are two results (``paired_delta``,
+PAIRED_METHOD): the change's lower bound pairs A's contenders' deviation with B's own, its upper bound the
+reverse.
 """
 from __future__ import annotations
 
@@ -152,8 +153,9 @@ BEST_METHOD = ("contenders' bound: the best head's own interval, its lower bound
                "whose interval reaches the best head's (the contenders), so that a lucky winner is covered")
 MARGIN_METHOD = ("paired: the margin's lower bound as the best head's (the contenders' largest deviation), the "
                  "offsets' winner's curse added back; its upper bound the best head's own paired margin interval's")
-PAIRED_METHOD = ("selection pivots: each side's best score minus each replicate's winner's curse (the replicate's "
-                 "best head's replicate score minus that head's score); percentiles of A's pivots minus B's")
+PAIRED_METHOD = ("contenders' bounds, paired: the change's lower bound the 2.5th percentile of A's contenders' "
+                 "pivots minus B's own, its upper bound the 97.5th of A's own minus B's contenders' (pivot: the score "
+                 "minus a replicate deviation); where that has width 0, the difference of the two best-head intervals")
 
 def interval_method(kinds: str | dict[str, str]) -> dict:
     """What a result records under "interval_method": how its per-head (a kind of SCORE_KINDS, or {which labels:
@@ -246,9 +248,9 @@ def attach_interval(entry: LabelScores, replicates: np.ndarray, kind: str = "bin
     """Set entry.ci_low, entry.ci_high [L,H] from its replicate scores [R,L,H] (``head_interval`` of `kind`), and
     entry.best: the best head with its selection-aware interval (BEST_METHOD) and, given baseline = (the offset
     baselines' scores [K], their replicates [R,K]), its margin over the best offset with a paired interval
-    (MARGIN_METHOD); every head's margin and its paired interval go to entry.margins. Returns the best score's
-    selection pivots [R] (the score minus each replicate's winner's curse, ``selection_shift``), which pair with
-    another result's (``paired_delta``)."""
+    (MARGIN_METHOD); every head's margin and its paired interval go to entry.margins. Returns [2R] what pairs
+    with another result (``paired_delta``): the best head's own pivots (the score minus its replicate deviation),
+    then the contenders' (the score minus the largest deviation among the contenders)."""
     entry.ci_low, entry.ci_high = head_interval(replicates, entry.scores, entry.count, kind)
     named = best_head(entry.scores)
     if not np.isfinite(named.score):
@@ -270,14 +272,14 @@ def attach_interval(entry: LabelScores, replicates: np.ndarray, kind: str = "bin
         margin_low = percentile_interval(margins[at] - luckiest + offset_shift[:, 0, 0])[0]
         entry.best.margin, entry.best.margin_low, entry.best.margin_high = \
             float(margins[at]), float(np.fmin(margin_low, head_low[at])), float(head_high[at])
-    return score - selection_shift(replicates, entry.scores)
+    return np.concatenate([score - deviations[:, at[0], at[1]], score - luckiest])
 
 
 def attach_intervals(result: ProbeResult, hits, counts, baselines=None) -> ProbeResult:
     """Binomial intervals of a ratio-of-sums probe: for every label of `result` that the replicated ``LabelSums``
     `hits` (its main part: [labels, R, L, H]) and `counts` ([labels, R]) hold, and for "overall" (their sums
     over every label). baselines: a LabelSums of offset-baseline hits ([labels, R, offsets] replicated) for
-    the paired margins. Keeps each label's best-head pivot replicates in result.replicates and the methods in
+    the paired margins. Keeps each label's best-head pivots in result.replicates (``attach_interval``) and the methods in
     result.extra["interval_method"]. Returns `result`."""
     if not hits.replicates:
         return result
@@ -297,9 +299,9 @@ def attach_intervals(result: ProbeResult, hits, counts, baselines=None) -> Probe
 
 
 def paired_delta(a: ProbeResult, b: ProbeResult, label: str = "overall", level: float = LEVEL) -> tuple[float, float, float]:
-    """(delta, low, high): `a`'s best-head score for `label` minus `b`'s, with the paired interval of the
-    replicates' deltas of their selection pivots (each side's winner's curse taken out in each replicate, the
-    sentences reweighted alike on both). Both results must carry replicates (``ProbeResult.replicates``: kept
+    """(delta, low, high): `a`'s best-head score for `label` minus `b`'s, with its paired interval (PAIRED_METHOD:
+    the sentences reweighted alike on both sides, each side's selection counted as in its best-head interval).
+    Both results must carry replicates (``ProbeResult.replicates``: kept
     by the run, saved in its JSON to float32 precision, rebuilt by `probes merge`) of the same number, seed,
     interval method and corpus; InputError otherwise."""
     for setting in ("replicates", "bootstrap_seed"):
@@ -318,5 +320,10 @@ def paired_delta(a: ProbeResult, b: ProbeResult, label: str = "overall", level: 
         raise InputError(f"no bootstrap replicates of {a.probe} label {label!r} for {missing[0]} (a run with "
                          "--replicates 0, results of an older version, or a label without instances)")
     entries = [a.overall if label == "overall" else a.labels[label], b.overall if label == "overall" else b.labels[label]]
-    low, high = percentile_interval(a.replicates[label] - b.replicates[label], level)
+    (own_a, lucky_a), (own_b, lucky_b) = (np.split(r.replicates[label], 2) for r in (a, b))  # [R] each
+    low = percentile_interval(lucky_a - own_b, level)[0]
+    high = percentile_interval(own_a - lucky_b, level)[1]
+    if not high > low:  # no spread (both best heads right on every instance, say): the unpaired difference
+        best_a, best_b = entries[0].best, entries[1].best
+        low, high = best_a.ci_low - best_b.ci_high, best_a.ci_high - best_b.ci_low
     return entries[0].best.score - entries[1].best.score, float(low), float(high)

@@ -175,16 +175,16 @@ def test_no_zero_width_intervals():
 def test_best_head_interval_counts_the_selection():
     """Replicates where different heads win: the best head's lower bound is the score minus the largest deviation
     among the contenders (the heads whose interval reaches its own), its upper bound its own; the margin is paired
-    (the offsets' winner's curse added back); every head's margin too; the pivots (score − each replicate's
-    winner's curse) are what pairs with another result."""
+    (the offsets' winner's curse added back); every head's margin too; the own and the contenders' pivots are
+    what pairs with another result."""
     scores = np.array([[0.5, 0.4]])  # [L=1,H=2]
     replicates = np.array([[[0.5, 0.4]], [[0.4, 0.6]], [[0.6, 0.5]], [[0.5, 0.5]], [[np.nan, np.nan]]])  # [R=5,1,2]
     entry = LabelScores(count=1000, scores=scores)
     points = np.array([0.25, 0.2])  # two offsets' scores, their replicates [R,2]
     base = np.array([[0.2, 0.1], [0.3, 0.2], [0.2, 0.25], [0.4, 0.1], [np.nan, np.nan]])
     pivots = attach_interval(entry, replicates, "binomial", (points, base))
-    # winners (on a tie the head best on the corpus): head 0, 1, 0, 0; shifts 0, 0.6 − 0.4, 0.6 − 0.5, 0
-    np.testing.assert_allclose(pivots, [0.5, 0.3, 0.4, 0.5, np.nan])
+    # what pairs: head 0's own pivots (0.5 minus its deviation), then the contenders' (0.5 minus the largest)
+    np.testing.assert_allclose(pivots, [0.5, 0.6, 0.4, 0.5, np.nan, 0.5, 0.3, 0.4, 0.4, np.nan])
     assert (entry.best.layer, entry.best.head, entry.best.score) == (0, 0, 0.5)
     # own intervals: head 0's replicates sort to 0.4, 0.5, 0.5, 0.6: [0.4075, 0.5925] (wider than Wilson's [0.469,
     # 0.531] at n = 1000); head 1's the same, widened below to Wilson's 0.3700 (0.4 of 1000)
@@ -300,8 +300,10 @@ def test_dep_replicates_by_hand():
     assert wilson[0][0] == pytest.approx(0.510109, abs=1e-6)
     np.testing.assert_allclose(result.overall.ci_low, [[wilson[0][0], min(low, wilson[0][1])]])
     np.testing.assert_allclose(result.overall.ci_high, [[1.0, max(high, wilson[1][1])]])
-    # head 0 wins every replicate at its own score: no winner's curse, the pivots are 1; its own interval is wider
-    np.testing.assert_array_equal(result.replicates["overall"], np.where(shown, 1.0, np.nan))
+    # head 0's own pivots are 1 (it is right on every arc); the contenders' take off head 1's deviation where larger
+    own, lucky = np.split(result.replicates["overall"], 2)
+    np.testing.assert_array_equal(own, np.where(shown, 1.0, np.nan))
+    np.testing.assert_allclose(lucky[shown], 1.0 - np.maximum(0.0, head1 - 0.75))
     assert (result.overall.best.layer, result.overall.best.head, result.overall.best.score) == (0, 0, 1.0)
     assert (result.overall.best.ci_low, result.overall.best.ci_high) == (wilson[0][0], 1.0)
     both = (w_cat > 0) & (w_hi > 0)
@@ -348,13 +350,16 @@ def test_results_keep_intervals(tiny_encoder, tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"[{b.ci_low:.3f}, {b.ci_high:.3f}]" in out
     assert "the best head's counting its selection" in out.splitlines()[0]  # the legend says which interval
-    # paired: a run against itself differs by 0 in every replicate; against another seed, refused
-    assert paired_delta(result, result, "det") == (0.0, 0.0, 0.0)
+    # paired: a run against itself changes by 0, inside its interval (the contenders' bounds on each side:
+    # lower = A's contenders' pivots − its own, never above 0); against another seed, refused
+    delta, low, high = paired_delta(result, result, "det")
+    own, lucky = np.split(result.replicates["det"], 2)
+    assert delta == 0.0 and low == percentile_interval(lucky - own)[0] <= 0 <= high == percentile_interval(own - lucky)[1]
     other = probes.run(["dep"], encoder=tiny_encoder, limit=20, replicates=100, bootstrap_seed=1, progress=False)["dep"]
     with pytest.raises(probes.InputError, match="bootstrap_seed differs"):
         paired_delta(result, other)
     delta, low, high = paired_delta(loaded, result, "overall")  # read back, it pairs with the run's own
-    assert delta == 0.0 and abs(low) < 1e-6 and abs(high) < 1e-6
+    assert (delta, low, high) == pytest.approx(paired_delta(result, result, "overall"), abs=1e-6)
     plain = probes.run(["dep"], encoder=tiny_encoder, limit=20, replicates=0, progress=False)["dep"]
     with pytest.raises(probes.InputError, match="replicates differs"):
         paired_delta(plain, result)
@@ -395,7 +400,7 @@ def test_compare_gives_paired_intervals(tiny_encoder, tmp_path, capsys):
         row = d.row()
         assert (row["delta_low"], row["delta_high"]) == d.paired and row["flat"] == (d.paired[0] <= 0 <= d.paired[1])
     same = compare_results(tmp_path / "a", tmp_path / "a")
-    assert all(d.paired == (0.0, 0.0) and d.flat for d in same.labels if d.paired is not None)
+    assert all(d.paired[0] <= 0 <= d.paired[1] and d.flat for d in same.labels if d.paired is not None)
     other = compare_results(tmp_path / "a", tmp_path / "c")
     assert all(d.paired is None for d in other.labels)
     assert any("no paired intervals: cannot pair dep results: bootstrap_seed differs" in n for n in other.notes)
@@ -440,7 +445,7 @@ def test_seg_replicates_add_up_to_its_counts(tiny_encoder, monkeypatch):
             low, high = wilson_interval(entry.scores, entry.count)
             np.testing.assert_array_equal(entry.ci_low, low, err_msg=name)
             np.testing.assert_array_equal(entry.ci_high, high, err_msg=name)
-    np.testing.assert_array_equal(result.replicates["overall"], np.full(3, np.nanmax(f1)))
+    np.testing.assert_array_equal(result.replicates["overall"], np.full(6, np.nanmax(f1)))
 
 
 def test_seg_intervals_do_not_depend_on_the_batch_size(tiny_encoder):
