@@ -6,16 +6,23 @@ key, r) (probes.identity.sentence_key): no state, no order. So the replicate sum
 rest of a probe's state (shards merge by adding, any batching gives the same sums), and two runs over
 one corpus (two checkpoints) reweight each sentence alike: every comparison of them is paired.
 
-Intervals are 95% percentile intervals over the R replicates (replicates in which a label has no
-instance are left out). A best head's interval accounts for its selection: within each replicate the
-best head is chosen again (the max over heads) and the interval is that of the max; the margin over the
-label's best offset baseline is paired the same way (max over heads minus max over offsets, per replicate).
+Intervals (95%; replicates in which a label has no instance are left out) never have width 0 where the
+score is not exactly determined: each head's interval is the percentile interval over the R replicates
+widened to the Wilson score interval where the score is a binomial share, or replaced by it where a
+bounded mean's replicates have no spread (SCORE_KINDS, ``head_interval``). A best head's interval accounts
+for its selection (BEST_METHOD): the head picked best may be the luckiest of several close heads, so its
+lower bound is the score minus the largest replicate deviation among the heads in contention (97.5th
+percentile); its upper bound is its own (selection only pushes a score up). The margin over the label's
+best offset baseline is paired the same way (MARGIN_METHOD), and so are two results (``paired_delta``,
+PAIRED_METHOD): the change's lower bound pairs A's contenders' deviation with B's own, its upper bound the
+reverse.
 """
 from __future__ import annotations
 
 import math
 import warnings
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Sequence
 
 import numpy as np
@@ -130,6 +137,33 @@ def add_replicates(table: torch.Tensor, sentences: torch.Tensor, values: torch.T
 
 # ---- intervals ------------------------------------------------------------------------------------
 
+# How each kind of score gets its per-head interval (``head_interval``; the results' "interval_method")
+SCORE_KINDS = {
+    "binomial": "hits / count (each instance right or not): the hull of the percentile bootstrap interval and the "
+                "Wilson score interval of the score with n = the label's instances (never width 0)",
+    "bounded": "a mean of values in [0, 1]: the percentile bootstrap interval, or where its replicates have no "
+               "spread the Wilson score interval of the mean with n = the instances (no variable in [0, 1] of "
+               "mean p varies more than a binomial one)",
+    "mean": "a mean of unbounded values: the percentile bootstrap interval (width 0 only where every replicate "
+            "gives the same mean)",
+}
+BEST_METHOD = ("contenders' bound: the best head's own interval, its lower bound taken down to the score minus the "
+               "97.5th percentile of the largest replicate deviation (replicate score minus score) among the heads "
+               "whose interval reaches the best head's (the contenders), so that a lucky winner is covered")
+MARGIN_METHOD = ("paired: the margin's lower bound as the best head's (the contenders' largest deviation), the "
+                 "offsets' winner's curse added back; its upper bound the best head's own paired margin interval's")
+PAIRED_METHOD = ("contenders' bounds, paired: the change's lower bound the 2.5th percentile of A's contenders' "
+                 "pivots minus B's own, its upper bound the 97.5th of A's own minus B's contenders' (pivot: the score "
+                 "minus a replicate deviation); where that has width 0, the difference of the two best-head intervals")
+
+def interval_method(kinds: str | dict[str, str]) -> dict:
+    """What a result records under "interval_method": how its per-head (a kind of SCORE_KINDS, or {which labels:
+    kind}), best-head and margin intervals are made."""
+    per_head = {k: f"{v}: {SCORE_KINDS[v]}" for k, v in kinds.items()} if isinstance(kinds, dict) \
+        else f"{kinds}: {SCORE_KINDS[kinds]}"
+    return {"per_head": per_head, "best": BEST_METHOD, "margin": MARGIN_METHOD, "paired": PAIRED_METHOD}
+
+
 def replicate_ratio(sums: torch.Tensor, counts: torch.Tensor) -> np.ndarray:
     """[R, ...] replicate scores sums / counts: counts [R] (or the leading dimensions of sums) divide every
     cell of their replicate; NaN in replicates with count 0."""
@@ -158,42 +192,97 @@ def percentile_interval(replicates: np.ndarray, level: float = LEVEL) -> tuple[n
     return quantile(tail), quantile(1 - tail)
 
 
-def _max_over_heads(replicates: np.ndarray) -> np.ndarray:
-    """[R,L,H] → [R]: each replicate's best head score (NaN where the replicate has none)."""
-    flat = replicates.reshape(len(replicates), -1)
+def wilson_interval(scores: np.ndarray, count: float, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """The Wilson score interval of proportions `scores` (any shape) of `count` trials: (p + z²/2n ± z·√(p(1−p)/n
+    + z²/4n²)) / (1 + z²/n), z the normal quantile of (1 + level)/2; [0, z²/(n + z²)] at p = 0. NaN where
+    the score is NaN or count is 0."""
+    p = np.asarray(scores, dtype=float)
+    if count <= 0:
+        return np.full(p.shape, np.nan), np.full(p.shape, np.nan)
+    z = NormalDist().inv_cdf(1 - (1 - level) / 2)
+    n, z2 = float(count), z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    with np.errstate(invalid="ignore"):  # p outside [0, 1] cannot happen; NaN passes through
+        half = z * np.sqrt(np.clip(p * (1 - p), 0, None) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
+
+
+def head_interval(replicates: np.ndarray, scores: np.ndarray, count: float, kind: str,
+                  level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """Each head's interval of its score (SCORE_KINDS[kind]): replicates [R,L,H], scores [L,H], count the
+    label's instances. Returns (low, high) [L,H]."""
+    low, high = percentile_interval(replicates, level)
+    if kind == "mean":
+        return low, high
+    floor_low, floor_high = wilson_interval(scores, count, level)
+    if kind == "binomial":
+        return np.fmin(low, floor_low), np.fmax(high, floor_high)
+    flat = ~(high > low)  # no spread (or no replicate)
+    return np.where(flat, floor_low, low), np.where(flat, floor_high, high)
+
+
+def row_max(values: np.ndarray) -> np.ndarray:
+    """[R]: the largest of each row of [R, ...] values, NaN left out (NaN where a row has none)."""
+    flat = values.reshape(len(values), -1)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)  # a row without any value: NaN
         return np.nanmax(flat, axis=1) if flat.shape[1] else np.full(len(flat), np.nan)
 
 
-def attach_interval(entry: LabelScores, replicates: np.ndarray,
-                    baseline: tuple[float, np.ndarray] | None = None) -> np.ndarray:
-    """Set entry.ci_low, entry.ci_high [L,H] from its replicate scores [R,L,H], and entry.best (the best head,
-    its selection-aware interval and, given baseline = (the best offset's score, its replicates [R] each the
-    max over offsets), the paired margin). Returns the replicates' best-head scores [R] (max over heads)."""
-    entry.ci_low, entry.ci_high = percentile_interval(replicates)
-    best = _max_over_heads(replicates)  # [R]
+def selection_shift(replicates: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """[R]: in each replicate of [R,K] candidates, the winner's replicate value minus its value on the corpus
+    (`points` [K]): the bootstrap's copy of the optimism of taking the best of K. Among candidates tied at a
+    replicate's top, the winner is the one best on the corpus (no order matters). NaN where a replicate has no
+    value."""
+    values = replicates.reshape(len(replicates), -1)  # [R,K]
+    top = row_max(values)  # [R]
+    points = np.asarray(points, dtype=float).reshape(1, -1)  # [1,K]
+    tied = values == top[:, None]  # [R,K] the replicate's winners (none where its top is NaN)
+    winner_point = np.where(tied, points, -np.inf).max(1, initial=-np.inf)  # [R]
+    return np.where(np.isfinite(top), top - winner_point, np.nan)
+
+
+def attach_interval(entry: LabelScores, replicates: np.ndarray, kind: str = "binomial",
+                    baseline: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Set entry.ci_low, entry.ci_high [L,H] from its replicate scores [R,L,H] (``head_interval`` of `kind`), and
+    entry.best: the best head with its selection-aware interval (BEST_METHOD) and, given baseline = (the offset
+    baselines' scores [K], their replicates [R,K]), its margin over the best offset with a paired interval
+    (MARGIN_METHOD); every head's margin and its paired interval go to entry.margins. Returns [2R] what pairs
+    with another result (``paired_delta``): the best head's own pivots (the score minus its replicate deviation),
+    then the contenders' (the score minus the largest deviation among the contenders)."""
+    entry.ci_low, entry.ci_high = head_interval(replicates, entry.scores, entry.count, kind)
     named = best_head(entry.scores)
     if not np.isfinite(named.score):
-        return best
+        return np.full(len(replicates), np.nan)
     score = named.score  # the top score; its head is named only where best_head names one (no tie, not 0)
-    low, high = percentile_interval(best)
+    at = named.layer, named.head
+    deviations = replicates - entry.scores  # [R,L,H] each head's replicate score minus its score
+    contenders = entry.ci_high >= entry.ci_low[at]  # [L,H] the heads whose interval reaches the best head's
+    luckiest = row_max(deviations[:, contenders])  # [R] the largest deviation of a contender
+    low = percentile_interval(score - luckiest)[0]
     entry.best = BestInterval(named.layer if named.found else None, named.head if named.found else None, score,
-                              float(low), float(high))
+                              float(np.fmin(low, entry.ci_low[at])), float(entry.ci_high[at]))
     if baseline is not None:
-        point, base = baseline
-        margin_low, margin_high = percentile_interval(best - base)
-        entry.best.margin, entry.best.margin_low, entry.best.margin_high = score - point, float(margin_low), float(margin_high)
-    return best
+        points, base = (np.asarray(x, dtype=float) for x in baseline)
+        offset_shift = selection_shift(base, points)[:, None, None]  # [R,1,1] the offsets' winner's curse
+        margins = entry.scores - float(points.max())  # [L,H] each head's margin over the best offset
+        head_low, head_high = percentile_interval(margins - deviations + offset_shift)
+        entry.margins = {"margin": margins, "margin_low": head_low, "margin_high": head_high}
+        margin_low = percentile_interval(margins[at] - luckiest + offset_shift[:, 0, 0])[0]
+        entry.best.margin, entry.best.margin_low, entry.best.margin_high = \
+            float(margins[at]), float(np.fmin(margin_low, head_low[at])), float(head_high[at])
+    return np.concatenate([score - deviations[:, at[0], at[1]], score - luckiest])
 
 
 def attach_intervals(result: ProbeResult, hits, counts, baselines=None) -> ProbeResult:
-    """Intervals of a ratio-of-sums probe: for every label of `result` that the replicated ``LabelSums``
+    """Binomial intervals of a ratio-of-sums probe: for every label of `result` that the replicated ``LabelSums``
     `hits` (its main part: [labels, R, L, H]) and `counts` ([labels, R]) hold, and for "overall" (their sums
     over every label). baselines: a LabelSums of offset-baseline hits ([labels, R, offsets] replicated) for
-    the paired margins. Keeps each label's best-head replicates in result.replicates. Returns `result`."""
+    the paired margins. Keeps each label's best-head pivots in result.replicates (``attach_interval``) and the methods in
+    result.extra["interval_method"]. Returns `result`."""
     if not hits.replicates:
         return result
+    result.extra["interval_method"] = interval_method("binomial")
     entries = [(name, result.labels[name], name) for name in hits.names if name in result.labels]
     for name, entry, key in [*entries, ("overall", result.overall, None)]:
         if entry.count == 0:
@@ -201,22 +290,27 @@ def attach_intervals(result: ProbeResult, hits, counts, baselines=None) -> Probe
         count, replicate_count = counts.main(key), counts.replicated(key)
         baseline = None
         if baselines is not None:
-            point = float((baselines.main(key).double() / float(count)).max())
-            baseline = point, replicate_ratio(baselines.replicated(key), replicate_count).max(axis=1)
+            baseline = (baselines.main(key).double() / float(count)).numpy(), \
+                replicate_ratio(baselines.replicated(key), replicate_count)
         result.replicates[name] = attach_interval(entry, replicate_ratio(hits.replicated(key), replicate_count),
-                                                  baseline)
+                                                  "binomial", baseline)
     return result
 
 
 def paired_delta(a: ProbeResult, b: ProbeResult, label: str = "overall", level: float = LEVEL) -> tuple[float, float, float]:
-    """(delta, low, high): `a`'s best-head score for `label` minus `b`'s, with the paired percentile interval
-    of the replicates' deltas (each replicate's best head chosen again in each result). Both results must
-    carry replicates (``ProbeResult.replicates``: kept by the run, saved in its JSON to float32 precision,
-    rebuilt by `probes merge`) of the same number, seed and corpus; InputError otherwise."""
+    """(delta, low, high): `a`'s best-head score for `label` minus `b`'s, with its paired interval (PAIRED_METHOD:
+    the sentences reweighted alike on both sides, each side's selection counted as in its best-head interval).
+    Both results must carry replicates (``ProbeResult.replicates``: kept
+    by the run, saved in its JSON to float32 precision, rebuilt by `probes merge`) of the same number, seed,
+    interval method and corpus; InputError otherwise."""
     for setting in ("replicates", "bootstrap_seed"):
         if a.info.settings.get(setting) != b.info.settings.get(setting):
             raise InputError(f"cannot pair {a.probe} results: {setting} differs "
                              f"({a.info.settings.get(setting)} and {b.info.settings.get(setting)})")
+    methods = [r.extra.get("interval_method", {}).get("paired") for r in (a, b)]
+    if methods[0] != methods[1]:
+        raise InputError(f"cannot pair {a.probe} results: their best-head replicates were made differently "
+                         "(results of another version; run both again)")
     corpora = [sorted((r.info.provenance.get("corpus_sha256") or {}).values()) or r.info.corpus for r in (a, b)]
     if corpora[0] != corpora[1]:
         raise InputError(f"cannot pair {a.probe} results of different corpora ({a.info.corpus} and {b.info.corpus})")
@@ -225,5 +319,10 @@ def paired_delta(a: ProbeResult, b: ProbeResult, label: str = "overall", level: 
         raise InputError(f"no bootstrap replicates of {a.probe} label {label!r} for {missing[0]} (a run with "
                          "--replicates 0, results of an older version, or a label without instances)")
     entries = [a.overall if label == "overall" else a.labels[label], b.overall if label == "overall" else b.labels[label]]
-    low, high = percentile_interval(a.replicates[label] - b.replicates[label], level)
+    (own_a, lucky_a), (own_b, lucky_b) = (np.split(r.replicates[label], 2) for r in (a, b))  # [R] each
+    low = percentile_interval(lucky_a - own_b, level)[0]
+    high = percentile_interval(own_a - lucky_b, level)[1]
+    if not high > low:  # no spread (both best heads right on every instance, say): the unpaired difference
+        best_a, best_b = entries[0].best, entries[1].best
+        low, high = best_a.ci_low - best_b.ci_high, best_a.ci_high - best_b.ci_low
     return entries[0].best.score - entries[1].best.score, float(low), float(high)

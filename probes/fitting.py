@@ -68,13 +68,29 @@ def plan_fit(classes: list[type], fit: list[str], fit_on: str | None, select_on:
 def choose_heads(result: ProbeResult, selection: ProbeResult) -> None:
     """Record in `result` (the scored corpus) each label's best head as chosen on `selection` (the same probe on
     the selection split): ``LabelScores.selected`` = {layer, head, score_on_corpus, score_on_selection,
-    count_on_selection}, or {reason} where the selection split names no head for the label (absent there, or
-    tied or 0: probes.results.best_head); ``ProbeResult.best`` then returns that head."""
+    count_on_selection, ci_low, ci_high, margin, margin_low, margin_high}, or {reason} where the selection split
+    names no head for the label (absent there, or tied or 0: probes.results.best_head); ``ProbeResult.best``
+    then returns that head. ci_low, ci_high: the head's own interval on the scored corpus (chosen elsewhere, it
+    needs no selection correction; None without replicates); margin: its score minus the label's best offset
+    baseline's score on the scored corpus, margin_low, margin_high its paired interval (None where the probe has
+    no baselines, or, for the interval, no replicates)."""
     for name, entry in [*result.labels.items(), ("overall", result.overall)]:
         if name != "overall" and name not in selection.labels:
             entry.selected = {"reason": "absent"}
             continue
         best = selection.best(name)
-        entry.selected = {"reason": best.reason} if not best.found else {
-            "layer": best.layer, "head": best.head, "score_on_corpus": float(entry.scores[best.layer, best.head]),
-            "score_on_selection": best.score, "count_on_selection": best.count}
+        if not best.found:
+            entry.selected = {"reason": best.reason}
+            continue
+        at = best.layer, best.head
+        score = float(entry.scores[at])
+        base = result.baselines.get("overall") if name == "overall" else result.baselines.get("labels", {}).get(name)
+        offset = base.get("best") if isinstance(base, dict) else None  # dep, srl: the best offset baseline's score
+        margins = entry.margins or {}
+        entry.selected = {
+            "layer": best.layer, "head": best.head, "score_on_corpus": score,
+            "score_on_selection": best.score, "count_on_selection": best.count,
+            **{k: None if grid is None else float(grid[at]) for k, grid in (("ci_low", entry.ci_low),
+                                                                            ("ci_high", entry.ci_high))},
+            "margin": None if offset is None else score - offset,
+            **{k: float(margins[k][at]) if k in margins else None for k in ("margin_low", "margin_high")}}

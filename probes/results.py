@@ -62,9 +62,10 @@ def skip_summary(skipped: dict[str, int]) -> str:
 
 @dataclass
 class BestInterval:
-    """A label's best head with its bootstrap interval (probes.bootstrap): ci_low..ci_high is the 95% percentile
-    interval of the best score when the best head is chosen again in every replicate (the selection counted);
-    margin: the score minus the label's best offset baseline, with its paired interval (None without baselines).
+    """A label's best head with its bootstrap interval (probes.bootstrap): ci_low..ci_high is the 95% interval
+    of the best score with its selection counted (the best head chosen again in every replicate, its winner's
+    curse taken off: BEST_METHOD); margin: the score minus the label's best offset baseline, with its paired
+    interval (None without baselines).
     layer, head: None where no single head is named (a tie at the top score, or a top score of 0; see
     best_head): score, its interval and the margin are then those of the top score."""
 
@@ -97,10 +98,13 @@ INTERVAL_KEYS = ("ci_low", "ci_high", "best")  # a label's interval fields in th
 class LabelScores:
     """One label's scores: `scores` [L,H] is the probe's main score; `extra` holds other [L,H] grids.
     `selected`: where ``--select-on`` chose the label's best head on another split, that choice
-    ({"layer", "head", "score_on_corpus", "score_on_selection", "count_on_selection"}, or {"reason"} where
-    that split names no head; probes.fitting.choose_heads).
-    With the bootstrap (probes.bootstrap): ci_low, ci_high [L,H], each head's 95% percentile interval of the
-    main score, and `best`, the best head with its selection-aware interval; None without replicates."""
+    ({"layer", "head", "score_on_corpus", "score_on_selection", "count_on_selection", "ci_low", "ci_high",
+    "margin", "margin_low", "margin_high"}, or {"reason"} where that split names no head; probes.fitting.
+    choose_heads).
+    With the bootstrap (probes.bootstrap): ci_low, ci_high [L,H], each head's 95% interval of the main score
+    (probes.bootstrap.head_interval), and `best`, the best head with its selection-aware interval; None without
+    replicates. `margins`: where the probe has offset baselines, every head's margin over the best one with its
+    paired interval ({"margin", "margin_low", "margin_high"}: [L,H] each), kept for ``choose_heads``, not saved."""
 
     count: int
     scores: np.ndarray
@@ -109,6 +113,7 @@ class LabelScores:
     ci_low: np.ndarray | None = None
     ci_high: np.ndarray | None = None
     best: BestInterval | None = None
+    margins: dict[str, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     def grids(self) -> dict[str, np.ndarray]:
         """Every [L,H] grid but the scores: the extra grids and the interval bounds (the CSV's other columns)."""

@@ -28,8 +28,10 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
     margins = any(r.baseline is not None for r in shows)
     lines = [f"{result.probe} · {info.model} · {info.sentences} sentences scored, {sum(info.skipped.values())} skipped"
              f" · {info.layers} layers × {info.heads} heads (0-indexed)"
-             + (f" · 95% intervals: {info.settings.get('replicates')} bootstrap replicates, the best head chosen "
-                "again in each" if intervals else "")]
+             + (f" · 95% intervals: {info.settings.get('replicates')} bootstrap replicates, "
+                + ("each selected head's own (chosen on another split)" if select_on else
+                   "the best head's counting its selection (its lower bound that of the luckiest close head)")
+                if intervals else "")]
     if note := info.skip_note():
         lines.append(f"  {note}")
     if select_on:

@@ -8,6 +8,7 @@ sharding (every replicate sum is an exact sum of integer counts, so intervals ar
 from __future__ import annotations
 
 import copy
+import json
 import math
 from pathlib import Path
 
@@ -17,11 +18,12 @@ import torch
 
 import probes
 from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
-from probes.bootstrap import (Bootstrap, attach_interval, paired_delta, percentile_interval, replicate_ratio,
-                              replicate_weights)
+from probes.bootstrap import (Bootstrap, attach_interval, head_interval, paired_delta, percentile_interval,
+                              replicate_ratio, replicate_weights, wilson_interval)
 from probes.builtin.dep import DependencyProbe
 from probes.cli import main
 from probes.corpus import read_corpus
+from probes.fitting import choose_heads
 from probes.identity import sentence_key
 from probes.probe import LabelSums
 from probes.results import LabelScores, ProbeResult
@@ -145,24 +147,94 @@ def test_coverage_of_a_known_rate():
     assert 0.93 <= covered <= 0.97, covered
 
 
+def test_wilson_bounds_by_hand():
+    """Wilson's score interval, z = 1.959964 (z² = 3.841459): 5 of 10 is 0.5 ± z·√(0.025 + z²/400) / (1 + z²/10) =
+    0.5 ± 0.263407; 0 of 10 is [0, z²/(10 + z²)] = [0, 0.277533], 10 of 10 its mirror [10/(10 + z²), 1]; 0 of 100
+    is [0, z²/(100 + z²)] = [0, 0.036994]. No count, no interval."""
+    low, high = wilson_interval(np.array([0.5, 0.0, 1.0]), 10)
+    np.testing.assert_allclose(low, [0.236593, 0.0, 0.722467], atol=1e-6)
+    np.testing.assert_allclose(high, [0.763407, 0.277533, 1.0], atol=1e-6)
+    assert wilson_interval(np.array([0.0]), 100)[1][0] == pytest.approx(0.036994, abs=1e-6)
+    assert np.isnan(wilson_interval(np.array([0.5]), 0)[0]).all()
+
+
+def test_no_zero_width_intervals():
+    """A head right on every instance (or none) in every replicate still gets an interval of width: binomial and
+    bounded scores Wilson's (n = the label's 40 instances: [40/(40 + z²), 1] = [0.912378, 1] and [0, 0.087622]); a
+    bounded score with spread keeps its percentile interval; a mean of unbounded values has no such floor."""
+    replicates = np.stack([np.array([[1.0, 0.0, 0.3 + 0.01 * (r % 3)]]) for r in range(20)])  # [R=20,1,3]
+    scores = np.array([[1.0, 0.0, 0.31]])
+    for kind in ("binomial", "bounded"):
+        low, high = head_interval(replicates, scores, 40, kind)
+        np.testing.assert_allclose(low[0, :2], [0.912378, 0.0], atol=1e-6)
+        np.testing.assert_allclose(high[0, :2], [1.0, 0.087622], atol=1e-6)
+        assert (high > low).all(), kind
+    low, high = head_interval(replicates, scores, 40, "bounded")
+    assert (low[0, 2], high[0, 2]) == (0.3, 0.32)  # the percentile interval where the replicates spread
+    wide = head_interval(replicates, scores, 40, "binomial")  # binomial: widened to Wilson's [0.184, 0.469]
+    assert wide[0][0, 2] == pytest.approx(wilson_interval(scores, 40)[0][0, 2]) and wide[1][0, 2] > 0.46
+    low, high = head_interval(replicates, scores, 40, "mean")
+    np.testing.assert_array_equal(low, [[1.0, 0.0, 0.3]])
+
+
 def test_best_head_interval_counts_the_selection():
-    """Replicates where different heads win: the best head's interval is that of the max over heads, not of
-    the point-best head's own replicates; the margin's is paired (max over heads − max over offsets)."""
+    """Replicates where different heads win: the best head's lower bound is the score minus the largest deviation
+    among the contenders (the heads whose interval reaches its own), its upper bound its own; the margin is paired
+    (the offsets' winner's curse added back); every head's margin too; the own and the contenders' pivots are
+    what pairs with another result."""
     scores = np.array([[0.5, 0.4]])  # [L=1,H=2]
     replicates = np.array([[[0.5, 0.4]], [[0.4, 0.6]], [[0.6, 0.5]], [[0.5, 0.5]], [[np.nan, np.nan]]])  # [R=5,1,2]
-    entry = LabelScores(count=10, scores=scores)
-    base = np.array([0.2, 0.3, 0.2, 0.4, np.nan])  # [R] best offset per replicate
-    best = attach_interval(entry, replicates, (0.25, base))
-    np.testing.assert_array_equal(best, [0.5, 0.6, 0.6, 0.5, np.nan])
+    entry = LabelScores(count=1000, scores=scores)
+    points = np.array([0.25, 0.2])  # two offsets' scores, their replicates [R,2]
+    base = np.array([[0.2, 0.1], [0.3, 0.2], [0.2, 0.25], [0.4, 0.1], [np.nan, np.nan]])
+    pivots = attach_interval(entry, replicates, "binomial", (points, base))
+    # what pairs: head 0's own pivots (0.5 minus its deviation), then the contenders' (0.5 minus the largest)
+    np.testing.assert_allclose(pivots, [0.5, 0.6, 0.4, 0.5, np.nan, 0.5, 0.3, 0.4, 0.4, np.nan])
     assert (entry.best.layer, entry.best.head, entry.best.score) == (0, 0, 0.5)
-    # np.quantile of [0.5, 0.6, 0.6, 0.5] (the NaN replicate left out) at 2.5% and 97.5%, linear interpolation
-    assert entry.best.ci_low == pytest.approx(0.5) and entry.best.ci_high == pytest.approx(0.6)
-    # margins 0.3, 0.3, 0.4, 0.1: sorted 0.1, 0.3, 0.3, 0.4; 2.5% → 0.1 + 0.075·0.2, 97.5% → 0.3 + 0.925·0.1
-    assert entry.best.margin == pytest.approx(0.25)
-    assert entry.best.margin_low == pytest.approx(0.115) and entry.best.margin_high == pytest.approx(0.3925)
-    # each head's own: both heads' replicates sort to 0.4, 0.5, 0.5, 0.6
-    np.testing.assert_allclose(entry.ci_low, [[0.4075, 0.4075]])
+    # own intervals: head 0's replicates sort to 0.4, 0.5, 0.5, 0.6: [0.4075, 0.5925] (wider than Wilson's [0.469,
+    # 0.531] at n = 1000); head 1's the same, widened below to Wilson's 0.3700 (0.4 of 1000)
     np.testing.assert_allclose(entry.ci_high, [[0.5925, 0.5925]])
+    assert entry.ci_low[0, 0] == pytest.approx(0.4075)
+    assert entry.ci_low[0, 1] == pytest.approx(wilson_interval(np.array(0.4), 1000)[0]) and entry.ci_low[0, 1] < 0.371
+    # both heads contend (head 1's interval reaches 0.4075); deviations: head 0 0, −0.1, 0.1, 0; head 1 0, 0.2, 0.1,
+    # 0.1: the largest 0, 0.2, 0.1, 0.1; 0.5 − those sorted 0.3, 0.4, 0.4, 0.5: 2.5% → 0.3 + 0.075·0.1
+    assert entry.best.ci_low == pytest.approx(0.3075) and entry.best.ci_high == pytest.approx(0.5925)
+    # offsets' winners 0, 0, 1, 0: shifts −0.05, 0.05, 0.05, 0.15. Each head's margin pivots: margin − its deviation
+    # + offset shift: head 0 (0.25) 0.2, 0.4, 0.2, 0.4; head 1 (0.15) 0.1, 0.0, 0.1, 0.2
+    np.testing.assert_allclose(entry.margins["margin"], [[0.25, 0.15]])
+    np.testing.assert_allclose(entry.margins["margin_low"], [[0.2, 0.0075]])
+    np.testing.assert_allclose(entry.margins["margin_high"], [[0.4, 0.1925]])
+    # the best's margin: its lower bound from 0.25 − largest + offset shift = 0.2, 0.1, 0.2, 0.3 (2.5% → 0.1075),
+    # its upper bound head 0's own
+    assert entry.best.margin == pytest.approx(0.25)
+    assert entry.best.margin_low == pytest.approx(0.1075) and entry.best.margin_high == pytest.approx(0.4)
+
+
+def test_selected_head_fields_come_from_the_grids():
+    """--select-on's block: the selected head's own interval and margin (with its paired interval) are the
+    per-head grids' values at that head on the scored corpus; without baselines the margin is None."""
+    scores = np.array([[0.5, 0.4]])
+    replicates = np.array([[[0.5, 0.4]], [[0.4, 0.6]], [[0.6, 0.5]], [[0.5, 0.5]]])
+    entry = LabelScores(count=1000, scores=scores)
+    attach_interval(entry, replicates, "binomial", (np.array([0.25, 0.2]), np.array([[0.2, 0.1], [0.3, 0.2],
+                                                                                   [0.2, 0.25], [0.4, 0.1]])))
+    result = ProbeResult("dep", _info(), {}, {"det": entry}, LabelScores(count=1000, scores=scores),
+                         baselines={"labels": {"det": {"best": 0.25, "best_offset": -1}}})
+    chooser = ProbeResult("dep", _info(), {}, {"det": LabelScores(count=9, scores=np.array([[0.1, 0.9]]))},
+                          LabelScores(count=9, scores=np.array([[0.1, 0.9]])))
+    choose_heads(result, chooser)
+    chosen = result.labels["det"].selected
+    assert (chosen["layer"], chosen["head"], chosen["score_on_corpus"], chosen["score_on_selection"]) == (0, 1, 0.4, 0.9)
+    assert (chosen["ci_low"], chosen["ci_high"]) == (entry.ci_low[0, 1], entry.ci_high[0, 1])
+    assert chosen["margin"] == pytest.approx(0.15)
+    assert (chosen["margin_low"], chosen["margin_high"]) == (entry.margins["margin_low"][0, 1],
+                                                             entry.margins["margin_high"][0, 1])
+    assert chosen["margin_low"] <= chosen["margin"] <= chosen["margin_high"]
+    overall = result.overall.selected  # no replicates, no baseline: no interval, no margin
+    assert overall["layer"] == 0 and overall["head"] == 1
+    assert all(overall[k] is None for k in ("ci_low", "ci_high", "margin", "margin_low", "margin_high"))
+    again = ProbeResult.from_json(json.loads(json.dumps(result.to_json())))
+    assert again.labels["det"].selected == chosen
 
 
 # ---- probes: intervals in results, invariance, merge -----------------------------------------------
@@ -215,7 +287,8 @@ def test_dep_replicates_by_hand():
     """dep on the hand-built batch (tests/helpers.py): head 0 gets every arc, head 1 the three arcs of "The playing
     cat" and not the root arc of "Hi". With the two sentences' weights w_cat, w_hi [R], head 1's overall replicate
     score is 3·w_cat / (3·w_cat + w_hi), head 0's is 1, and root's (one arc in each sentence) head-1 score is
-    w_cat / (w_cat + w_hi); the intervals are their percentiles; the scores are those of a run without replicates."""
+    w_cat / (w_cat + w_hi); the intervals are their percentiles widened to Wilson's (4 arcs overall, 2 of root);
+    the scores are those of a run without replicates."""
     r = 300
     hand = batch([CAT, HI], [CAT_COLUMNS, HI_COLUMNS], [[CAT_TO_HEADS, CAT_TO_HEADS], [HI_TO_HEADS, attention(3, {})]])
     probe, plain = DependencyProbe(1, 2, replicates=r, bootstrap_seed=5), DependencyProbe(1, 2)
@@ -228,24 +301,33 @@ def test_dep_replicates_by_hand():
     shown = (w_cat + w_hi) > 0  # replicates where the corpus has an arc at all
     head1 = 3 * w_cat[shown] / (3 * w_cat[shown] + w_hi[shown])
     low, high = np.quantile(head1, [0.025, 0.975])
-    np.testing.assert_allclose(result.overall.ci_low, [[1.0, low]])
-    np.testing.assert_allclose(result.overall.ci_high, [[1.0, high]])
-    np.testing.assert_array_equal(result.replicates["overall"], np.where(shown, 1.0, np.nan))  # head 0's, always
+    wilson = wilson_interval(np.array([1.0, 0.75]), 4)  # head 0 right on every arc: [4 / (4 + z²), 1]
+    assert wilson[0][0] == pytest.approx(0.510109, abs=1e-6)
+    np.testing.assert_allclose(result.overall.ci_low, [[wilson[0][0], min(low, wilson[0][1])]])
+    np.testing.assert_allclose(result.overall.ci_high, [[1.0, max(high, wilson[1][1])]])
+    # head 0's own pivots are 1 (it is right on every arc); the contenders' take off head 1's deviation where larger
+    own, lucky = np.split(result.replicates["overall"], 2)
+    np.testing.assert_array_equal(own, np.where(shown, 1.0, np.nan))
+    np.testing.assert_allclose(lucky[shown], 1.0 - np.maximum(0.0, head1 - 0.75))
     assert (result.overall.best.layer, result.overall.best.head, result.overall.best.score) == (0, 0, 1.0)
-    assert result.overall.best.ci_low == 1.0 == result.overall.best.ci_high
+    assert (result.overall.best.ci_low, result.overall.best.ci_high) == (wilson[0][0], 1.0)
     both = (w_cat > 0) & (w_hi > 0)
     root1 = w_cat[both] / (w_cat[both] + w_hi[both])  # root needs both: replicates with a 0 weight shift the share
     root = w_cat / np.where(w_cat + w_hi > 0, w_cat + w_hi, np.nan)
-    np.testing.assert_allclose(result.labels["root"].ci_low[0, 1], np.nanquantile(root, 0.025))
+    assert result.labels["root"].scores[0, 1] == 0.5
+    np.testing.assert_allclose(result.labels["root"].ci_low[0, 1],
+                               min(np.nanquantile(root, 0.025), wilson_interval(np.array(0.5), 2)[0]))
     assert root1.size < shown.sum()  # some replicates leave a sentence out (weight 0): that is the resampling
     # the margin over the best offset: offsets −1 and +1 get one arc of each sentence either way (amod, Hi's
-    # root), the others one arc of "The playing cat" alone: the best offset's replicate score is
-    # (w_cat + w_hi) / (3·w_cat + w_hi), and the margin's replicates are head 0's 1 minus that
+    # root), the others one arc of "The playing cat" alone: the best offset's replicate score b is
+    # (w_cat + w_hi) / (3·w_cat + w_hi), its shift b − 0.5. Head 0's own margin pivots are 0.5 − 0 + (b − 0.5) = b;
+    # the lower bound takes off head 1's deviation too where it is larger (head 1 contends: its interval reaches 1)
     base = result.baselines["overall"]
     assert base["best"] == 0.5 and result.overall.best.margin == 0.5
-    margins = 1.0 - (w_cat[shown] + w_hi[shown]) / (3 * w_cat[shown] + w_hi[shown])
+    b = (w_cat[shown] + w_hi[shown]) / (3 * w_cat[shown] + w_hi[shown])
+    largest = np.maximum(0.0, head1 - 0.75)
     np.testing.assert_allclose([result.overall.best.margin_low, result.overall.best.margin_high],
-                               np.quantile(margins, [0.025, 0.975]))
+                               [min(np.quantile(b - largest, 0.025), np.quantile(b, 0.025)), np.quantile(b, 0.975)])
 
 
 def _info():
@@ -270,14 +352,19 @@ def test_results_keep_intervals(tiny_encoder, tmp_path, capsys):
     assert row.ci_low == result.overall.ci_low[0, 1] and row.ci_high == result.overall.ci_high[0, 1]
     assert main(["show", str(tmp_path / "dep.json")]) == 0
     b = result.overall.best
-    assert f"[{b.ci_low:.3f}, {b.ci_high:.3f}]" in capsys.readouterr().out
-    # paired: a run against itself differs by 0 in every replicate; against another seed, refused
-    assert paired_delta(result, result, "det") == (0.0, 0.0, 0.0)
+    out = capsys.readouterr().out
+    assert f"[{b.ci_low:.3f}, {b.ci_high:.3f}]" in out
+    assert "the best head's counting its selection" in out.splitlines()[0]  # the legend says which interval
+    # paired: a run against itself changes by 0, inside its interval (the contenders' bounds on each side:
+    # lower = A's contenders' pivots − its own, never above 0); against another seed, refused
+    delta, low, high = paired_delta(result, result, "det")
+    own, lucky = np.split(result.replicates["det"], 2)
+    assert delta == 0.0 and low == percentile_interval(lucky - own)[0] <= 0 <= high == percentile_interval(own - lucky)[1]
     other = probes.run(["dep"], encoder=tiny_encoder, limit=20, replicates=100, bootstrap_seed=1, progress=False)["dep"]
     with pytest.raises(probes.InputError, match="bootstrap_seed differs"):
         paired_delta(result, other)
     delta, low, high = paired_delta(loaded, result, "overall")  # read back, it pairs with the run's own
-    assert delta == 0.0 and abs(low) < 1e-6 and abs(high) < 1e-6
+    assert (delta, low, high) == pytest.approx(paired_delta(result, result, "overall"), abs=1e-6)
     plain = probes.run(["dep"], encoder=tiny_encoder, limit=20, replicates=0, progress=False)["dep"]
     with pytest.raises(probes.InputError, match="replicates differs"):
         paired_delta(plain, result)
@@ -318,7 +405,7 @@ def test_compare_gives_paired_intervals(tiny_encoder, tmp_path, capsys):
         row = d.row()
         assert (row["delta_low"], row["delta_high"]) == d.paired and row["flat"] == (d.paired[0] <= 0 <= d.paired[1])
     same = compare_results(tmp_path / "a", tmp_path / "a")
-    assert all(d.paired == (0.0, 0.0) and d.flat for d in same.labels if d.paired is not None)
+    assert all(d.paired[0] <= 0 <= d.paired[1] and d.flat for d in same.labels if d.paired is not None)
     other = compare_results(tmp_path / "a", tmp_path / "c")
     assert all(d.paired is None for d in other.labels)
     assert any("no paired intervals: cannot pair dep results: bootstrap_seed differs" in n for n in other.notes)
@@ -345,7 +432,8 @@ def test_figures_dot_heads_whose_interval_clears_the_baseline(tiny_encoder):
 
 def test_seg_replicates_add_up_to_its_counts(tiny_encoder, monkeypatch):
     """seg's word F1 per replicate from per-sentence parts: with every sentence weighing 1 in every replicate,
-    each replicate's F1 is the point F1 of every head exactly (the parts add up to tally's counts)."""
+    each replicate's F1 is the point F1 of every head exactly (the parts add up to tally's counts), so the best
+    head's pivot replicates are its score and each head's interval is Wilson's at its score."""
     from probes.bootstrap import Bootstrap
 
     def ones(self, batch):
@@ -355,13 +443,14 @@ def test_seg_replicates_add_up_to_its_counts(tiny_encoder, monkeypatch):
     result = probes.run(["seg"], encoder=tiny_encoder, limit=25, replicates=3, progress=False)["seg"]
     f1 = result.overall.scores  # [L,H]
     assert np.isfinite(f1).all()
-    np.testing.assert_array_equal(result.overall.ci_low, f1)
-    np.testing.assert_array_equal(result.overall.ci_high, f1)
-    np.testing.assert_array_equal(result.replicates["overall"], np.full(3, np.nanmax(f1)))
-    for name, entry in result.labels.items():  # word-length labels: right / reachable words of that length
+    # no spread in the replicates: F1 (bounded) gets Wilson's interval at the score, n = the gold words, and so
+    # does each word-length label (binomial: the hull of the flat percentile interval and Wilson's)
+    for name, entry in [*result.labels.items(), ("overall", result.overall)]:
         if entry.count:
-            np.testing.assert_array_equal(entry.ci_low, entry.scores)
-            np.testing.assert_array_equal(entry.ci_high, entry.scores)
+            low, high = wilson_interval(entry.scores, entry.count)
+            np.testing.assert_array_equal(entry.ci_low, low, err_msg=name)
+            np.testing.assert_array_equal(entry.ci_high, high, err_msg=name)
+    np.testing.assert_array_equal(result.replicates["overall"], np.full(6, np.nanmax(f1)))
 
 
 def test_seg_intervals_do_not_depend_on_the_batch_size(tiny_encoder):

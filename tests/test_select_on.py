@@ -54,6 +54,17 @@ def test_heads_chosen_on_one_split_scored_on_the_other(runs, splits, probe):
         assert (best.layer, best.head) == (on_dev.layer, on_dev.head)
         assert best.selection_score == on_dev.score and best.score == test.entry(label).scores[best.layer, best.head]
         assert entry.selected["count_on_selection"] == dev.entry(label).count
+        at = best.layer, best.head  # the block's interval and margin: the selected head's own, on the scored corpus
+        assert (entry.selected["ci_low"], entry.selected["ci_high"]) == (entry.ci_low[at], entry.ci_high[at])
+        assert entry.selected["ci_low"] <= best.score <= entry.selected["ci_high"]
+        base = (selected.baselines.get("overall") if label == "overall"
+                else selected.baselines.get("labels", {}).get(label))
+        if base is None:  # pos: no offset baselines
+            assert all(entry.selected[k] is None for k in ("margin", "margin_low", "margin_high"))
+        else:
+            assert entry.selected["margin"] == best.score - base["best"]
+            assert (entry.selected["margin_low"], entry.selected["margin_high"]) == \
+                (entry.margins["margin_low"][at], entry.margins["margin_high"][at])
     assert named >= 5
     assert selected.best().score <= test.best().score  # chosen elsewhere: never above the best head here
 
@@ -72,11 +83,14 @@ def test_select_on_through_the_cli(minilm, splits, tmp_path, capsys, runs):
     assert data["overall"]["selected"] == {"layer": expected.layer, "head": expected.head,
                                            "score_on_corpus": expected.score,
                                            "score_on_selection": expected.selection_score,
-                                           "count_on_selection": runs["dev"]["dep"].overall.count}
+                                           "count_on_selection": runs["dev"]["dep"].overall.count,
+                                           **{k: runs["selected"]["dep"].overall.selected[k] for k in
+                                              ("ci_low", "ci_high", "margin", "margin_low", "margin_high")}}
     capsys.readouterr()
     assert main(["show", str(tmp_path / "dep.json")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1] == f"best heads chosen on {dev} ({LIMIT} sentences); scores on the scored corpus"
+    assert out[0].endswith("95% intervals: 1000 bootstrap replicates, each selected head's own (chosen on another split)")
     overall = next(line for line in out if line.startswith("overall")).split()
     assert overall[2:5] == [expected.name, f"{expected.score:.3f}", f"{expected.selection_score:.3f}"]
 

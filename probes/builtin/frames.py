@@ -50,7 +50,7 @@ from pathlib import Path
 import torch
 
 from probes.batching import Batch
-from probes.bootstrap import add_replicates, attach_interval, replicate_ratio
+from probes.bootstrap import add_replicates, attach_interval, interval_method, replicate_ratio
 from probes.builtin.declared import FRAMES
 from probes.corpus.framenet import STANDARD_DEV_DOCUMENTS, STANDARD_TEST_DOCUMENTS, read_document_list
 from probes.corpus.sentence import Sentence
@@ -153,7 +153,8 @@ class FrameElementProbe(Probe, declared=FRAMES):
                              extra={"instances": instances})
         if self.bootstrap.replicates and overall.count:
             replicates = replicate_ratio(self.replicate_sums, self.replicate_counts)  # [R,L,H]
-            result.replicates["overall"] = attach_interval(overall, replicates)
+            result.replicates["overall"] = attach_interval(overall, replicates, "bounded")  # means of weights in [0, 1]
+            result.extra["interval_method"] = interval_method("bounded")
         return result
 
 

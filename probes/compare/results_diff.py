@@ -9,9 +9,9 @@ Minimum counts (the larger of the two runs' ``--min-count``): ``label_lost`` mar
 above it in A but absent or below it in B, ``few`` a delta resting on fewer instances on either side;
 the table on screen leaves out the labels below it on both sides unless asked (``all_labels``). Where both runs
 kept bootstrap replicates over the same corpus with the same seed (probes.bootstrap), the change of the best
-score gets a paired 95% interval (the best head chosen again in each replicate of each side, the sentences
-reweighted alike on both; best heads only), and ``flat`` marks a change whose interval contains 0. The probes
-both sides hold are compared (those only one side holds are left out and listed in ``left_out``); each must have been
+score gets a paired 95% interval (the best head chosen again in each replicate of each side and its winner's
+curse taken off, probes.bootstrap.paired_delta; the sentences reweighted alike on both), and ``flat`` marks a change whose interval contains 0. The probes both sides hold are
+compared (those only one side holds are left out and listed in ``left_out``); each must have been
 run with the same options, on models of one architecture (same layers × heads and family): heads
 are matched by position, which means something only between checkpoints of one model (a
 pre-trained model and its fine-tuned derivative, say). Other differences (corpus, sentences
@@ -226,7 +226,7 @@ class Comparison:
                          f"({', '.join(map(str, sorted(least)))} instances) in A and B not shown; --all-labels shows them")
         if paired:
             lines.append("95% interval: paired bootstrap interval of the change of the best score (the best head chosen "
-                         "again in every replicate); flat: it contains 0, the change is not told apart from none")
+                         "again in every replicate, its winner's curse taken off); flat: it contains 0, the change is not told apart from none")
         if any(d.no_best for d in shown):
             lines.append("no best head: tie×N where N heads share the top score, 0 where the top score is 0, "
                          "- where the label is absent or the selection split names none")

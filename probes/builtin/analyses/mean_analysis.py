@@ -6,7 +6,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from probes.bootstrap import add_replicates, attach_interval, replicate_ratio
+from probes.bootstrap import add_replicates, attach_interval, interval_method, replicate_ratio
 from probes.maps import LayerMaps
 from probes.probe import Probe, ratio
 from probes.results import LabelScores, ProbeResult, RunInfo
@@ -93,5 +93,6 @@ class MeanAnalysis(Probe):
                 i = self.measures.index(measure)
                 if entry.count and self.replicate_counts[:, i].any():  # the analysis gave it per sentence
                     replicates = replicate_ratio(self.replicate_sums[:, i], self.replicate_counts[:, i])
-                    result.replicates[name] = attach_interval(entry, replicates)  # [R,L,H] → best [R]
+                    result.replicates[name] = attach_interval(entry, replicates, "mean")  # [R,L,H] → best [R]
+                    result.extra["interval_method"] = interval_method("mean")
         return result

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
-from probes.bootstrap import add_replicates, attach_interval, replicate_ratio, weighted_sums
+from probes.bootstrap import add_replicates, attach_interval, interval_method, replicate_ratio, weighted_sums
 from probes.builtin.declared import SEG
 from probes.builtin.seg.kept import Examples, KeptEnds
 from probes.builtin.seg.scoring import COMBINE_RULES, STATS, greedy, metrics, tally, union_ends
@@ -169,7 +169,8 @@ class SegmentationProbe(Probe, declared=SEG):
             gold = self.replicate_gold[:, None, None]
             denominator = self.replicate_predicted + gold
             f1 = (2 * self.replicate_right / denominator.where(denominator > 0, torch.nan)).numpy()  # [R,L,H]
-            result.replicates["overall"] = attach_interval(overall, f1)
+            result.replicates["overall"] = attach_interval(overall, f1, "bounded")  # F1 in [0, 1], n = gold words
+            result.extra["interval_method"] = interval_method({"overall": "bounded", "labels": "binomial"})
             for i, label in enumerate(LENGTH_LABELS):
                 if labels[label].count:
                     scores = replicate_ratio(self.replicate_bucket_right[:, i], self.replicate_bucket_words[:, i])
