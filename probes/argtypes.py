@@ -80,7 +80,7 @@ def check_output_folder(path: str | Path) -> Path:
             made.mkdir()
         _probe_write(out)
     except OSError as e:
-        raise InputError(f"cannot write the output here ({_reason(e)})", out) from None
+        raise InputError(f"cannot write the output here ({os_reason(e)})", out) from None
     finally:
         for made in missing:
             if made.is_dir():
@@ -99,7 +99,7 @@ def check_output_file(path: str | Path) -> Path:
     try:
         _probe_write(p.parent)
     except OSError as e:
-        raise InputError(f"cannot write the output here ({_reason(e)})", p.parent) from None
+        raise InputError(f"cannot write the output here ({os_reason(e)})", p.parent) from None
     return p
 
 
@@ -109,5 +109,6 @@ def _probe_write(folder: Path) -> None:
     os.unlink(probe)
 
 
-def _reason(e: OSError) -> str:
+def os_reason(e: OSError) -> str:
+    """Why an OS call failed, in words (its strerror)."""
     return e.strerror or str(e)

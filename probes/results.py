@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from probes.argtypes import os_reason
 from probes.errors import InputError
 from probes.packing import pack, unpack
 
@@ -474,9 +475,9 @@ def write_result_files(directory: str | Path, files: Mapping[str, Any]) -> list[
     try:
         _write_all(recovery, encoded)
     except OSError as e:
-        raise InputError(f"cannot write the results ({_reason(failure)}), nor a recovery copy in {recovery} "
-                         f"({_reason(e)})", out) from None
-    raise InputError(f"cannot write the results ({_reason(failure)}); all {len(encoded)} files were written to "
+        raise InputError(f"cannot write the results ({os_reason(failure)}), nor a recovery copy in {recovery} "
+                         f"({os_reason(e)})", out) from None
+    raise InputError(f"cannot write the results ({os_reason(failure)}); all {len(encoded)} files were written to "
                      f"{recovery} instead", out)
 
 

@@ -202,7 +202,8 @@ def test_a_fit_corpus_without_units(tmp_path, capsys, tiny_model):
 def test_con_on_a_corpus_without_trees(tmp_path, capsys, tiny_model):
     ud = _write(tmp_path, "x.conllu", UD)
     err = _fails(capsys, tmp_path / "out", "con", "--corpus", str(ud), "--model", str(tiny_model("bert")))
-    assert err == f"probes: error: {ud}: no sentence can be scored (of 2: 2 no constituents; model limit 64 subwords)"
+    assert err == (f"probes: error: {ud}: no sentence can be scored (of 2: 2 no constituents; model limit 64 subwords)"
+                   "; constituents comes from --format ptb (the bracketed phrases) or craft (the bracketed phrases)")
 
 
 def test_ner_on_conll2012_brackets(tmp_path, tiny_model):
