@@ -45,7 +45,7 @@ from probes.model import Encoder
 from probes.runner import Feed
 
 ROOT = Path(__file__).resolve().parent.parent
-EWT_DEV = ROOT.parent / "shared" / "corpora" / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
+EWT_DEV = Path("corpora") / "ud-english-ewt" / "en_ewt-ud-dev.conllu"  # under ../shared or ./shared
 CUDA_MENTION = re.compile(r"mark\.cuda\b|skipif\(\s*not torch\.cuda\.is_available")  # tests that need CUDA
 TOLERANCE = 0.01  # |Δscore| a cell may move between devices by near-tie flips before it is counted as beyond
 OOM_HEADROOM = 2 << 30  # bytes left free on the device for the split run: one 512-subword sentence fits, 64 do not
@@ -94,9 +94,8 @@ def score_delta(a: dict, b: dict) -> dict:
     return report
 
 
-def cuda_vs_cpu(device: str, dry_run: bool) -> dict:
-    """Step 2: dep with MiniLM on the device and on the CPU, same batching."""
-    corpus = None if dry_run else str(EWT_DEV)
+def cuda_vs_cpu(device: str, dry_run: bool, corpus: str | None) -> dict:
+    """Step 2: dep with MiniLM on `corpus` (None: the bundled sample) on the device and on the CPU, same batching."""
     limit = REHEARSAL["sentences"] if dry_run else None
     ours, cpu = (probes.run(["dep"], corpus=corpus, limit=limit, device=d, progress=False) for d in (device, "cpu"))
     return {"corpus": corpus or "bundled sample", "devices": [device, "cpu"],
@@ -195,6 +194,7 @@ def oom_split(model: Path, corpus: Path, device: str, shape: dict, dry_run: bool
             stack.enter_context(patched(Feed, "retry_on_cpu", True))
             filler = None
         else:  # all the device's free memory taken but OOM_HEADROOM, held for the run and freed after
+            torch.cuda.empty_cache()  # the undisturbed run's cached blocks would otherwise stay free to the allocator
             free, _ = torch.cuda.mem_get_info(encoder.device)
             filler = torch.empty(max(free - OOM_HEADROOM, 0), dtype=torch.uint8, device=encoder.device)
         seen = stack.enter_context(batches_seen())  # outermost: the batches that failed too
@@ -229,20 +229,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="the CPU rehearsal: tiny sizes, a simulated OOM")
     parser.add_argument("--out", type=Path, default=Path("gpu_check"), help="folder for gpu_check.json")
+    parser.add_argument("--corpus", help="step 2's corpus (default: EWT dev under ../shared or ./shared; "
+                                         "--dry-run: the bundled sample)")
     args = parser.parse_args(argv)
     if not args.dry_run and not torch.cuda.is_available():
         print("no CUDA device: run with --dry-run for the CPU rehearsal", file=sys.stderr)
         return 2
+    corpus = args.corpus
+    if corpus is None and not args.dry_run:
+        found = [p for p in (ROOT.parent / "shared" / EWT_DEV, ROOT / "shared" / EWT_DEV) if p.is_file()]
+        if not found:
+            print(f"EWT dev not found under ../shared or ./shared ({EWT_DEV}): pass --corpus", file=sys.stderr)
+            return 2
+        corpus = str(found[0])
     device = "cpu" if args.dry_run else "cuda"
     shape = REHEARSAL if args.dry_run else LARGE
     report = {"dry_run": args.dry_run, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
               "torch_threads": torch.get_num_threads(), "cuda_tests": cuda_tests(args.dry_run),
-              "cuda_vs_cpu": cuda_vs_cpu(device, args.dry_run)}
+              "cuda_vs_cpu": cuda_vs_cpu(device, args.dry_run, corpus)}
     with tempfile.TemporaryDirectory() as tmp:
         model = build_large(Path(tmp) / "large", shape)
-        corpus = long_corpus(Path(tmp) / "long.conllu", shape["sentences"], shape["length"])
-        report["large_model"] = large_model(model, corpus, device, shape, args.dry_run)
-        report["oom_split"] = oom_split(model, corpus, device, shape, args.dry_run)
+        long = long_corpus(Path(tmp) / "long.conllu", shape["sentences"], shape["length"])
+        report["large_model"] = large_model(model, long, device, shape, args.dry_run)
+        report["oom_split"] = oom_split(model, long, device, shape, args.dry_run)
     args.out.mkdir(parents=True, exist_ok=True)
     target = args.out / "gpu_check.json"
     partial = target.with_suffix(".json.partial")
