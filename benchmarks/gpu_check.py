@@ -1,0 +1,265 @@
+"""The GPU check (issue 24 item 8): one call that a session with a CUDA device runs, with a CPU rehearsal.
+
+    python benchmarks/gpu_check.py [--dry-run] [--out DIR]
+
+Four steps, one JSON report (DIR/gpu_check.json) and a short table on stdout:
+ 1. cuda_tests: the test files of tests/ that need CUDA (a ``cuda`` marker, or ``skipif(not torch.cuda.is_available``),
+    run through pytest in a subprocess: passed / failed / skipped counts.
+ 2. cuda_vs_cpu: dep with the packaged MiniLM on EWT dev (--dry-run: the bundled sample, 20 sentences) on the
+    device and on the CPU: per probe the largest |Δscore| over every label's [L,H] grid, the cells that differ at
+    all and those beyond TOLERANCE (a cell moves only where a near-tie's argmax flipped between the two devices'
+    float32 maps; see tests/test_invariance_and_minilm.py).
+ 3. large_model: a randomly initialised BERT-large-shaped model (24 layers × 16 heads, hidden 1024; --dry-run: 2
+    layers, sentences of 128 subwords) with the MiniLM tokenizer, on sentences of 512 subwords: the default
+    max_tokens the run recorded (probes.batching.default_max_tokens of its shape), the largest batch run, and
+    sentences per second.
+ 4. oom_split: a real out-of-memory split and retry (probes.runner.Feed.batch): the device's memory is filled but
+    for OOM_HEADROOM before a run whose one batch cannot fit (--dry-run: Encoder.layerwise raises OutOfMemoryError
+    on more than half the batch, as tests/test_capture_invariance.py does); the stderr line "ran out of memory"
+    must come, and the scores are compared with an undisturbed run's.
+
+Without a CUDA device and without --dry-run it exits 2 with one line.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import probes
+from probes.batching import default_max_tokens, total_memory
+from probes.defaults import default_model
+from probes.model import Encoder
+from probes.runner import Feed
+
+ROOT = Path(__file__).resolve().parent.parent
+EWT_DEV = Path("corpora") / "ud-english-ewt" / "en_ewt-ud-dev.conllu"  # under ../shared or ./shared
+CUDA_MENTION = re.compile(r"mark\.cuda\b|skipif\(\s*not torch\.cuda\.is_available")  # tests that need CUDA
+TOLERANCE = 0.01  # |Δscore| a cell may move between devices by near-tie flips before it is counted as beyond
+OOM_HEADROOM = 2 << 30  # bytes left free on the device for the split run: one 512-subword sentence fits, 64 do not
+LARGE = {"layers": 24, "heads": 16, "hidden": 1024, "length": 512, "sentences": 256, "oom_sentences": 64}
+REHEARSAL = {"layers": 2, "heads": 16, "hidden": 1024, "length": 128, "sentences": 20, "oom_sentences": 20}
+WORDS = "the cat sat on a mat and the dog ran to it .".split()  # one subword each in the MiniLM vocabulary
+
+
+def cuda_tests(dry_run: bool) -> dict:
+    """Step 1: the test files that need CUDA, run by pytest in a subprocess."""
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py")
+                   if CUDA_MENTION.search(p.read_text(encoding="utf-8")))
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0}
+    if files:
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files], cwd=ROOT,
+                              capture_output=True, text=True)
+        summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+        for count, word in re.findall(r"(\d+) (passed|failed|skipped|errors?)", summary):
+            counts["errors" if word.startswith("error") else word] += int(count)
+    return {"files": files, **counts, "simulated": False,
+            "note": "on the CPU the CUDA tests skip" if dry_run else ""}
+
+
+def score_delta(a: dict, b: dict) -> dict:
+    """Per probe: the largest |Δscore| over every label's [L,H] grid (NaN on both sides: equal), the cells that
+    differ and those beyond TOLERANCE; a label present on one side only counts all its cells as beyond."""
+    report = {}
+    for name, result in a.items():
+        ours, theirs = result.scores, b[name].scores  # label -> [L,H]
+        largest, differ, beyond, cells = 0.0, 0, 0, 0
+        for label in ours.keys() | theirs.keys():
+            if label not in ours or label not in theirs:
+                size = (ours.get(label) if label in ours else theirs[label]).size
+                largest, differ, beyond, cells = math.inf, differ + size, beyond + size, cells + size
+                continue
+            x, y = ours[label], theirs[label]
+            both_nan = np.isnan(x) & np.isnan(y)
+            delta = np.where(both_nan, 0.0, np.abs(x - y))  # [L,H]; NaN on one side only stays NaN
+            delta = np.where(np.isnan(delta), np.inf, delta)
+            largest = max(largest, float(delta.max()))
+            differ += int((delta > 0).sum())
+            beyond += int((delta > TOLERANCE).sum())
+            cells += delta.size
+        report[name] = {"max_abs_delta": largest, "cells": cells, "cells_differ": differ,
+                        "cells_beyond_tolerance": beyond, "tolerance": TOLERANCE}
+    return report
+
+
+def cuda_vs_cpu(device: str, dry_run: bool, corpus: str | None) -> dict:
+    """Step 2: dep with MiniLM on `corpus` (None: the bundled sample) on the device and on the CPU, same batching."""
+    limit = REHEARSAL["sentences"] if dry_run else None
+    ours, cpu = (probes.run(["dep"], corpus=corpus, limit=limit, device=d, progress=False) for d in (device, "cpu"))
+    return {"corpus": corpus or "bundled sample", "devices": [device, "cpu"],
+            "sentences": cpu["dep"].info.sentences, "probes": score_delta(ours, cpu),
+            "simulated": dry_run}
+
+
+def build_large(out: Path, shape: dict) -> Path:
+    """A BERT-large-shaped checkpoint (random init, seed 0) with the MiniLM tokenizer in `out`."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(default_model())
+    tokenizer.model_max_length = shape["length"]
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
+                        num_attention_heads=shape["heads"], intermediate_size=4 * shape["hidden"],
+                        max_position_embeddings=shape["length"])
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def long_corpus(path: Path, sentences: int, length: int) -> Path:
+    """A CoNLL-U file of `sentences` chains of `length` - 2 one-subword words (each word's head the one before):
+    `length` subwords with [CLS] and [SEP]."""
+    n = length - 2
+    blocks = []
+    for s in range(sentences):
+        words = [WORDS[(s + i) % len(WORDS)] for i in range(n)]
+        rows = [f"{i + 1}\t{w}\t{w}\tX\tX\t_\t{i}\t{'root' if i == 0 else 'dep'}\t_\t_" for i, w in enumerate(words)]
+        blocks.append(f"# sent_id = long-{s}\n" + "\n".join(rows) + "\n")
+    path.write_text("\n".join(blocks) + "\n", encoding="utf-8")
+    return path
+
+
+@contextlib.contextmanager
+def patched(owner, name: str, value):
+    """`owner.name` set to `value` inside the block, restored after."""
+    old = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, old)
+
+
+@contextlib.contextmanager
+def batches_seen():
+    """Records the rows of every forward pass (Encoder.layerwise's input_ids [rows,T]) into the list yielded."""
+    seen: list[int] = []
+    layerwise = Encoder.layerwise
+
+    def spy(self, input_ids, attention_mask, on_layer, **kwargs):
+        seen.append(input_ids.shape[0])
+        return layerwise(self, input_ids, attention_mask, on_layer, **kwargs)
+
+    with patched(Encoder, "layerwise", spy):
+        yield seen
+
+
+def large_model(model: Path, corpus: Path, device: str, shape: dict, dry_run: bool) -> dict:
+    """Step 3: the default max_tokens, the largest batch and sentences per second of the large-shaped model."""
+    encoder = probes.load_encoder(str(model), device=device)
+    with batches_seen() as seen:
+        start = time.perf_counter()
+        result = probes.run(["dep"], corpus=str(corpus), encoder=encoder, batch_size=None, progress=False)["dep"]
+        seconds = time.perf_counter() - start
+    layers_held = 1 if encoder.capture == "hooks" else encoder.layers
+    expected = default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim, shape["length"],
+                                  total_memory(encoder.device), layers_held)
+    return {"layers": encoder.layers, "heads": encoder.heads, "hidden": encoder.heads * encoder.head_dim,
+            "length": shape["length"], "sentences": result.info.sentences, "device": str(encoder.device),
+            "total_memory": total_memory(encoder.device), "max_tokens": result.info.settings["max_tokens"],
+            "default_max_tokens": expected, "largest_batch": max(seen), "batches": len(seen),
+            "seconds": seconds, "sentences_per_second": result.info.sentences / seconds, "simulated": dry_run}
+
+
+def oom_split(model: Path, corpus: Path, device: str, shape: dict, dry_run: bool) -> dict:
+    """Step 4: one batch of every sentence that runs out of memory, split and retried, against an undisturbed run."""
+    encoder = probes.load_encoder(str(model), device=device)
+    sentences = shape["oom_sentences"]
+    settings = {"corpus": str(corpus), "encoder": encoder, "batch_size": sentences, "max_tokens": 1 << 40,
+                "limit": sentences, "progress": False}
+    undisturbed = probes.run(["dep"], **settings)
+    stderr = io.StringIO()
+    with contextlib.ExitStack() as stack:
+        if dry_run:  # the CPU's memory errors are not caught by the runner: pretend an accelerator that fits half
+            layerwise = Encoder.layerwise
+
+            def short_of_memory(self, input_ids, attention_mask, on_layer, **kwargs):
+                if input_ids.shape[0] > sentences // 2:
+                    raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+                return layerwise(self, input_ids, attention_mask, on_layer, **kwargs)
+
+            stack.enter_context(patched(Encoder, "layerwise", short_of_memory))
+            stack.enter_context(patched(Feed, "retry_on_cpu", True))
+            filler = None
+        else:  # all the device's free memory taken but OOM_HEADROOM, held for the run and freed after
+            torch.cuda.empty_cache()  # the undisturbed run's cached blocks would otherwise stay free to the allocator
+            free, _ = torch.cuda.mem_get_info(encoder.device)
+            filler = torch.empty(max(free - OOM_HEADROOM, 0), dtype=torch.uint8, device=encoder.device)
+        seen = stack.enter_context(batches_seen())  # outermost: the batches that failed too
+        stack.enter_context(contextlib.redirect_stderr(stderr))
+        split = probes.run(["dep"], **settings)
+        del filler
+    said = stderr.getvalue()
+    sys.stderr.write(said)
+    return {"sentences": sentences, "batches": seen, "split": "ran out of memory" in said, "stderr": said.strip(),
+            "probes": score_delta(split, undisturbed), "simulated": dry_run}
+
+
+def table(report: dict) -> str:
+    """The report's main figures, a line per step."""
+    tests, devices, large, oom = (report[k] for k in ("cuda_tests", "cuda_vs_cpu", "large_model", "oom_split"))
+    mark = {True: " (simulated)", False: ""}
+    dep, split_dep = devices["probes"]["dep"], oom["probes"]["dep"]
+    return "\n".join([
+        f"device: {report['device']}{' (dry run)' if report['dry_run'] else ''}",
+        f"1 cuda tests{mark[tests['simulated']]}: {len(tests['files'])} files, {tests['passed']} passed, "
+        f"{tests['failed']} failed, {tests['skipped']} skipped, {tests['errors']} errors",
+        f"2 {devices['devices'][0]} vs cpu{mark[devices['simulated']]}: dep max |Δ| {dep['max_abs_delta']:.3g}, "
+        f"{dep['cells_differ']} of {dep['cells']} cells differ, {dep['cells_beyond_tolerance']} beyond {TOLERANCE}",
+        f"3 large {large['layers']}x{large['heads']} h{large['hidden']} at {large['length']}{mark[large['simulated']]}: "
+        f"default max_tokens {large['max_tokens']}, largest batch {large['largest_batch']}, "
+        f"{large['sentences_per_second']:.3g} sentences/s",
+        f"4 out of memory{mark[oom['simulated']]}: split {'yes' if oom['split'] else 'NO'}, batches {oom['batches']}, "
+        f"dep max |Δ| {split_dep['max_abs_delta']:.3g} ({split_dep['cells_differ']} cells differ)"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="the CPU rehearsal: tiny sizes, a simulated OOM")
+    parser.add_argument("--out", type=Path, default=Path("gpu_check"), help="folder for gpu_check.json")
+    parser.add_argument("--corpus", help="step 2's corpus (default: EWT dev under ../shared or ./shared; "
+                                         "--dry-run: the bundled sample)")
+    args = parser.parse_args(argv)
+    if not args.dry_run and not torch.cuda.is_available():
+        print("no CUDA device: run with --dry-run for the CPU rehearsal", file=sys.stderr)
+        return 2
+    corpus = args.corpus
+    if corpus is None and not args.dry_run:
+        found = [p for p in (ROOT.parent / "shared" / EWT_DEV, ROOT / "shared" / EWT_DEV) if p.is_file()]
+        if not found:
+            print(f"EWT dev not found under ../shared or ./shared ({EWT_DEV}): pass --corpus", file=sys.stderr)
+            return 2
+        corpus = str(found[0])
+    device = "cpu" if args.dry_run else "cuda"
+    shape = REHEARSAL if args.dry_run else LARGE
+    report = {"dry_run": args.dry_run, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+              "torch_threads": torch.get_num_threads(), "cuda_tests": cuda_tests(args.dry_run),
+              "cuda_vs_cpu": cuda_vs_cpu(device, args.dry_run, corpus)}
+    with tempfile.TemporaryDirectory() as tmp:
+        model = build_large(Path(tmp) / "large", shape)
+        long = long_corpus(Path(tmp) / "long.conllu", shape["sentences"], shape["length"])
+        report["large_model"] = large_model(model, long, device, shape, args.dry_run)
+        report["oom_split"] = oom_split(model, long, device, shape, args.dry_run)
+    args.out.mkdir(parents=True, exist_ok=True)
+    target = args.out / "gpu_check.json"
+    partial = target.with_suffix(".json.partial")
+    partial.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    os.replace(partial, target)
+    print(table(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
