@@ -177,12 +177,14 @@ class ExampleRecorder:
 
 def _packed_view(view: dict | None, layers: int, heads: int) -> dict[str, Any]:
     """A sentence's items and marks, each mark packed as [L*H, items] (layer-major, as the predictions); no items
-    and no marks where the probe kept none for the sentence (it has no item: no word tagged, no argument...)."""
-    if view is None:
+    and no marks where the probe kept none for the sentence (it has no item: no word tagged, no argument...),
+    whether or not other sentences of its batch had some: the view does not depend on the batching."""
+    grids = {mark: np.stack(per_layer).transpose(0, 2, 1).reshape(layers * heads, -1)  # [L,items,H] → [L*H, items]
+             for mark, per_layer in (view or {"marks": {}})["marks"].items()}
+    if not grids or all(grid.shape[1] == 0 for grid in grids.values()):
         return {"items": [], "marks": {}}
     marks = {}
-    for mark, per_layer in view["marks"].items():
-        grid = np.stack(per_layer).transpose(0, 2, 1).reshape(layers * heads, -1)  # [L,items,H] → [L*H, items]
+    for mark, grid in grids.items():
         if mark == "weight":
             grid = np.rint(grid.astype(np.float64) * 255)
         marks[mark] = pack(grid.astype(MARK_TYPES[mark]), MARK_TYPES[mark])

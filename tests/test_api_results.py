@@ -70,13 +70,14 @@ def test_round_trip_and_show(tiny_result, tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     lines = lines[:lines.index("")]  # the table; the best head's per-sentence view follows
     top = [name for name, _ in tiny_result.by_count()][:3]
-    assert [line.split()[0] for line in lines[3:6]] == top and lines[6].startswith("overall")
+    rule = next(i for i, line in enumerate(lines) if line.startswith("---"))  # the table's body follows its rule
+    assert [line.split()[0] for line in lines[rule + 1:rule + 4]] == top and lines[rule + 4].startswith("overall")
     rare = [name for name, entry in tiny_result.labels.items() if entry.count < 20]
-    assert f"{len(rare)} labels below the minimum count (20 instances) not shown; --all-labels shows them" in lines[7:]
+    assert f"{len(rare)} labels below the minimum count (20 instances) not shown; --all-labels shows them" in lines[rule + 5:]
     best = tiny_result.best(top[0])
-    assert f"L{best.layer}-H{best.head}" in lines[3]
+    assert f"L{best.layer}-H{best.head}" in lines[rule + 1]
     base = tiny_result.baselines["labels"][top[0]]
-    assert f"offset {base['best_offset']:+d}" in lines[3]
+    assert f"offset {base['best_offset']:+d}" in lines[rule + 1]
 
 
 def test_show_bad_file(tmp_path, capsys):

@@ -30,7 +30,7 @@ ROW = re.compile(rf"^(?P<label>.+?)\s+(?P<count>\d+)  "
                  rf"(?:\s+(?:\[(?P<low>{NUMBER}), (?P<high>{NUMBER})\](?P<star>\*)?|-))?"
                  r"(?:\s+offset (?P<offset>[+-]\d+)\s+(?P<base>-?\d+\.\d{3})\s+(?P<margin>[+-]\d+\.\d{3})"
                  r"(?:\s+(?:\[(?P<mlow>[+-]\d+\.\d{3}), (?P<mhigh>[+-]\d+\.\d{3})\]|-))?)?"
-                 r"|no best head: (?P<why>.+))$")
+                 r"|no best head: (?P<why>.+?))(?P<few>  \(few\))?$")  # (few): below the run's --min-count
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +110,8 @@ def check_table(text: str, data: dict, where: str) -> int:
         assert row, (where, line)
         shown = want[row["label"]]
         assert int(row["count"]) == shown["count"], (where, line)
+        rare = row["label"] != "overall" and shown["count"] < (data["settings"].get("min_count") or 0)
+        assert bool(row["few"]) == rare, (where, line)
         if row["why"]:
             assert shown["layer"] is None, (where, line, shown)
             continue
