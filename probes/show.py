@@ -69,8 +69,8 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
     if outside:
         lines.append("* the score lies outside its interval: "
                      + ("a head's percentile interval need not hold its own score where its replicates are skewed"
-                        if select_on else "the best of the L×H heads' scores is biased upward, the replicates' best "
-                        "heads (chosen again in each) score lower"))
+                        if select_on else "the best of the L×H heads' scores is biased upward, and its interval "
+                        "counts the selection"))
     if beaten:
         lines.append(f"warning: {'chosen' if select_on else 'best'} head not above its best offset baseline"
                      f"{' (or its interval)' if intervals else ''}: {', '.join(beaten)}")
