@@ -206,7 +206,7 @@ def test_every_failure_to_join_is_one_line_naming_the_address_and_the_fix(cluste
     nothing = free_ports(1)[0]
     no_token = {k: v for k, v in cluster.env.items() if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN")}
     cases = {  # what is wrong: (address, environment, what the line says)
-        "nothing listens": (f"127.0.0.1:{nothing}", cluster.env, f"no Ray cluster at "),
+        "nothing listens": (f"127.0.0.1:{nothing}", cluster.env, "no Ray cluster at "),
         "no cluster for auto": ("auto", cluster.env, "--address auto: no Ray cluster was started on this machine"),
         "not a Ray head's port": (f"127.0.0.1:{free_ports(1)[0]}", cluster.env, "not a Ray head's GCS port"),
         "token auth not set": (cluster.address, no_token, "asks for token authentication: set RAY_AUTH_MODE=token"),
