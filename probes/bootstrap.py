@@ -140,7 +140,9 @@ def add_replicates(table: torch.Tensor, sentences: torch.Tensor, values: torch.T
 # How each kind of score gets its per-head interval (``head_interval``; the results' "interval_method")
 SCORE_KINDS = {
     "binomial": "hits / count (each instance right or not): the hull of the percentile bootstrap interval and the "
-                "Wilson score interval of the score with n = the label's instances (never width 0)",
+                "Wilson score interval of the score with n = the label's instances; where the replicates have no spread "
+                "(a head right on every instance or on none), n = what the instances are worth as independent "
+                "sentences, count² / the variance of the replicate counts (Kish's effective sample size; never width 0)",
     "bounded": "a mean of values in [0, 1]: the percentile bootstrap interval, or where its replicates have no "
                "spread the Wilson score interval of the mean with n = the instances (no variable in [0, 1] of "
                "mean p varies more than a binomial one)",
@@ -207,17 +209,37 @@ def wilson_interval(scores: np.ndarray, count: float, level: float = LEVEL) -> t
     return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
 
 
+def effective_count(count: float, replicate_counts: np.ndarray | torch.Tensor | None) -> float:
+    """How many independent units `count` instances are worth, from their replicate counts [R] (Kish's effective
+    sample size under cluster sampling): count² / Var_r(count_r). With Poisson(1) sentence weights, Var_r(count_r)
+    estimates Σ_s n_s², n_s the instances in sentence s, so one instance a sentence gives `count` and n instances
+    in each of m sentences gives m (the instances of a sentence counted as one unit: right or wrong together at
+    worst). `count` itself where no replicate counts are given or they have no spread; never below 1."""
+    if replicate_counts is None:
+        return float(count)
+    values = np.asarray(replicate_counts, dtype=float).reshape(-1)
+    values = values[np.isfinite(values)]
+    spread = float(values.var(ddof=1)) if len(values) > 1 else 0.0
+    return float(count) if spread <= 0 else float(np.clip(float(count) ** 2 / spread, 1.0, float(count)))
+
+
 def head_interval(replicates: np.ndarray, scores: np.ndarray, count: float, kind: str,
-                  level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
+                  level: float = LEVEL, effective: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each head's interval of its score (SCORE_KINDS[kind]): replicates [R,L,H], scores [L,H], count the
-    label's instances. Returns (low, high) [L,H]."""
+    label's instances, `effective` what they are worth as independent units (``effective_count``; default
+    `count`), the n of the Wilson interval where the replicates have no spread (a head right on all instances
+    or none: the sentences hold no information on how often it errs, and their instances err together).
+    Returns (low, high) [L,H]."""
     low, high = percentile_interval(replicates, level)
     if kind == "mean":
         return low, high
+    flat = ~(high > low)  # no spread (or no replicate)
     floor_low, floor_high = wilson_interval(scores, count, level)
+    if effective is not None and effective < count:
+        flat_low, flat_high = wilson_interval(scores, effective, level)
+        floor_low, floor_high = np.where(flat, flat_low, floor_low), np.where(flat, flat_high, floor_high)
     if kind == "binomial":
         return np.fmin(low, floor_low), np.fmax(high, floor_high)
-    flat = ~(high > low)  # no spread (or no replicate)
     return np.where(flat, floor_low, low), np.where(flat, floor_high, high)
 
 
@@ -243,14 +265,15 @@ def selection_shift(replicates: np.ndarray, points: np.ndarray) -> np.ndarray:
 
 
 def attach_interval(entry: LabelScores, replicates: np.ndarray, kind: str = "binomial",
-                    baseline: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+                    baseline: tuple[np.ndarray, np.ndarray] | None = None, effective: float | None = None) -> np.ndarray:
     """Set entry.ci_low, entry.ci_high [L,H] from its replicate scores [R,L,H] (``head_interval`` of `kind`), and
     entry.best: the best head with its selection-aware interval (BEST_METHOD) and, given baseline = (the offset
     baselines' scores [K], their replicates [R,K]), its margin over the best offset with a paired interval
-    (MARGIN_METHOD); every head's margin and its paired interval go to entry.margins. Returns [2R] what pairs
+    (MARGIN_METHOD); every head's margin and its paired interval go to entry.margins. effective: the instances'
+    worth as independent units (``head_interval``). Returns [2R] what pairs
     with another result (``paired_delta``): the best head's own pivots (the score minus its replicate deviation),
     then the contenders' (the score minus the largest deviation among the contenders)."""
-    entry.ci_low, entry.ci_high = head_interval(replicates, entry.scores, entry.count, kind)
+    entry.ci_low, entry.ci_high = head_interval(replicates, entry.scores, entry.count, kind, effective=effective)
     named = best_head(entry.scores)
     if not np.isfinite(named.score):
         return np.full(len(replicates), np.nan)
@@ -293,7 +316,7 @@ def attach_intervals(result: ProbeResult, hits, counts, baselines=None) -> Probe
             baseline = (baselines.main(key).double() / float(count)).numpy(), \
                 replicate_ratio(baselines.replicated(key), replicate_count)
         result.replicates[name] = attach_interval(entry, replicate_ratio(hits.replicated(key), replicate_count),
-                                                  "binomial", baseline)
+                                                  "binomial", baseline, effective_count(count, replicate_count))
     return result
 
 

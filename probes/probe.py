@@ -184,13 +184,17 @@ class LabelSums:
         self.shape = tuple(shape)
         self.names: list[str] = []
         self._index: dict[str, int] = {}
+        self._last: tuple[list[str] | None, torch.Tensor | None] = (None, None)  # the labels last asked, their ids
         self.sums = torch.zeros((0, *shape), dtype=dtype)  # [labels, *shape]
         self.replicates, self.main_index = replicates, main
         main_shape = self.shape if main is None else self.shape[1:]
         self.replicas = torch.zeros((0, replicates, *main_shape), dtype=replicate_dtype)  # [labels, R, *main shape]
 
     def ids(self, labels: list[str]) -> torch.Tensor:
-        """Row index of each label, adding rows for new labels."""
+        """Row index of each label, adding rows for new labels. The same list object asked again (a batch's
+        labels, layer after layer) gets the same tensor without another look-up: do not change a list once asked."""
+        if labels is self._last[0] and len(labels) == len(self._last[1]):
+            return self._last[1]
         new = [x for x in dict.fromkeys(labels) if x not in self._index]
         if new:
             for x in new:
@@ -198,7 +202,8 @@ class LabelSums:
                 self.names.append(x)
             self.sums = torch.cat([self.sums, self.sums.new_zeros((len(new), *self.sums.shape[1:]))])
             self.replicas = torch.cat([self.replicas, self.replicas.new_zeros((len(new), *self.replicas.shape[1:]))])
-        return torch.tensor([self._index[x] for x in labels], dtype=torch.long)
+        self._last = (labels, torch.tensor([self._index[x] for x in labels], dtype=torch.long))
+        return self._last[1]
 
     def add(self, rows: torch.Tensor, values: torch.Tensor, at: tuple = (), *, sentences: torch.Tensor | None = None,
             weights: torch.Tensor | None = None) -> None:
@@ -262,6 +267,7 @@ class LabelSums:
                              f"{(len(sums), *self.replicas.shape[1:])} ({self.replicates} replicates)")
         self.names = list(state["names"])
         self._index = {x: i for i, x in enumerate(self.names)}
+        self._last = (None, None)
         self.sums = sums.to(self.sums.dtype).clone()
         self.replicas = replicas.to(self.replicas.dtype).clone()
 

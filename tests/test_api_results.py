@@ -111,3 +111,16 @@ def test_progress_bar_only_when_asked(tmp_path, capsys, tiny_model):
 def test_unknown_option(tiny_model):
     with pytest.raises(probes.InputError, match="no selected probe has an option 'nosuch'"):
         probes.run(["dep"], model=str(tiny_model("bert")), nosuch=1)
+
+
+def test_csv_is_written_without_pandas_as_pandas_writes_it(tiny_result):
+    """The CSV is the `Table` (no pandas import in a run): byte for byte what ``to_frame().to_csv`` gives, here
+    on a real result and on cells pandas treats apart (a label with a comma and a quote, NaN and None, ints)."""
+    from probes.results import Table
+
+    assert tiny_result.to_table().to_csv() == tiny_result.to_frame().to_csv(index=False)
+    rows = [['say "x", then y', 0, 1, 12, 0.1, float("nan"), None], ["plain", 1, 0, 3, 1 / 3, 2.5e-17, 1.0]]
+    columns = ["label", "layer", "head", "count", "score", "ci_low", "extra"]
+    written = Table(columns, rows).to_csv()
+    assert written == pd.DataFrame(rows, columns=columns).to_csv(index=False)
+    assert written.splitlines()[1] == '"say ""x"", then y",0,1,12,0.1,,'

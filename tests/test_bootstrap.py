@@ -18,7 +18,7 @@ import torch
 
 import probes
 from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
-from probes.bootstrap import (Bootstrap, attach_interval, head_interval, paired_delta, percentile_interval,
+from probes.bootstrap import (Bootstrap, attach_interval, effective_count, head_interval, paired_delta, percentile_interval,
                               replicate_ratio, replicate_weights, wilson_interval)
 from probes.builtin.dep import DependencyProbe
 from probes.cli import main
@@ -177,6 +177,23 @@ def test_no_zero_width_intervals():
     np.testing.assert_array_equal(low, [[1.0, 0.0, 0.3]])
 
 
+def test_effective_count_and_heads_without_spread():
+    """Kish's effective count n² / Var_r(n_r): replicate counts 57, 63, 57, 63 have variance 12 (ddof 1), so 60
+    instances are worth 60² / 12 = 300 → capped at 60; counts 30, 90, 30, 90 (variance 1200) are worth 3. A head
+    with no hit (no spread in its replicates) then gets Wilson's [0, z²/(3 + z²)] = [0, 0.561497]; a head with
+    spread keeps the hull with Wilson at n = 60; without replicate counts the count itself."""
+    assert effective_count(60, np.array([57.0, 63, 57, 63])) == 60.0
+    assert effective_count(60, torch.tensor([30.0, 90, 30, 90])) == pytest.approx(3.0)
+    assert effective_count(60, None) == 60.0 and effective_count(60, np.array([60.0, 60.0])) == 60.0
+    replicates = np.stack([np.array([[0.0, 0.4 + 0.1 * (r % 2)]]) for r in range(20)])  # [R=20,1,2]
+    scores = np.array([[0.0, 0.45]])
+    low, high = head_interval(replicates, scores, 60, "binomial", effective=3.0)
+    assert (low[0, 0], high[0, 0]) == (0.0, pytest.approx(0.561497, abs=1e-6))
+    wilson = wilson_interval(scores, 60)
+    assert low[0, 1] == pytest.approx(min(0.4, wilson[0][0, 1])) and high[0, 1] == pytest.approx(max(0.5, wilson[1][0, 1]))
+    np.testing.assert_array_equal(head_interval(replicates, scores, 60, "binomial")[1][0, 0], wilson[1][0, 0])
+
+
 def test_best_head_interval_counts_the_selection():
     """Replicates where different heads win: the best head's lower bound is the score minus the largest deviation
     among the contenders (the heads whose interval reaches its own), its upper bound its own; the margin is paired
@@ -287,8 +304,9 @@ def test_dep_replicates_by_hand():
     """dep on the hand-built batch (tests/helpers.py): head 0 gets every arc, head 1 the three arcs of "The playing
     cat" and not the root arc of "Hi". With the two sentences' weights w_cat, w_hi [R], head 1's overall replicate
     score is 3·w_cat / (3·w_cat + w_hi), head 0's is 1, and root's (one arc in each sentence) head-1 score is
-    w_cat / (w_cat + w_hi); the intervals are their percentiles widened to Wilson's (4 arcs overall, 2 of root);
-    the scores are those of a run without replicates."""
+    w_cat / (w_cat + w_hi); the intervals are their percentiles widened to Wilson's (4 arcs overall, 2 of root),
+    head 0's (right on every arc: no spread) Wilson's at what the 4 arcs are worth as sentences, 4² / Var_r(3·w_cat
+    + w_hi) (about 16 / (3² + 1²) = 1.6); the scores are those of a run without replicates."""
     r = 300
     hand = batch([CAT, HI], [CAT_COLUMNS, HI_COLUMNS], [[CAT_TO_HEADS, CAT_TO_HEADS], [HI_TO_HEADS, attention(3, {})]])
     probe, plain = DependencyProbe(1, 2, replicates=r, bootstrap_seed=5), DependencyProbe(1, 2)
@@ -301,16 +319,18 @@ def test_dep_replicates_by_hand():
     shown = (w_cat + w_hi) > 0  # replicates where the corpus has an arc at all
     head1 = 3 * w_cat[shown] / (3 * w_cat[shown] + w_hi[shown])
     low, high = np.quantile(head1, [0.025, 0.975])
-    wilson = wilson_interval(np.array([1.0, 0.75]), 4)  # head 0 right on every arc: [4 / (4 + z²), 1]
-    assert wilson[0][0] == pytest.approx(0.510109, abs=1e-6)
-    np.testing.assert_allclose(result.overall.ci_low, [[wilson[0][0], min(low, wilson[0][1])]])
+    wilson = wilson_interval(np.array([1.0, 0.75]), 4)
+    effective = 16 / np.var(3 * w_cat + w_hi, ddof=1)
+    assert 1.3 < effective < 1.9
+    flat = wilson_interval(np.array([1.0]), effective)  # head 0 right on every arc: [n / (n + z²), 1], n = effective
+    np.testing.assert_allclose(result.overall.ci_low, [[flat[0][0], min(low, wilson[0][1])]])
     np.testing.assert_allclose(result.overall.ci_high, [[1.0, max(high, wilson[1][1])]])
     # head 0's own pivots are 1 (it is right on every arc); the contenders' take off head 1's deviation where larger
     own, lucky = np.split(result.replicates["overall"], 2)
     np.testing.assert_array_equal(own, np.where(shown, 1.0, np.nan))
     np.testing.assert_allclose(lucky[shown], 1.0 - np.maximum(0.0, head1 - 0.75))
     assert (result.overall.best.layer, result.overall.best.head, result.overall.best.score) == (0, 0, 1.0)
-    assert (result.overall.best.ci_low, result.overall.best.ci_high) == (wilson[0][0], 1.0)
+    assert (result.overall.best.ci_low, result.overall.best.ci_high) == (pytest.approx(flat[0][0]), 1.0)
     both = (w_cat > 0) & (w_hi > 0)
     root1 = w_cat[both] / (w_cat[both] + w_hi[both])  # root needs both: replicates with a 0 weight shift the share
     root = w_cat / np.where(w_cat + w_hi > 0, w_cat + w_hi, np.nan)
