@@ -67,8 +67,8 @@ def skip_summary(skipped: dict[str, int]) -> str:
 @dataclass
 class BestInterval:
     """A label's best head with its bootstrap interval (probes.bootstrap): ci_low..ci_high is the 95% interval
-    of the best score with its selection counted (the best head chosen again in every replicate, its winner's
-    curse taken off: BEST_METHOD); margin: the score minus the label's best offset baseline, with its paired
+    of the best score with its selection counted (its lower bound taken down by the largest replicate deviation
+    among the heads whose intervals reach the best head's: BEST_METHOD); margin: the score minus the label's best offset baseline, with its paired
     interval (None without baselines).
     layer, head: None where no single head is named (a tie at the top score, or a top score of 0; see
     best_head): score, its interval and the margin are then those of the top score."""

@@ -225,8 +225,9 @@ class Comparison:
             lines.append(f"{len(self.labels) - len(shown)} labels below the minimum count "
                          f"({', '.join(map(str, sorted(least)))} instances) in A and B not shown; --all-labels shows them")
         if paired:
-            lines.append("95% interval: paired bootstrap interval of the change of the best score (the best head chosen "
-                         "again in every replicate, its winner's curse taken off); flat: it contains 0, the change is not told apart from none")
+            lines.append("95% interval: paired bootstrap interval of the change of the best score (the sentences "
+                         "reweighted alike; each side's selection counted: its bound taken by the luckiest head close to "
+                         "its best); flat: it contains 0, the change is not told apart from none")
         if any(d.no_best for d in shown):
             lines.append("no best head: tie×N where N heads share the top score, 0 where the top score is 0, "
                          "- where the label is absent or the selection split names none")
