@@ -42,7 +42,7 @@ import torch
 from safetensors import SafetensorError
 
 from probes.causal.capture import causal_capture
-from probes.causal.families import FAMILIES, CausalFamily, causal_family
+from probes.causal.families import FAMILIES, CausalFamily, causal_family, copying_scores, kv_heads
 from probes.checkpoint import check_tokenizer_files, check_weight_files, resolve_source
 from probes.defaults import default_model
 from probes.eager import reused_attention_memory
@@ -175,6 +175,20 @@ class Encoder:
                 raise InputError(f"model {self.name!r}: captured context vectors for {len(stash)} of {self.layers} layers")
             context = tuple(self._heads_of(c) for c in stash)
         return Capture(attentions=attentions, context=context)
+
+    @torch.inference_mode()
+    def copying_scores(self) -> torch.Tensor | None:
+        """[L,H] the OV circuit's copying score of every head of a causal model over its vocabulary without the
+        special tokens (probes.causal.families.copying_scores); None for an encoder."""
+        if self.family is None:
+            return None
+        special = torch.tensor(sorted(set(self.tokenizer.all_special_ids)), dtype=torch.long)
+        embedding = self.model.get_input_embeddings().weight  # [V,D]
+        unembedding = self.model.get_output_embeddings().weight  # [V,D]
+        tokens = torch.ones(min(len(embedding), len(unembedding)), dtype=torch.bool)
+        tokens[special[special < len(tokens)]] = False
+        return copying_scores(self.family, self._self_attention, embedding[:len(tokens)][tokens],
+                              unembedding[:len(tokens)][tokens], self.heads, kv_heads(self.model.config))
 
     def _causal_pass(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
                      vectors: bool, weights: str) -> None:
