@@ -49,6 +49,9 @@ def test_maps_from_queries_and_keys_equal_eager_maps(family, checkpoints):
         beyond = torch.ones(ids.shape[1], ids.shape[1]).tril(-window).bool()  # i - j >= window
         assert last[..., beyond].abs().max() == 0 and (reference[-1] * real)[..., beyond].abs().max() == 0
         assert last[0, :, window, 0].sum() == 0 and last[0, :, window - 1, 0].min() > 0
+    alone = encoder.forward(ids[:1], mask[:1]).attentions  # no padding: the maps skip the empty-row pass
+    for hooked, expected in zip(alone, reference, strict=True):
+        assert torch.allclose(hooked[0], expected[0], atol=2e-6, rtol=0)
     if family == "qwen2":  # only the second layer slides (max_window_layers 1): the first sees the whole prefix
         assert encoder.windows == [None, 4] and captured.attentions[0][0, :, -1, 0].min() > 0
 

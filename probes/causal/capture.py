@@ -46,17 +46,18 @@ def allowed_keys(attention_mask: torch.Tensor, window: int | None) -> torch.Tens
     return allowed[None, None] & real[:, None, None, :] & real[:, None, :, None]
 
 
-def causal_probabilities(query: torch.Tensor, key: torch.Tensor, allowed: torch.Tensor,
-                         scaling: float) -> torch.Tensor:
+def causal_probabilities(query: torch.Tensor, key: torch.Tensor, allowed: torch.Tensor, scaling: float,
+                         padded: bool = True) -> torch.Tensor:
     """[B,H,T,T] float32 softmax(q·kᵀ·scaling) over the allowed keys. query [B,H,T,d], key [B,K,T,d] (query head h
-    reads key head h // g), allowed [B,1,T,T] bool. A row with no allowed key (padding) is 0 everywhere."""
+    reads key head h // g), allowed [B,1,T,T] bool. A row with no allowed key (padding) is 0 everywhere; padded
+    False says there is none (every row allows its own key), sparing a pass over the maps."""
     b, h, t, d = query.shape
     k = key.shape[1]
-    grouped = query.float().reshape(b, k, h // k, t, d)  # [B,K,g,T,d]
+    grouped = (query.float() * scaling).reshape(b, k, h // k, t, d)  # [B,K,g,T,d], scaled before the product
     scores = torch.matmul(grouped, key.float()[:, :, None].transpose(-1, -2)).view(b, h, t, t)  # [B,H,T,T]
-    scores.mul_(scaling).masked_fill_(~allowed, float("-inf"))
-    probabilities = torch.softmax(scores, dim=-1)  # NaN on rows without an allowed key
-    return probabilities.masked_fill_(~allowed.any(-1, keepdim=True), 0.0)
+    scores.masked_fill_(~allowed, float("-inf"))
+    torch.ops.aten._softmax.out(scores, -1, False, out=scores)  # in place: one [B,H,T,T] block; NaN on empty rows
+    return scores.masked_fill_(~allowed.any(-1, keepdim=True), 0.0) if padded else scores
 
 
 def per_head_context(probabilities: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
@@ -77,6 +78,7 @@ def causal_capture(modules: list[torch.nn.Module], windows: list[int | None], at
     layer_of = {id(m): layer for layer, m in enumerate(modules)}
     sdpa = ALL_ATTENTION_FUNCTIONS["sdpa"]
     masks: dict[int | None, torch.Tensor] = {}  # window -> allowed [B,1,T,T], made once per pass
+    padded = not bool(attention_mask.all())
     seen: list[int] = []
 
     def attention(module, query, key, value, mask, dropout: float = 0.0, scaling: float | None = None, **kwargs):
@@ -92,7 +94,7 @@ def causal_capture(modules: list[torch.nn.Module], windows: list[int | None], at
         if window not in masks:
             masks[window] = allowed_keys(attention_mask.to(query.device), window)
         probabilities = causal_probabilities(query, key, masks[window],
-                                             query.shape[-1] ** -0.5 if scaling is None else scaling)
+                                             query.shape[-1] ** -0.5 if scaling is None else scaling, padded)
         on_layer(layer, probabilities, per_head_context(probabilities, value) if vectors else None)
         if stop and layer == len(modules) - 1:
             raise LastLayerRead

@@ -21,9 +21,11 @@ DETECTORS = ("prev_token", "duplicate_token", "induction", "sink")
 
 
 def detect(probes: str | Iterable[str] = DETECTORS, model: str | None = None, *, count: int = 64, length: int = 64,
-           sequence_seed: int = 0, encoder: Encoder | None = None, device: str = "cpu",
+           sequence_seed: int = 0, encoder: Encoder | None = None, device: str = "cpu", views: int = 0,
            **options: Any) -> dict[str, ProbeResult]:
-    """Score every head with each named probe on generated repeated random tokens (see the module docstring)."""
+    """Score every head with each named probe on generated repeated random tokens (see the module docstring).
+    views: as run()'s, but none by default (a sequence's word-level view is its [T,T] map: random tokens have no
+    words to show, and pooling them costs a pass over every layer's maps)."""
     if encoder is None:
         encoder = load_encoder(model, device=device)
     sequences = repeated_random_tokens(encoder.tokenizer, count, length, sequence_seed)
@@ -32,7 +34,7 @@ def detect(probes: str | Iterable[str] = DETECTORS, model: str | None = None, *,
     with tempfile.TemporaryDirectory(prefix="probes-sequences-") as folder:
         path = Path(folder) / "repeated.ids"
         write_token_ids(path, sequences, name)
-        results = run(probes, corpus=path, format="token_ids", encoder=encoder, **options)
+        results = run(probes, corpus=path, format="token_ids", encoder=encoder, views=views, **options)
     for result in results.values():
         result.info.settings["sequences"] = made
         result.info.corpus = [name]

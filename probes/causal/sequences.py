@@ -34,3 +34,4 @@ def write_token_ids(path: str | Path, sequences: np.ndarray, header: str) -> Non
     lines = [f"# {header}", *(" ".join(map(str, row)) for row in sequences.tolist())]
     partial.write_text("\n".join(lines) + "\n", encoding="utf-8")
     os.replace(partial, path)
+

@@ -21,7 +21,7 @@ class DuplicateTokenProbe(MeanAnalysis, declared=DUPLICATE_TOKEN):
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         pairs = token_pairs(batch, maps.attention.device)
-        add_rows(self, maps, "duplicate", mass_on(maps, pairs.earlier), pairs.earlier.any(-1))
+        add_rows(self, maps, "duplicate", mass_on(maps, pairs.earlier), pairs.earlier_rows)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         overall = self.mean("duplicate")

@@ -42,7 +42,7 @@ class InductionProbe(MeanAnalysis, declared=INDUCTION):
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         pairs = token_pairs(batch, maps.attention.device)
-        add_rows(self, maps, "prefix_matching", mass_on(maps, pairs.induction), pairs.induction.any(-1))
+        add_rows(self, maps, "prefix_matching", mass_on(maps, pairs.induction), pairs.induction_rows)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         prefix = self.mean("prefix_matching")

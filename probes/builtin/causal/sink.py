@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from probes.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
-from probes.builtin.causal.token_pairs import add_rows, token_pairs
+from probes.builtin.causal.token_pairs import add_rows, mass_on_keys, token_pairs
 from probes.builtin.declared import SINK
 from probes.maps import LayerMaps
 from probes.registry import register
@@ -23,11 +23,9 @@ class SinkProbe(MeanAnalysis, declared=SINK):
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         pairs = token_pairs(batch, maps.attention.device)
-        attention = maps.attention.float()  # [B,H,T,T]
-        add_rows(self, maps, "first", attention[..., 0], pairs.previous)
-        start = (batch.columns.to(attention.device) == 0) & pairs.real  # [B,T] start special tokens
-        on_start = (attention @ start[:, None, :, None].to(attention.dtype)).squeeze(-1)  # [B,H,T]
-        add_rows(self, maps, "start", on_start, pairs.previous & start.any(1, keepdim=True))
+        add_rows(self, maps, "first", maps.attention[..., 0].float(), pairs.previous)  # [B,H,T] A[i, 0]
+        start = (batch.columns.to(pairs.real.device) == 0) & pairs.real  # [B,T] start special tokens
+        add_rows(self, maps, "start", mass_on_keys(maps, start), pairs.previous & start.any(1, keepdim=True))
 
     def compute(self, info: RunInfo) -> ProbeResult:
         overall = self.mean("first")

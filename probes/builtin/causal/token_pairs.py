@@ -4,8 +4,13 @@ Shapes: B sequences, H heads, T positions (right-padded). Built once per batch (
 layer and detector of the run.
 
     previous   [B,T]   rows with a previous token: real positions i ≥ 1
-    earlier    [B,T,T] key j < i holds the same token id as query i (both real): duplicate-token targets
-    induction  [B,T,T] key k = j + 1 < i follows an earlier occurrence j of query i's token: induction targets
+    earlier    key j < i holds the same token id as query i (both real): duplicate-token targets
+    induction  key k = j + 1 < i follows an earlier occurrence j of query i's token: induction targets
+(each a list of (sequence, query, key) indices, with the rows that have at least one)
+
+The attention on a set of targets is read at the targets alone (``mass_on``: a gather of their N entries per head
+and a scatter-add into the rows, O(N·H)), not by a product with the whole [B,H,T,T] map: on random tokens
+repeated a row has one target or two.
 """
 from __future__ import annotations
 
@@ -19,14 +24,19 @@ from probes.builtin.analyses.token_view import row_sum, sentence_sums
 from probes.maps import LayerMaps
 
 
+Targets = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (sequence b, query i, key k) of each target, [N] each
+
+
 @dataclass(frozen=True)
 class TokenPairs:
     """The batch's query rows and key targets (see the module docstring)."""
 
     real: torch.Tensor  # [B,T] bool
     previous: torch.Tensor  # [B,T] bool
-    earlier: torch.Tensor  # [B,T,T] bool
-    induction: torch.Tensor  # [B,T,T] bool
+    earlier: Targets  # duplicate-token targets
+    earlier_rows: torch.Tensor  # [B,T] bool: rows with at least one
+    induction: Targets  # induction targets
+    induction_rows: torch.Tensor  # [B,T] bool: rows with at least one
 
 
 def token_pairs(batch: Batch, device: torch.device) -> TokenPairs:
@@ -42,17 +52,28 @@ def _build(batch: Batch, device: torch.device) -> TokenPairs:
     before = positions[None, :] < positions[:, None]  # [T,T] j < i
     pair = real[:, :, None] & real[:, None, :]  # [B,T,T] both real
     earlier = (ids[:, :, None] == ids[:, None, :]) & before & pair  # [B,T,T]
-    shifted = torch.nn.functional.pad(earlier[:, :, :-1], (1, 0))  # [B,T,T] key k marks an occurrence at k - 1
-    return TokenPairs(real=real, previous=real & (positions >= 1), earlier=earlier, induction=shifted & before)
+    induction = torch.nn.functional.pad(earlier[:, :, :-1], (1, 0)) & before  # [B,T,T] key k: an occurrence at k - 1
+    return TokenPairs(real=real, previous=real & (positions >= 1), earlier=earlier.nonzero(as_tuple=True),
+                      earlier_rows=earlier.any(-1), induction=induction.nonzero(as_tuple=True),
+                      induction_rows=induction.any(-1))
 
 
-def mass_on(maps: LayerMaps, targets: torch.Tensor) -> torch.Tensor:
-    """[B,H,T] each query row's attention on its target keys (targets [B,T,T] bool), Σ_k A[b,h,i,k]·targets[b,i,k];
-    the product is formed in the layer's scratch memory (one [B,H,T,T] temporary, shared by the detectors)."""
-    attention = maps.attention.float()  # [B,H,T,T]
-    product = maps.scratch("causal.mass", tuple(attention.shape), attention.dtype, attention.device)
-    torch.mul(attention, targets[:, None].to(attention.dtype), out=product)
-    return product.sum(-1)
+def mass_on(maps: LayerMaps, targets: Targets) -> torch.Tensor:
+    """[B,H,T] each query row's attention on its targets, Σ_k A[b,h,i,k] over the targets (b, i, k) of row i."""
+    attention = maps.attention  # [B,H,T,T]
+    b, i, k = targets
+    values = attention[b, :, i, k].float()  # [N,H]
+    rows = values.new_zeros(attention.shape[0], attention.shape[2], attention.shape[1])  # [B,T,H]
+    return rows.index_put_((b, i), values, accumulate=True).transpose(1, 2)  # [B,H,T]
+
+
+def mass_on_keys(maps: LayerMaps, keys: torch.Tensor) -> torch.Tensor:
+    """[B,H,T] each query row's attention on the key positions `keys` [B,T] bool (the same keys for every row of a
+    sequence), Σ_j A[b,h,i,j]·keys[b,j], from those columns alone."""
+    attention = maps.attention  # [B,H,T,T]
+    b, j = keys.nonzero(as_tuple=True)  # [N] each
+    columns = attention[b, :, :, j].float()  # [N,H,T]
+    return columns.new_zeros(attention.shape[:3]).index_add_(0, b, columns)  # [B,H,T]
 
 
 def add_rows(probe: MeanAnalysis, maps: LayerMaps, measure: str, values: torch.Tensor, rows: torch.Tensor) -> None:
