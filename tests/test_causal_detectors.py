@@ -125,3 +125,23 @@ def test_detectors_end_to_end_on_each_family(family, tmp_path):
     bos = family in ("llama", "mistral")
     assert (results["sink"].labels["start"].count > 0) == bos
     assert results["prev_token"].overall.count == 6 * (20 + bos - 1)
+
+
+BUNDLED = ["dep", "pos", "trees", "mass", "entropy", "positional", "rare", "patterns", "head_distance", "word_order",
+           "prev_token", "duplicate_token", "induction", "sink"]
+
+
+@pytest.mark.filterwarnings("ignore::probes.encoding.UnknownTokensWarning")  # the word-level test vocabularies
+@pytest.mark.parametrize("family", list(CONFIGS))
+def test_every_probe_of_the_bundled_sample_runs_on_each_family(family, tmp_path):
+    """The probes that read the bundled EWT sample, on 6 of its sentences (Qwen2's byte-level BPE reads the words;
+    the word-level test vocabularies read them as unknown tokens): every one gives scores for every head."""
+    import probes
+
+    folder = make_checkpoint(family, tmp_path / family)
+    results = probes.run(BUNDLED, str(folder), limit=6, fit_on="same", replicates=10, progress=False)
+    assert set(results) == set(BUNDLED)
+    for name, result in results.items():
+        assert result.overall.scores.shape == (2, 4), name
+        assert result.info.sentences > 0, name
+    assert "causal_constraint" in results["dep"].extra
