@@ -39,5 +39,7 @@ def test_probes_run_on_a_file_of_ids(tmp_path, capsys):
     assert found and {layer for layer, _ in found} == {1}  # at period 6 (trained on 12-28): heads 2 and 3
     too_big = tmp_path / "big.ids"
     too_big.write_text("5 9 64\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"big.ids:1: token id 64 is not in the model's vocabulary of 64"):
-        main(["run", "induction", "--model", str(TRAINED), "--corpus", str(too_big), "--quiet"])
+    capsys.readouterr()
+    assert main(["run", "induction", "--model", str(TRAINED), "--corpus", str(too_big), "--quiet"]) == 2
+    assert capsys.readouterr().err == (f"probes: error: {too_big}:1: token id 64 is not in the model's vocabulary "
+                                       "of 64\n")
