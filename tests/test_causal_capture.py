@@ -96,3 +96,20 @@ def test_hand_built_probabilities_grouped_query_heads_and_window():
     value = torch.tensor([1.0, 2.0, 4.0]).view(1, 1, 3, 1)
     context = per_head_context(p, value)  # [1,2,3,1]: Σ_j p_ij v_j for both heads from the one value head
     assert torch.allclose(context[0, 1, :, 0], torch.tensor([1.0, 5 / 3, 17 / 6]))
+
+
+def test_an_encoder_decoder_is_refused_naming_its_family(tmp_path):
+    import transformers
+
+    from causal_models import tokenizer
+
+    config = transformers.T5Config(vocab_size=64, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=2,
+                                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    transformers.T5Model(config).save_pretrained(tmp_path)
+    tokenizer(bos=False).save_pretrained(tmp_path)
+    with pytest.raises(InputError) as refused:
+        load_encoder(str(tmp_path))
+    assert str(refused.value) == (f"model {str(tmp_path)!r} (T5Model, family t5) is an encoder-decoder; the probes read "
+                                  "an encoder's self-attention (BERT, RoBERTa, ELECTRA, DeBERTa, ...) or a decoder-only "
+                                  "model's (gpt2, gpt_neox, llama, qwen2, mistral)")
