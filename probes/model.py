@@ -21,6 +21,10 @@ transformers 5.x returns no attentions under SDPA (silently), so every model is 
 ``load_encoder`` picks hooks when they give exactly the maps the outputs give, else outputs. Every
 forward pass checks that each layer's attention was captured exactly once.
 
+Decoder-only models of the families in probes.causal.families (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral) load with
+their language-model head and SDPA attention (``Encoder.family``): each layer's maps are computed from its own
+queries and keys as SDPA runs (probes.causal.capture) and handed on layer by layer, as capture "hooks" does.
+
 ``layerwise`` and ``forward`` take ``weights``: "attention" (the probabilities) or "norm", the norm-based
 map of Kobayashi et al. 2020 (probes.norms: forward hooks on the value projections read each layer's values
 as it runs; the map handed on in place of the probabilities is α_ij‖f_h(x_j)‖, rows renormalised to sum to 1).
@@ -304,7 +308,7 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
         raise InputError(f"model {name!r} ({type(model).__name__}) has no attention layers; its attention cannot be captured")
     _check_vocabulary(tokenizer, model, where)
     _fit_token_types(tokenizer, config)
-    head_dim = getattr(config, "attention_head_size", None) or getattr(config, "head_dim", None) \
+    head_dim = getattr(config, "attention_head_size", None) or (family and getattr(config, "head_dim", None)) \
         or config.hidden_size // heads
     attention = self_attention_modules(model) if family is None else family.blocks(model.base_model)
     if family is not None and tokenizer.pad_token is None:
