@@ -2,7 +2,6 @@
 hand-built weights, and the generated sequences end to end on tiny random models of each family."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest

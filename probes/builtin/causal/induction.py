@@ -51,6 +51,7 @@ class InductionProbe(MeanAnalysis, declared=INDUCTION):
         if self.copying is not None:
             labels["copying"] = LabelScores(count=prefix.count, scores=self.copying)
             both = (np.nan_to_num(prefix.scores, nan=-1.0) >= self.config["induction_threshold"]) & (self.copying > 0)
-            found = [{"layer": int(layer), "head": int(head), "prefix_matching": round(float(prefix.scores[layer, head]), 6),
+            found = [{"layer": int(layer), "head": int(head),
+                      "prefix_matching": round(float(prefix.scores[layer, head]), 6),
                       "copying": round(float(self.copying[layer, head]), 6)} for layer, head in zip(*np.nonzero(both))]
         return self.result(info, prefix, labels, overall_measure="prefix_matching", extra={"induction_heads": found})
