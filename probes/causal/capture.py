@@ -47,17 +47,27 @@ def allowed_keys(attention_mask: torch.Tensor, window: int | None) -> torch.Tens
 
 
 def causal_probabilities(query: torch.Tensor, key: torch.Tensor, allowed: torch.Tensor, scaling: float,
-                         padded: bool = True) -> torch.Tensor:
+                         bias: torch.Tensor | None = None) -> torch.Tensor:
     """[B,H,T,T] float32 softmax(q·kᵀ·scaling) over the allowed keys. query [B,H,T,d], key [B,K,T,d] (query head h
-    reads key head h // g), allowed [B,1,T,T] bool. A row with no allowed key (padding) is 0 everywhere; padded
-    False says there is none (every row allows its own key), sparing a pass over the maps."""
+    reads key head h // g), allowed [B,1,T,T] bool. A row with no allowed key (padding) is 0 everywhere.
+    bias: for a batch without padding, ``additive_mask(allowed)`` [T,T] (0 allowed, -inf not), the same for every
+    row: it is added by the product itself (one pass over the maps fewer, and no empty row to clear)."""
     b, h, t, d = query.shape
     k = key.shape[1]
-    grouped = (query.float() * scaling).reshape(b, k, h // k, t, d)  # [B,K,g,T,d], scaled before the product
-    scores = torch.matmul(grouped, key.float()[:, :, None].transpose(-1, -2)).view(b, h, t, t)  # [B,H,T,T]
+    queries = query.float().reshape(b * h, t, d)  # [B·H,T,d]
+    keys = key.float()[:, :, None].expand(b, k, h // k, t, d).reshape(b * h, t, d).transpose(1, 2)  # [B·H,d,T]
+    if bias is not None:
+        scores = torch.baddbmm(bias, queries, keys, alpha=scaling).view(b, h, t, t)  # [B,H,T,T] bias + scaling·q·kᵀ
+        return torch.ops.aten._softmax.out(scores, -1, False, out=scores)  # in place: one [B,H,T,T] block
+    scores = torch.bmm(queries, keys).mul_(scaling).view(b, h, t, t)  # [B,H,T,T]
     scores.masked_fill_(~allowed, float("-inf"))
-    torch.ops.aten._softmax.out(scores, -1, False, out=scores)  # in place: one [B,H,T,T] block; NaN on empty rows
-    return scores.masked_fill_(~allowed.any(-1, keepdim=True), 0.0) if padded else scores
+    torch.ops.aten._softmax.out(scores, -1, False, out=scores)  # NaN on rows without an allowed key
+    return scores.masked_fill_(~allowed.any(-1, keepdim=True), 0.0)
+
+
+def additive_mask(allowed: torch.Tensor) -> torch.Tensor:
+    """[T,T] float32: 0 where the first row of allowed [B,1,T,T] allows the key, -inf where not."""
+    return torch.zeros(allowed.shape[-2:], device=allowed.device).masked_fill_(~allowed[0, 0], float("-inf"))
 
 
 def per_head_context(probabilities: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
@@ -77,7 +87,7 @@ def causal_capture(modules: list[torch.nn.Module], windows: list[int | None], at
     InputError when a layer's maps come out of order or twice (`name`: the model's, for the message)."""
     layer_of = {id(m): layer for layer, m in enumerate(modules)}
     sdpa = ALL_ATTENTION_FUNCTIONS["sdpa"]
-    masks: dict[int | None, torch.Tensor] = {}  # window -> allowed [B,1,T,T], made once per pass
+    masks: dict[int | None, tuple] = {}  # window -> (allowed [B,1,T,T], its additive [T,T] or None), once per pass
     padded = not bool(attention_mask.all())
     seen: list[int] = []
 
@@ -92,9 +102,11 @@ def causal_capture(modules: list[torch.nn.Module], windows: list[int | None], at
         seen.append(layer)
         window = windows[layer]
         if window not in masks:
-            masks[window] = allowed_keys(attention_mask.to(query.device), window)
-        probabilities = causal_probabilities(query, key, masks[window],
-                                             query.shape[-1] ** -0.5 if scaling is None else scaling, padded)
+            allowed = allowed_keys(attention_mask.to(query.device), window)
+            masks[window] = allowed, None if padded else additive_mask(allowed)
+        probabilities = causal_probabilities(query, key, *masks[window][:1],
+                                             query.shape[-1] ** -0.5 if scaling is None else scaling,
+                                             bias=masks[window][1])
         on_layer(layer, probabilities, per_head_context(probabilities, value) if vectors else None)
         if stop and layer == len(modules) - 1:
             raise LastLayerRead
