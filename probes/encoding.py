@@ -17,6 +17,10 @@ One entry point, ``encode(tokenizer, sentences, max_length, tokenize)``, picks t
            starts in, and probes that need exact boundaries (seg) see it through ``Batch.offsets`` and
            ``Batch.word_spans``.
 
+    ids    sequences of token ids (``Sentence.ann["token_ids"]``, probes.corpus.token_ids), picked with "words"
+           whenever a sentence carries them: the ids as they are, one word each, after the tokenizer's start
+           token (a decoder-only model's BOS) where it adds one.
+
 Word columns of the subwords (see probes.batching): 0 the start special, 1..n the words, and every later
 special token (a pair's separator included) the end column. The three encoders share one skip loop
 (``unusable``): a sentence longer than the model allows is skipped and counted, never cut, and so is one
@@ -79,6 +83,8 @@ def encode(tokenizer, sentences: list[Sentence], max_length: int,
         return [], skipped
     if tokenize == "text":
         tokenised = _tokenise_text(tokenizer, sentences, skipped)
+    elif any("token_ids" in s.ann for s in sentences):
+        tokenised = _token_ids(tokenizer, sentences)
     elif any("pair" in s.ann for s in sentences):
         tokenised = _tokenise_pairs(tokenizer, sentences)
     else:
@@ -148,6 +154,23 @@ def _tokenise_pairs(tokenizer, sentences: list[Sentence]) -> _Tokenised:
         word_ids[second & (word_ids >= 0)] += len(firsts[i])
         yield i, enc["input_ids"][i], word_ids, {"offsets": _offsets(enc, i),
                                                  "token_type_ids": enc["token_type_ids"][i] if types else None}
+
+
+def _token_ids(tokenizer, sentences: list[Sentence]) -> _Tokenised:
+    """Sequences of token ids (ann["token_ids"], probes.corpus.token_ids) given as they are, one word per id, after
+    the start special tokens the tokenizer puts before a sequence's first word (a BOS), if any. InputError
+    (file:line) for an id the tokenizer does not have."""
+    enc = tokenizer([["a"]], is_split_into_words=True, add_special_tokens=True)
+    word_ids = _word_ids(enc, 0)
+    start = enc["input_ids"][0][:int(np.argmax(word_ids >= 0))]  # the special tokens before the first word
+    size = len(tokenizer)
+    for i, sentence in enumerate(sentences):
+        ids = sentence.ann["token_ids"]
+        if max(ids) >= size:
+            raise InputError(f"token id {max(ids)} is not in the model's vocabulary of {size}", sentence.source,
+                             sentence.line)
+        columns = np.concatenate([np.full(len(start), -1), np.arange(len(ids))])  # [T] -1: the start tokens
+        yield i, [*start, *ids], columns, {"offsets": np.zeros((len(start) + len(ids), 2), dtype=np.int64)}
 
 
 def _tokenise_text(tokenizer, sentences: list[Sentence], skipped: dict[str, int]) -> _Tokenised:

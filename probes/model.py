@@ -21,6 +21,10 @@ transformers 5.x returns no attentions under SDPA (silently), so every model is 
 ``load_encoder`` picks hooks when they give exactly the maps the outputs give, else outputs. Every
 forward pass checks that each layer's attention was captured exactly once.
 
+Decoder-only models of the families in probes.causal.families (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral) load with
+their language-model head and SDPA attention (``Encoder.family``): each layer's maps are computed from its own
+queries and keys as SDPA runs (probes.causal.capture) and handed on layer by layer, as capture "hooks" does.
+
 ``layerwise`` and ``forward`` take ``weights``: "attention" (the probabilities) or "norm", the norm-based
 map of Kobayashi et al. 2020 (probes.norms: forward hooks on the value projections read each layer's values
 as it runs; the map handed on in place of the probabilities is α_ij‖f_h(x_j)‖, rows renormalised to sum to 1).
@@ -41,6 +45,8 @@ from typing import Callable
 import torch
 from safetensors import SafetensorError
 
+from probes.causal.capture import causal_capture
+from probes.causal.families import FAMILIES, CausalFamily, causal_family, copying_scores, kv_heads
 from probes.checkpoint import check_tokenizer_files, check_weight_files, resolve_source
 from probes.defaults import default_model
 from probes.eager import reused_attention_memory
@@ -79,6 +85,8 @@ class Encoder:
     device: torch.device
     capture: str = "hooks"  # how layerwise() reads the maps (CAPTURE_MODES); load_encoder checks the family
     _self_attention: list[torch.nn.Module] = field(default_factory=list, repr=False)
+    family: CausalFamily | None = None  # a decoder-only model's family (probes.causal.families), None for an encoder
+    windows: list[int | None] = field(default_factory=list, repr=False)  # a causal model's sliding window per layer
 
     @torch.inference_mode()
     def layerwise(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
@@ -90,7 +98,12 @@ class Encoder:
         the pass stops once the last layer's are handed on (its output projection, its feed-forward block and
         the model's output are never computed: nothing read comes from them).
         token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero).
-        weights: "attention", or "norm" to hand on the norm-based map instead (probes.norms; rows sum to 1)."""
+        weights: "attention", or "norm" to hand on the norm-based map instead (probes.norms; rows sum to 1).
+        A causal model (``family``) runs SDPA, its maps computed from each layer's queries and keys
+        (probes.causal.capture)."""
+        if self.family is not None:
+            self._causal_pass(input_ids, attention_mask, on_layer, vectors=vectors, weights=weights)
+            return
         if self.capture == "outputs":
             captured = self.forward(input_ids, attention_mask, vectors=vectors, token_type_ids=token_type_ids,
                                     weights=weights)
@@ -135,6 +148,12 @@ class Encoder:
         (and L per-head context tensors if asked). Memory grows with L: prefer ``layerwise``.
         token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero).
         weights: "attention", or "norm" for the L norm-based maps instead (probes.norms; rows sum to 1)."""
+        if self.family is not None:
+            kept: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+            self._causal_pass(input_ids, attention_mask, lambda _, a, c: kept.append((a, c)), vectors=vectors,
+                              weights=weights)
+            return Capture(attentions=tuple(a for a, _ in kept),
+                           context=tuple(c for _, c in kept) if vectors else None)
         norms = self._norm_weights(weights)
         stash: list[torch.Tensor] = []
         hooks = []
@@ -161,6 +180,31 @@ class Encoder:
             context = tuple(self._heads_of(c) for c in stash)
         return Capture(attentions=attentions, context=context)
 
+    @torch.inference_mode()
+    def copying_scores(self) -> torch.Tensor | None:
+        """[L,H] the OV circuit's copying score of every head of a causal model over its vocabulary without the
+        special tokens (probes.causal.families.copying_scores); None for an encoder."""
+        if self.family is None:
+            return None
+        special = torch.tensor(sorted(set(self.tokenizer.all_special_ids)), dtype=torch.long)
+        embedding = self.model.get_input_embeddings().weight  # [V,D]
+        unembedding = self.model.get_output_embeddings().weight  # [V,D]
+        tokens = torch.ones(min(len(embedding), len(unembedding)), dtype=torch.bool)
+        tokens[special[special < len(tokens)]] = False
+        return copying_scores(self.family, self._self_attention, embedding[:len(tokens)][tokens],
+                              unembedding[:len(tokens)][tokens], self.heads, kv_heads(self.model.config))
+
+    def _causal_pass(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
+                     vectors: bool, weights: str) -> None:
+        """One pass of a causal model's body (no unembedding), each layer's maps handed on as it runs."""
+        check_weights(weights)
+        if weights != "attention":
+            raise InputError(f"model {self.name!r} is a decoder-only model: weights {weights!r} is read from encoders "
+                             "only; use weights \"attention\"")
+        with causal_capture(self._self_attention, self.windows, attention_mask, on_layer, vectors=vectors,
+                            name=self.name):
+            self.model.base_model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
+
     def _run(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None, *,
              output_attentions: bool):
         types = {} if token_type_ids is None else {"token_type_ids": token_type_ids.to(self.device)}
@@ -181,8 +225,9 @@ class Encoder:
 
     @torch.inference_mode()
     def bare_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """The plain eager forward pass, no capture: the benchmarks' reference."""
-        return self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)).last_hidden_state
+        """The plain forward pass (eager for an encoder, SDPA for a causal model's body), no capture: the benchmarks'
+        reference."""
+        return self.model.base_model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)).last_hidden_state
 
 
 class _LastMapsRead(Exception):
@@ -215,8 +260,13 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
     folder, a folder without config.json, weights or tokenizer files (probes.checkpoint), a truncated
     or corrupt weights file, weights that do not fit config.json, a tokenizer that is not a fast one
     (word alignment needs ``word_ids``) or whose ids do not fit the embedding table, and a model that
-    is not an encoder whose attention can be read (no attention layers, an encoder-decoder, causal
-    attention, attention that is not finite).
+    is not a model whose attention can be read (no attention layers, an encoder-decoder, causal
+    attention of a family not in probes.causal.families, attention that is not finite).
+
+    A decoder-only model of a family in probes.causal.families (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral) is loaded
+    with its language-model head (the causal detectors read its unembedding) and SDPA attention; its maps are
+    computed from each layer's queries and keys (probes.causal.capture). A tokenizer without a padding token
+    pads with its end-of-sequence token (padding is masked out).
     """
     import transformers
 
@@ -233,8 +283,10 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
         if folder is not None:
             check_tokenizer_files(folder, tokenizer)
             check_weight_files(folder)
-        model, loading = transformers.AutoModel.from_pretrained(source, attn_implementation="eager",
-                                                                output_loading_info=True, ignore_mismatched_sizes=True)
+        family = causal_family(transformers.AutoConfig.from_pretrained(source))
+        auto = transformers.AutoModel if family is None else transformers.AutoModelForCausalLM
+        model, loading = auto.from_pretrained(source, attn_implementation="eager" if family is None else "sdpa",
+                                              output_loading_info=True, ignore_mismatched_sizes=True)
     except InputError:
         raise
     except _LOAD_ERRORS as e:
@@ -247,18 +299,24 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
     dev = to_device(model, device)
     config = model.config
     if getattr(config, "is_encoder_decoder", False):
-        raise InputError(f"model {name!r} ({type(model).__name__}) is an encoder-decoder; the probes read an encoder's "
-                         "self-attention (BERT, RoBERTa, ELECTRA, DeBERTa, ...)")
+        raise InputError(f"model {name!r} ({type(model).__name__}, family {config.model_type}) is an encoder-decoder; "
+                         "the probes read an encoder's self-attention (BERT, RoBERTa, ELECTRA, DeBERTa, ...) or a "
+                         f"decoder-only model's ({', '.join(FAMILIES)})")
     layers = getattr(config, "num_hidden_layers", None)
     heads = getattr(config, "num_attention_heads", None)
     if not layers or not heads:
         raise InputError(f"model {name!r} ({type(model).__name__}) has no attention layers; its attention cannot be captured")
     _check_vocabulary(tokenizer, model, where)
     _fit_token_types(tokenizer, config)
-    head_dim = getattr(config, "attention_head_size", None) or config.hidden_size // heads
+    head_dim = getattr(config, "attention_head_size", None) or (family and getattr(config, "head_dim", None)) \
+        or config.hidden_size // heads
+    attention = self_attention_modules(model) if family is None else family.blocks(model.base_model)
+    if family is not None and tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     encoder = Encoder(name=name, model=model, tokenizer=tokenizer, layers=layers, heads=heads, head_dim=head_dim,
                       max_length=length_limit(config, tokenizer, max_length), device=dev,
-                      _self_attention=self_attention_modules(model))
+                      _self_attention=attention, family=family,
+                      windows=[] if family is None else [family.window(m, config) for m in attention])
     _check_capture(encoder)
     return encoder
 
@@ -355,9 +413,12 @@ def _check_capture(encoder: Encoder) -> None:
     maps = torch.stack(capture.attentions)  # [L,1,H,T,T]
     if not torch.isfinite(maps).all():
         raise InputError(f"{kind} gives attention that is not finite (NaN or inf): its weights are corrupt")
+    if encoder.family is not None:
+        return  # capture "hooks" (probes.causal.capture); causal by construction
     if not torch.triu(maps, diagonal=1).any():
-        raise InputError(f"{kind} attends only to earlier tokens (a decoder's causal attention); the probes read "
-                         "an encoder's attention in both directions")
+        raise InputError(f"{kind} attends only to earlier tokens (a decoder's causal attention) and its family "
+                         f"{encoder.model.config.model_type!r} is not one probes reads decoders of "
+                         f"({', '.join(FAMILIES)})")
     encoder.capture = "hooks" if _hooks_match(encoder, enc, capture) else "outputs"
 
 

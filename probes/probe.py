@@ -94,6 +94,10 @@ class Probe(Presentation, ABC):
         at a time, so a probe that needs no pass should not iterate it, and one that does should keep
         what it counts, not the sentences."""
 
+    def read_model(self, encoder: Any) -> None:
+        """Called once with the run's loaded model (probes.model.Encoder) before the first batch: a probe that
+        scores a head's weights as well as its maps (induction's OV copying score) reads them here."""
+
     def shuffle_seed(self) -> int | None:
         """A seed to have each batch's word-shuffled twin run too (``maps.twin``, see probes.shuffle), or None."""
         return None

@@ -156,6 +156,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         encoder = load_encoder(model or default_model(), device=device, max_length=max_length)
     active: list[Probe] = [cls(encoder.layers, encoder.heads, replicates=replicates, bootstrap_seed=bootstrap_seed,
                                **_own(cls, options)) for cls in classes]
+    for p in active:
+        p.read_model(encoder)
     data.start(active, encoder, tokenize)
     feed = Feed(encoder, pool, weights)
     if max_tokens is None:
@@ -173,6 +175,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     if select_source is not None:
         selecting = [cls(encoder.layers, encoder.heads, **_own(cls, options)) for cls in classes]
         for p, fitted in zip(selecting, active):
+            p.read_model(encoder)
             p.prepare(select_source)
             if p.needs_fit:
                 p.merge_fit(fitted)

@@ -137,3 +137,22 @@ def test_best_head(label):
     r = _both_in_one_batch()
     best = r.best(label)
     assert (best.layer, best.head) == (0, 0) and best.score == 1.0
+
+
+def test_a_causal_model_states_the_constraint():
+    """det 1→3 and amod 2→3 have their head after the dependent, the two root arcs (3→0, 1→0) before: half of the arcs.
+    Offsets k < 0 only: dep_to_head reaches the roots (cat: k = −3, Hi: k = −1), one arc each, 1/4; head_to_dep det
+    (k = −2) and amod (k = −1), 1/4; either way k = −1 gets Hi's root and amod, 2/4."""
+    from types import SimpleNamespace
+
+    probe = DependencyProbe(1, 1)
+    probe.read_model(SimpleNamespace(family=object()))
+    feed(probe, batch([CAT, HI], [CAT_COLUMNS, HI_COLUMNS], [[CAT_TO_HEADS], [HI_TO_HEADS]]))
+    stated = probe.compute(info(1, 1)).extra["causal_constraint"]
+    assert stated["overall"] == {"head_precedes_share": 0.5, "causal_offset_baseline": {
+        "either": 0.5, "dep_to_head": 0.25, "head_to_dep": 0.25}}
+    assert stated["labels"]["root"]["head_precedes_share"] == 1.0 and stated["labels"]["det"]["head_precedes_share"] == 0
+    encoder = DependencyProbe(1, 1)
+    encoder.read_model(SimpleNamespace(family=None))
+    feed(encoder, batch([CAT, HI], [CAT_COLUMNS, HI_COLUMNS], [[CAT_TO_HEADS], [HI_TO_HEADS]]))
+    assert "causal_constraint" not in encoder.compute(info(1, 1)).extra

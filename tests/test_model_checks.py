@@ -166,7 +166,7 @@ def test_causal_attention_is_not_an_encoder(source, tmp_path, capsys):
     edit_config(folder, is_decoder=True)
     assert refused(capsys, tmp_path, folder) == (
         f"probes: error: model {str(folder)!r} (BertModel) attends only to earlier tokens (a decoder's causal "
-        "attention); the probes read an encoder's attention in both directions")
+        "attention) and its family 'bert' is not one probes reads decoders of (gpt2, gpt_neox, llama, qwen2, mistral)")
 
 
 def test_load_encoder_without_a_name_loads_the_default_model(source):

@@ -100,5 +100,21 @@ WORD_ORDER = Declaration("word_order", "probes.builtin.analyses.word_order", "ho
 TERM_MATCHING = Declaration("term_matching", "probes.builtin.analyses.term_matching", "attention from a token to the "
                             "identical token in the other sentence of a pair (TSV pairs)")
 
+PREV_TOKEN = Declaration("prev_token", "probes.builtin.causal.prev_token", "causal models: mean attention from each "
+                         "token to the one before it (previous-token heads)")
+
+DUPLICATE_TOKEN = Declaration("duplicate_token", "probes.builtin.causal.duplicate_token", "causal models: attention "
+                              "from a token to its earlier occurrences (duplicate-token heads)")
+
+INDUCTION = Declaration("induction", "probes.builtin.causal.induction", "causal models: attention from a repeated "
+                        "token to the token after its earlier occurrence, and the OV circuit's copying score (induction "
+                        "heads, Olsson et al. 2022)", (
+    Option("induction_threshold", 0.3, "induction: a head is an induction head when its prefix-matching score reaches "
+           "this and its copying score is positive", float),))
+
+SINK = Declaration("sink", "probes.builtin.causal.sink", "causal models: share of each head's attention on the first "
+                   "token and on the start token (attention sinks, Xiao et al. 2023)")
+
 BUILTIN = {d.name: d for d in (DEP, SEG, SRL, FRAMES, POS, NER, CON, TREES, MASS, ENTROPY, POSITIONAL, RARE,
-                               PATTERNS, HEAD_DISTANCE, WORD_ORDER, TERM_MATCHING)}
+                               PATTERNS, HEAD_DISTANCE, WORD_ORDER, TERM_MATCHING, PREV_TOKEN, DUPLICATE_TOKEN,
+                               INDUCTION, SINK)}

@@ -23,7 +23,7 @@ from probes.corpus.trees import INVALID_TREES, check_invalid_trees
 from probes.errors import InputError
 
 SUFFIXES = {".conllu": "conllu", ".conll": "conllu", ".conll2012": "conll2012", ".iob2": "iob2", ".tree": "ptb",
-            ".mrg": "ptb", ".tsv": "pairs"}
+            ".mrg": "ptb", ".tsv": "pairs", ".ids": "token_ids"}
 
 # format -> reader(path, counts, **options) yielding the format reader's sentences one at a time, the
 # file read line by line, the file's name and the sentences set aside added to `counts` as they come

@@ -28,6 +28,7 @@ from probes.corpus.ptb import read_ptb
 from probes.corpus.segmented import read_segmented
 from probes.corpus.sentence import Corpus
 from probes.corpus.spacy_text import read_spacy
+from probes.corpus.token_ids import read_token_ids
 from probes.errors import InputError
 
 ENTRY_POINT_GROUP = "probes.readers"
@@ -46,6 +47,7 @@ BUILTIN_READERS: dict[str, Reader] = {
     "craft": read_craft_list,  # a CRAFT ids file (craft-ids-test.txt): the listed articles' penn/<id>.tree
     "spacy": read_spacy,  # raw text, one passage a line, annotated by spaCy (--annotate spacy)
     "pairs": read_pairs,  # sentence pairs: sentence1<TAB>sentence2[<TAB>label]
+    "token_ids": read_token_ids,  # one sequence of token ids a line (the causal detectors' generated sequences)
 }
 
 _CONLLU = {"head": "HEAD, column 7", "deprel": "DEPREL, column 8", "upos": "UPOS, column 4", "xpos": "XPOS, column 5"}
@@ -63,6 +65,7 @@ GIVES: dict[str, dict[str, str]] = {
     "craft": _TREES,
     "spacy": {key: "spaCy's silver annotation of raw text" for key in ("head", "deprel", "upos", "xpos", "ner")},
     "pairs": {"pair": "sentence1<TAB>sentence2[<TAB>label]"},
+    "token_ids": {"token_ids": "one sequence of token ids a line"},
 }
 
 

@@ -1,0 +1,31 @@
+"""prev_token: previous-token heads, the first half of an induction circuit (Olsson et al. 2022).
+
+Token level. For every real query token i ≥ 1, the weight A[i, i-1] a head puts on the token before it; the score
+is its mean over those rows (TransformerLens' detect_head "previous_token_head" divides the same sum by all T rows
+of a sequence, row 0 included, so its score is this one × (T-1)/T). Bootstrap intervals by sequence.
+"""
+from __future__ import annotations
+
+import torch
+
+from probes.batching import Batch
+from probes.builtin.analyses.mean_analysis import MeanAnalysis
+from probes.builtin.causal.token_pairs import add_rows, token_pairs
+from probes.builtin.declared import PREV_TOKEN
+from probes.maps import LayerMaps
+from probes.registry import register
+from probes.results import ProbeResult, RunInfo
+
+
+@register
+class PrevTokenProbe(MeanAnalysis, declared=PREV_TOKEN):
+    measures = ("previous",)
+
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        pairs = token_pairs(batch, maps.attention.device)
+        previous = torch.nn.functional.pad(maps.attention.float().diagonal(-1, -2, -1), (1, 0))  # [B,H,T] A[i, i-1]
+        add_rows(self, maps, "previous", previous, pairs.previous)
+
+    def compute(self, info: RunInfo) -> ProbeResult:
+        overall = self.mean("previous")
+        return self.result(info, overall, {"previous": overall}, overall_measure="previous")

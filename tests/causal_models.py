@@ -1,0 +1,69 @@
+"""Tiny random decoder-only checkpoints of every family in probes.causal.families, made in the tests.
+
+Each is a folder a loader accepts: config.json, safetensors weights and a fast tokenizer. Qwen2's is a byte-level
+BPE without a start token (its own tokenizer class reads it, as a real Qwen2 checkpoint's), "<|endoftext|>" id 0
+and the 256 byte symbols; the others' a word-level one over "<|endoftext|>" (id 0, also end of sequence), "<s>"
+(id 1) and t2..t63, the Llama and Mistral ones adding <s> at the start of every sequence, as those families'
+tokenizers do.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+VOCAB = 64
+# Mistral's window of 3 positions and Qwen2's of 4 (its second layer only) are shorter than the test sequences
+CONFIGS = {
+    "gpt2": ("GPT2Config", dict(n_embd=32, n_layer=2, n_head=4, n_positions=128)),
+    "gpt_neox": ("GPTNeoXConfig", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                       intermediate_size=64, rotary_pct=0.5, max_position_embeddings=128)),
+    "llama": ("LlamaConfig", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                  intermediate_size=64, max_position_embeddings=128)),
+    "qwen2": ("Qwen2Config", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
+                                  intermediate_size=64, max_position_embeddings=128, use_sliding_window=True,
+                                  sliding_window=4, max_window_layers=1)),
+    "mistral": ("MistralConfig", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, intermediate_size=64, max_position_embeddings=128,
+                                      sliding_window=3)),
+}
+ADDS_BOS = {"llama", "mistral"}
+
+
+def byte_level_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    symbols = sorted(pre_tokenizers.ByteLevel.alphabet())
+    backend = Tokenizer(models.BPE({"<|endoftext|>": 0, **{c: i + 1 for i, c in enumerate(symbols)}}, []))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>", model_max_length=128)
+
+
+def tokenizer(bos: bool):
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<|endoftext|>": 0, "<s>": 1, **{f"t{i}": i for i in range(2, VOCAB)}}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<|endoftext|>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    if bos:
+        backend.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B",
+                                                               special_tokens=[("<s>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="<|endoftext|>",
+                                   unk_token="<|endoftext|>", model_max_length=128)
+
+
+def make_checkpoint(family: str, folder: Path, seed: int = 0) -> Path:
+    """Write a tiny random checkpoint of `family` (a key of CONFIGS) into `folder`; return it."""
+    import transformers
+
+    config_class, fields = CONFIGS[family]
+    config = getattr(transformers, config_class)(vocab_size=300 if family == "qwen2" else VOCAB, bos_token_id=1, eos_token_id=0, pad_token_id=0,
+                                                 tie_word_embeddings=family == "gpt2", **fields)
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    model.save_pretrained(folder)
+    (byte_level_tokenizer() if family == "qwen2" else tokenizer(family in ADDS_BOS)).save_pretrained(folder)
+    return folder

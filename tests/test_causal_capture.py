@@ -1,0 +1,115 @@
+"""Causal models: maps computed from each layer's queries and keys (probes.causal.capture) against eager attention."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from causal_models import ADDS_BOS, CONFIGS, make_checkpoint
+from probes.causal.capture import allowed_keys, causal_capture, causal_probabilities, per_head_context
+from probes.errors import InputError
+from probes.model import load_encoder
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("causal")
+    return {family: make_checkpoint(family, root / family) for family in CONFIGS}
+
+
+def _inputs(encoder):
+    """Two sequences of 11 and 7 tokens, right-padded: the second row has padding."""
+    words = [[f"t{i}" for i in (5, 9, 17, 5, 9, 33, 2, 40, 5, 9, 17)], [f"t{i}" for i in (8, 8, 3, 60, 12, 3, 7)]]
+    enc = encoder.tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")
+    return enc["input_ids"], enc["attention_mask"]
+
+
+@pytest.mark.parametrize("family", list(CONFIGS))
+def test_maps_from_queries_and_keys_equal_eager_maps(family, checkpoints):
+    import transformers
+
+    encoder = load_encoder(str(checkpoints[family]))
+    assert encoder.family.model_type == family and encoder.capture == "hooks"
+    ids, mask = _inputs(encoder)
+    assert (ids[:, 0] == 1).all() == (family in ADDS_BOS)  # <s> where the family's tokenizer adds it
+    captured = encoder.forward(ids, mask, vectors=True)
+    eager = transformers.AutoModelForCausalLM.from_pretrained(checkpoints[family], attn_implementation="eager").eval()
+    with torch.inference_mode():
+        reference = eager.base_model(input_ids=ids, attention_mask=mask, output_attentions=True).attentions
+    real = mask.bool()[:, None, :, None]  # [B,1,T,1] real query rows
+    for hooked, expected in zip(captured.attentions, reference, strict=True):
+        assert hooked.shape == expected.shape == (2, 4, ids.shape[1], ids.shape[1])
+        assert torch.allclose(hooked * real, expected * real, atol=2e-6, rtol=0)
+        assert torch.triu(hooked[0], diagonal=1).abs().max() == 0  # causal
+        assert (hooked * ~real).abs().max() == 0  # padding rows hold nothing (eager's hold some weight)
+    window = CONFIGS[family][1].get("sliding_window")
+    if window is not None:  # the window matters: eager's maps are zero beyond it, and so are the hook's
+        last = captured.attentions[-1]
+        beyond = torch.ones(ids.shape[1], ids.shape[1]).tril(-window).bool()  # i - j >= window
+        assert last[..., beyond].abs().max() == 0 and (reference[-1] * real)[..., beyond].abs().max() == 0
+        assert last[0, :, window, 0].sum() == 0 and last[0, :, window - 1, 0].min() > 0
+    alone = encoder.forward(ids[:1], mask[:1]).attentions  # no padding: the maps skip the empty-row pass
+    for hooked, expected in zip(alone, reference, strict=True):
+        assert torch.allclose(hooked[0], expected[0], atol=2e-6, rtol=0)
+    if family == "qwen2":  # only the second layer slides (max_window_layers 1): the first sees the whole prefix
+        assert encoder.windows == [None, 4] and captured.attentions[0][0, :, -1, 0].min() > 0
+
+
+@pytest.mark.parametrize("family", list(CONFIGS))
+def test_the_model_outputs_are_unchanged_by_the_capture(family, checkpoints):
+    encoder = load_encoder(str(checkpoints[family]))
+    ids, mask = _inputs(encoder)
+    plain = encoder.bare_forward(ids, mask)
+    layers: list[int] = []
+    with torch.inference_mode(), causal_capture(encoder._self_attention, encoder.windows, mask,
+                                                lambda layer, a, c: layers.append(layer), stop=False):
+        hooked = encoder.model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert layers == [0, 1] and torch.equal(hooked, plain)  # the same batch, the same SDPA calls
+
+
+def test_layerwise_hands_on_layers_in_order_and_stops_after_the_last(checkpoints):
+    encoder = load_encoder(str(checkpoints["llama"]))
+    ids, mask = _inputs(encoder)
+    calls = []
+    encoder.layerwise(ids, mask, lambda layer, a, c: calls.append((layer, tuple(a.shape), tuple(c.shape))),
+                      vectors=True)
+    t = ids.shape[1]
+    assert calls == [(0, (2, 4, t, t), (2, 4, t, 8)), (1, (2, 4, t, t), (2, 4, t, 8))]
+    with pytest.raises(InputError, match="decoder-only model: weights 'norm'"):
+        encoder.layerwise(ids, mask, lambda *a: None, weights="norm")
+
+
+def test_hand_built_probabilities_grouped_query_heads_and_window():
+    """Two query heads share one key head; scores worked out by hand."""
+    query = torch.zeros(1, 2, 3, 1)
+    query[0, 1, :, 0] = 1.0  # head 1: score of key j = k_j; head 0: all scores 0
+    key = torch.tensor([0.0, math.log(2.0), math.log(3.0)]).view(1, 1, 3, 1)  # [B,K=1,T,d=1]
+    mask = torch.ones(1, 3, dtype=torch.long)
+    p = causal_probabilities(query, key, allowed_keys(mask, None), 1.0)
+    assert torch.allclose(p[0, 0], torch.tensor([[1, 0, 0], [1 / 2, 1 / 2, 0], [1 / 3, 1 / 3, 1 / 3]]))
+    assert torch.allclose(p[0, 1], torch.tensor([[1, 0, 0], [1 / 3, 2 / 3, 0], [1 / 6, 2 / 6, 3 / 6]]))
+    windowed = causal_probabilities(query, key, allowed_keys(mask, 2), 1.0)  # row 2 sees keys 1, 2 only
+    assert torch.allclose(windowed[0, 1, 2], torch.tensor([0, 2 / 5, 3 / 5]))
+    padded = allowed_keys(torch.tensor([[1, 1, 0]]), None)[0, 0]
+    assert padded.tolist() == [[True, False, False], [True, True, False], [False, False, False]]
+    value = torch.tensor([1.0, 2.0, 4.0]).view(1, 1, 3, 1)
+    context = per_head_context(p, value)  # [1,2,3,1]: Σ_j p_ij v_j for both heads from the one value head
+    assert torch.allclose(context[0, 1, :, 0], torch.tensor([1.0, 5 / 3, 17 / 6]))
+
+
+def test_an_encoder_decoder_is_refused_naming_its_family(tmp_path):
+    import transformers
+
+    from causal_models import tokenizer
+
+    config = transformers.T5Config(vocab_size=64, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=2,
+                                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    transformers.T5Model(config).save_pretrained(tmp_path)
+    tokenizer(bos=False).save_pretrained(tmp_path)
+    with pytest.raises(InputError) as refused:
+        load_encoder(str(tmp_path))
+    assert str(refused.value) == (f"model {str(tmp_path)!r} (T5Model, family t5) is an encoder-decoder; the probes read "
+                                  "an encoder's self-attention (BERT, RoBERTa, ELECTRA, DeBERTa, ...) or a decoder-only "
+                                  "model's (gpt2, gpt_neox, llama, qwen2, mistral)")
