@@ -309,7 +309,7 @@ def _run_models(args: argparse.Namespace, options: dict, views: int) -> int:
 
     from probes.defaults import bundled_corpus
     from probes.registry import get_probe
-    from probes.results import safe_name, short_model_name
+    from probes.files import safe_name, short_model_name
     from probes.studies import study
 
     if args.shard or args.state:
@@ -363,11 +363,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def _report(results: dict, out, plots: bool | str, all_labels: bool = False) -> None:
     """Save each result to `out`, or print its table (labels below the minimum count only with `all_labels`)
     where no folder is given."""
+    from probes.figures import save_result
     from probes.show import format_result
 
     for name, result in results.items():
         if out:
-            written = result.save(out, plots=plots)
+            written = save_result(result, out, plots=plots)
             print(f"{name}: {result.info.sentences} sentences scored, {sum(result.info.skipped.values())} skipped; "
                   f"wrote {len(written)} files to {out}")
             if note := result.info.skip_note():

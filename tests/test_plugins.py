@@ -241,7 +241,7 @@ def test_a_plugin_presents_its_own_results(tmp_path, capsys, clean_registry):
         RootMass.details = details
     '''))
     info = RunInfo("m", ["c.conllu"], 1, 2, 3, {}, {}, {})
-    ProbeResult("shown", info, {}, {}, LabelScores(7, np.array([[0.25, 0.5]]))).save(tmp_path / "r", plots=False)
+    ProbeResult("shown", info, {}, {}, LabelScores(7, np.array([[0.25, 0.5]]))).save(tmp_path / "r")
     assert main(["show", str(tmp_path / "r" / "shown.json")]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("overall")
     assert main(["show", str(tmp_path / "r" / "shown.json"), "--head", "L0-H1", "--code", str(plugin)]) == 0

@@ -123,7 +123,7 @@ def _importance_or_pruning(args: argparse.Namespace) -> int:
     from probes.ablation.classifier import ClassifierTarget
     from probes.ablation.importance import head_importance, importance_files
     from probes.ablation.pruning import IMPORTANCE, prune
-    from probes.results import write_result_files
+    from probes.files import write_result_files
 
     if not args.corpus or not args.model:
         raise InputError("--importance and --order need a classifier (--model) and labelled data (--corpus)")

@@ -88,7 +88,7 @@ def head_importance(target: ClassifierTarget, *, normalize: bool = True, batch_s
 def importance_files(importance: np.ndarray, target: ClassifierTarget, normalize: bool) -> dict[str, object]:
     """``ablation-importance.json`` (the [L,H] grid and what it was computed on) and its heatmap, by file name."""
     from probes.plots import heatmap_png
-    from probes.results import short_model_name
+    from probes.files import short_model_name
 
     kind = "normalised per layer (ℓ2)" if normalize else "not normalised"
     data = {"model": target.name, "corpus": target.files, "examples": target.scored,

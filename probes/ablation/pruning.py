@@ -34,7 +34,8 @@ from probes.ablation.importance import head_importance
 from probes.ablation.masks import Mask, mask_tensor
 from probes.ablation.sweep import check_settings, evaluate_masks
 from probes.errors import InputError
-from probes.results import RunInfo, json_number, short_model_name, write_result_files
+from probes.files import json_number, short_model_name, write_result_files
+from probes.results import RunInfo
 from probes.runner import run
 
 IMPORTANCE, RANDOM, PROBE = "importance", "random", "probe"

@@ -46,7 +46,7 @@ from probes.fitting import plan_fit
 from probes.norms import check_weights
 from probes.protocols import apply_protocol
 from probes.registry import available, get_probe, load_code
-from probes.results import safe_name, short_model_name
+from probes.files import safe_name, short_model_name
 from probes.runner import check_settings
 
 TOP_KEYS = ("out", "shards", "reference", "models", "settings", "probes", "corpora", "code")

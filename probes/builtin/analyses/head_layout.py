@@ -6,7 +6,8 @@ import io
 import numpy as np
 
 from probes.presentation import Presentation
-from probes.results import ProbeResult, safe_name, short_model_name
+from probes.files import safe_name, short_model_name
+from probes.results import ProbeResult
 
 
 def head_names(layers: int, heads: int) -> list[str]:
