@@ -42,13 +42,14 @@ import torch
 from safetensors import SafetensorError
 
 from probes.checkpoint import check_tokenizer_files, check_weight_files, resolve_source
+from probes.choices import check_weights
 from probes.defaults import default_model
 from probes.eager import reused_attention_memory
 from probes.errors import InputError
-from probes.norms import NormWeights, check_weights
+from probes.families import Family, family_of, model_family, warn_unknown
+from probes.hooks import HookSet
+from probes.norms import NormWeights
 
-# Families whose position ids start after the padding index (positions = pad_token_id + 1 + i).
-_OFFSET_POSITION_FAMILIES = {"roberta", "xlm-roberta", "camembert", "longformer", "xlm-roberta-xl", "data2vec-text"}
 # What reading a bad checkpoint raises inside transformers, torch.load and safetensors.
 _LOAD_ERRORS = (OSError, ValueError, KeyError, ImportError, RuntimeError, EOFError, pickle.UnpicklingError,
                 SafetensorError)
@@ -78,7 +79,8 @@ class Encoder:
     max_length: int  # most subword positions (special tokens included) the model accepts
     device: torch.device
     capture: str = "hooks"  # how layerwise() reads the maps (CAPTURE_MODES); load_encoder checks the family
-    _self_attention: list[torch.nn.Module] = field(default_factory=list, repr=False)
+    attention_modules: list[torch.nn.Module] = field(default_factory=list, repr=False)  # per layer, in order
+    family: Family | None = None  # its entry in the family table (probes.families); None: all-maps mode only
 
     @torch.inference_mode()
     def layerwise(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
@@ -99,9 +101,14 @@ class Encoder:
             return
         seen: list[int] = []
 
+        compute = self.family.probabilities if self.family is not None else None
+
         def read(layer: int):
-            def hook(_module, _inputs, output):
-                attention = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+            def hook(module, args, kwargs, output):
+                if compute is not None:  # the family computes them from the layer's own queries and keys
+                    attention = compute(module, args, kwargs, output)
+                else:
+                    attention = output[1] if isinstance(output, tuple) and len(output) > 1 else None
                 if attention is None or attention.dim() != 4 or layer != len(seen):
                     raise InputError(f"model {self.name!r}: layer {layer}'s attention was not captured once, in "
                                      f"order (layers seen: {seen}); its attention cannot be captured")
@@ -113,17 +120,16 @@ class Encoder:
             return hook
 
         norms = self._norm_weights(weights)
-        hooks = [m.register_forward_hook(read(layer)) for layer, m in enumerate(self._self_attention)]
-        hooks += [m.register_forward_pre_hook(_ask_for_attention, with_kwargs=True)
-                  for m in self._self_attention if _output_attentions_position(m) is not None]
-        try:
-            with norms or nullcontext(), reused_attention_memory():
-                self._run(input_ids, attention_mask, token_type_ids, output_attentions=False)
-        except _LastMapsRead:
-            pass
-        finally:
-            for h in hooks:
-                h.remove()
+        with HookSet() as hooks:
+            for layer, m in enumerate(self.attention_modules):
+                hooks.forward(m, read(layer), with_kwargs=True)
+                if self.family is not None and self.family.asks_for_attention:
+                    hooks.pre(m, _ask_for_attention, with_kwargs=True)
+            try:
+                with norms or nullcontext(), reused_attention_memory():
+                    self._run(input_ids, attention_mask, token_type_ids, output_attentions=False)
+            except _LastMapsRead:
+                pass
         if len(seen) != self.layers:
             raise InputError(f"model {self.name!r}: captured attention for {len(seen)} of {self.layers} layers; "
                              "its attention cannot be captured")
@@ -137,12 +143,13 @@ class Encoder:
         weights: "attention", or "norm" for the L norm-based maps instead (probes.norms; rows sum to 1)."""
         norms = self._norm_weights(weights)
         stash: list[torch.Tensor] = []
-        hooks = []
-        if vectors:
-            def keep(_module, _inputs, output):
-                stash.append(output[0])  # [B,T,H*d], before the output projection
-            hooks = [m.register_forward_hook(keep) for m in self._self_attention]
-        try:
+
+        def keep(_module, _inputs, output):
+            stash.append(output[0])  # [B,T,H*d], before the output projection
+
+        with HookSet() as hooks:
+            for m in self.attention_modules if vectors else ():
+                hooks.forward(m, keep)
             with norms or nullcontext():
                 out = self._run(input_ids, attention_mask, token_type_ids, output_attentions=True)
                 attentions = tuple(out.attentions or ())
@@ -151,9 +158,6 @@ class Encoder:
                                      "layers; its attention cannot be captured")
                 if norms is not None:
                     attentions = tuple(norms.weigh(layer, a) for layer, a in enumerate(attentions))
-        finally:
-            for h in hooks:
-                h.remove()
         context = None
         if vectors:
             if len(stash) != self.layers:
@@ -172,7 +176,7 @@ class Encoder:
         check_weights(weights)
         if weights != "norm":
             return None
-        return NormWeights(self.model, self._self_attention, self.heads, self.head_dim, self.name)
+        return NormWeights(self.model, self.attention_modules, self.heads, self.head_dim, self.name)
 
     def _heads_of(self, context: torch.Tensor) -> torch.Tensor:
         """[B,T,H*d] context of a self-attention module → [B,H,T,d]."""
@@ -189,16 +193,11 @@ class _LastMapsRead(Exception):
     """Raised by the last layer's capture hook once its maps are handed on, to end the pass there (layerwise)."""
 
 
-def _output_attentions_position(module: torch.nn.Module) -> int | None:
-    """Where a self-attention module's forward takes ``output_attentions`` (DeBERTa's, positionally from its
-    caller), or None when it takes no such argument (BERT-like modules return their probabilities anyway)."""
-    names = list(inspect.signature(module.forward).parameters)
-    return names.index("output_attentions") if "output_attentions" in names else None
-
-
 def _ask_for_attention(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """Forward pre-hook: this module alone returns its attention probabilities (output_attentions=True)."""
-    position = _output_attentions_position(module)
+    """Forward pre-hook: this module alone returns its attention probabilities (output_attentions=True), given
+    positionally by its caller or by keyword."""
+    names = list(inspect.signature(module.forward).parameters)
+    position = names.index("output_attentions") if "output_attentions" in names else len(args)
     if position < len(args):
         args = (*args[:position], True, *args[position + 1:])
     else:
@@ -258,7 +257,9 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
     head_dim = getattr(config, "attention_head_size", None) or config.hidden_size // heads
     encoder = Encoder(name=name, model=model, tokenizer=tokenizer, layers=layers, heads=heads, head_dim=head_dim,
                       max_length=length_limit(config, tokenizer, max_length), device=dev,
-                      _self_attention=self_attention_modules(model))
+                      attention_modules=self_attention_modules(model), family=model_family(model))
+    if encoder.family is None:
+        warn_unknown(config.model_type, name)
     _check_capture(encoder)
     return encoder
 
@@ -323,7 +324,8 @@ def length_limit(config, tokenizer, requested: int | None) -> int:
     limits = []
     positions = getattr(config, "max_position_embeddings", None)
     if positions and getattr(config, "position_embedding_type", "absolute") != "none":
-        offset = (config.pad_token_id or 0) + 1 if config.model_type in _OFFSET_POSITION_FAMILIES else 0
+        family = family_of(config.model_type)
+        offset = (config.pad_token_id or 0) + 1 if family is not None and family.offset_positions else 0
         limits.append(positions - offset)
     if 0 < tokenizer.model_max_length < 1_000_000:
         limits.append(tokenizer.model_max_length)
@@ -332,14 +334,16 @@ def length_limit(config, tokenizer, requested: int | None) -> int:
 
 
 def self_attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The per-layer self-attention modules whose first output is the per-head context [B,T,H*d]."""
+    """The per-layer self-attention modules whose first output is the per-head context [B,T,H*d]: the class
+    transformers records the attentions of, else those whose class name ends as the family's entry says
+    (probes.families.Family.attention; "SelfAttention" for a model of no family)."""
     target = (getattr(model, "_can_record_outputs", None) or {}).get("attentions")
     target = getattr(target, "target_class", target)
     if isinstance(target, type):
-        found = [m for m in model.modules() if isinstance(m, target)]
-    else:
-        found = [m for m in model.modules() if type(m).__name__.endswith("SelfAttention") and "Cross" not in type(m).__name__]
-    return found
+        return [m for m in model.modules() if isinstance(m, target)]
+    family = model_family(model)
+    suffix = family.attention if family is not None else Family.attention
+    return [m for m in model.modules() if type(m).__name__.endswith(suffix) and "Cross" not in type(m).__name__]
 
 
 def _check_capture(encoder: Encoder) -> None:
@@ -358,7 +362,7 @@ def _check_capture(encoder: Encoder) -> None:
     if not torch.triu(maps, diagonal=1).any():
         raise InputError(f"{kind} attends only to earlier tokens (a decoder's causal attention); the probes read "
                          "an encoder's attention in both directions")
-    encoder.capture = "hooks" if _hooks_match(encoder, enc, capture) else "outputs"
+    encoder.capture = "hooks" if encoder.family is not None and _hooks_match(encoder, enc, capture) else "outputs"
 
 
 def _hooks_match(encoder: Encoder, enc, reference: Capture) -> bool:

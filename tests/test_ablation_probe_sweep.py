@@ -47,7 +47,7 @@ def _masked_run(encoder, heads, mode="zero", **options):
     """probes.run with the heads disabled on every row: the per-mask reference."""
     table = mask_tensor([build_masks(encoder.layers, encoder.heads, [], [heads], percents=[], repeats=1,
                                      seed=0)[-1]], encoder.layers, encoder.heads)[0]  # [L,H]
-    with HeadMasker(encoder.model, encoder._self_attention, encoder.heads, encoder.head_dim, mode) as masker:
+    with HeadMasker(encoder.model, encoder.attention_modules, encoder.heads, encoder.head_dim, mode) as masker:
         masker.set(table)
         return probes.run("dep", encoder=encoder, corpus=bundled_corpus(), progress=False, **options)["dep"], table
 

@@ -39,15 +39,15 @@ from probes.ablation.sharing import SharedPrefix, by_first_layer, mask_passes
 from probes.batching import Batch, length_sorted_batches
 from probes.corpus import guess_format, read_corpus
 from probes.defaults import bundled_corpus, default_model
-from probes.encoding import check_tokenize, encode, unknown_words
+from probes.encoding import encode, unknown_words
 from probes.errors import InputError
 from probes.maps import LayerMaps
 from probes.model import load_encoder
-from probes.pooling import parse_rule
 from probes.provenance import provenance
 from probes.registry import get_probe
 from probes.results import ProbeResult, RunInfo
 from probes.runner import run
+from probes.settings import settings_from
 
 READ_OPTIONS = ("format", "batch_size", "limit", "pool", "tokenize")  # what the shared read handles
 
@@ -65,7 +65,7 @@ class ProbeTarget:
         self.run_options = {k: v for k, v in (run_options or {}).items() if v is not None}
         self.encoder = enc = load_encoder(model or default_model(), device=device, max_length=max_length)
         self.model, self.layers, self.heads, self.head_dim = enc.model, enc.layers, enc.heads, enc.head_dim
-        self.modules = enc._self_attention
+        self.modules = enc.attention_modules
         self.disabled: torch.Tensor | None = None  # [M,L,H] after evaluate()
         self.results: list[ProbeResult] = []
         self.probes: list = []  # one probe instance per mask (shared read)
@@ -89,12 +89,7 @@ class ProbeTarget:
     def _read(self) -> None:
         """Read, filter and tokenise the corpus once, as ``probes.run`` does."""
         opts = self.run_options
-        tokenize, pool = opts.get("tokenize", "words"), opts.get("pool", "mean-sum")
-        check_tokenize(tokenize)
-        try:
-            parse_rule(pool)
-        except ValueError as e:
-            raise InputError(str(e)) from None
+        tokenize = settings_from(opts)[0].tokenize  # the settings checked as probes.run checks them
         self.paths = self.corpus or [bundled_corpus()]
         kind = opts.get("format") or guess_format(self.paths[0]) or self.cls.corpus_format
         self.data = read_corpus(self.paths, format=kind, **self.template.reader_options())

@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from probes.argtypes import check_output_file, check_output_folder
-from probes.arguments import input_path
+from probes.argtypes import input_path
 from probes.choices import COMPARE_SORTS
 from probes.errors import InputError
 
