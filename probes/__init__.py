@@ -16,8 +16,9 @@ _PUBLIC = {"InputError": "probes.errors", "Encoder": "probes.model", "load_encod
            "Option": "probes.options", "Probe": "probes.probe", "LabelSums": "probes.probe",
            "register": "probes.registry", "available": "probes.registry", "get_probe": "probes.registry",
            "load_code": "probes.registry", "BestHead": "probes.results", "LabelScores": "probes.results",
-           "ProbeResult": "probes.results", "RunInfo": "probes.results", "load_result": "probes.results", "save_result": "probes.figures",
-           "run": "probes.runner", "run_models": "probes.studies.models", "RunSettings": "probes.settings", "merge": "probes.state_files", "compare_results": "probes.compare",
+           "ProbeResult": "probes.results", "RunInfo": "probes.results", "load_result": "probes.results",
+           "save_result": "probes.figures", "run": "probes.runner", "run_models": "probes.studies.models",
+           "RunSettings": "probes.settings", "merge": "probes.state_files", "compare_results": "probes.compare",
            "checkpoint_similarity": "probes.compare", "correlate": "probes.compare", "load_any": "probes.compare",
            "ablate": "probes.ablation", "AblationResult": "probes.ablation", "study": "probes.studies",
            "Study": "probes.studies"}

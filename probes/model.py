@@ -18,8 +18,9 @@ transformers 5.x returns no attentions under SDPA (silently), so every model is 
              the fallback for families whose modules do not return their maps, and the explicit
              all-layers mode (``Encoder.forward``) for callers that need every layer at once.
 
-``load_encoder`` picks hooks when they give exactly the maps the outputs give, else outputs. Every
-forward pass checks that each layer's attention was captured exactly once.
+``load_encoder`` picks hooks when the model's family is in the family table (probes.families: which modules,
+which pre-hook) and they give exactly the maps the outputs give, else outputs (a model of no family: with a
+one-line warning). Every forward pass checks that each layer's attention was captured exactly once.
 
 ``layerwise`` and ``forward`` take ``weights``: "attention" (the probabilities) or "norm", the norm-based
 map of Kobayashi et al. 2020 (probes.norms: forward hooks on the value projections read each layer's values

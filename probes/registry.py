@@ -1,5 +1,5 @@
-"""Probe registry: built-in probes, third-party probes from the entry-point group
-``probes.probes``, and probes defined in a user's file (``--code file.py``).
+"""Probe registry (``PROBES``, a probes.registries.Registry): built-in probes, third-party probes from the
+entry-point group ``probes.probes``, and probes defined in a user's file (``--code file.py``).
 
 The built-in probes are declared in probes.builtin.declared (name, description, options): ``declared()``
 lists every probe from there without importing the built-in probes' code (so neither torch), for `probes
@@ -8,8 +8,8 @@ list` and the command line's flags; ``get_probe`` imports a built-in probe's mod
 A probe is a ``probes.probe.Probe`` subclass with a unique ``name``; decorate it with
 ``@probes.register``. An entry point may name the class itself or a module that registers.
 Registering checks the probe's option names: none may be an argument of ``probes.run`` (a RunSettings field)
-or a flag of `probes run` / `probes ablate` (probes.settings names them all), and an option several probes declare must have one type,
-default and choices in all (it becomes one ``--flag``, see probes.arguments).
+or a flag of `probes run` / `probes ablate` (probes.settings names them all), and an option several probes
+declare must have one type, default and choices in all (it becomes one ``--flag``, see probes.arguments).
 """
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ class RunInfo:
     heads: int
     sentences: int  # sentences scored
     skipped: dict[str, int]  # reason -> sentences not scored
-    settings: dict[str, Any]  # batch size, pooling, max length, device, ...
+    settings: dict[str, Any]  # the run settings a results file records (probes.settings.RunSettings.recorded)
     provenance: dict[str, Any]  # versions, time, elapsed seconds
     notes: dict[str, int] = field(default_factory=dict)  # annotations (not sentences) the reader set aside
 

@@ -134,7 +134,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     info = RunInfo(model=encoder.name, corpus=read.files, layers=encoder.layers, heads=encoder.heads,
                    sentences=data.scoring.scored, skipped=data.skipped(),
                    settings=settings.recorded(
-                       format=format, max_tokens=max_tokens, pool=pool, max_length=encoder.max_length, device=str(encoder.device),
+                       format=format, max_tokens=max_tokens, pool=pool, max_length=encoder.max_length,
+                       device=str(encoder.device),
                        fit=fit_settings, select_on=split_settings(select_source.counts.files, selection.scored,
                                                                   select_skipped) if selecting else None),
                    provenance=provenance(encoder, read.files, time.perf_counter() - started,

@@ -172,7 +172,8 @@ class ProbeTarget:
         if self.shared:
             read = self.source.counts
             info = RunInfo(model=self.encoder.name, corpus=read.files, layers=self.layers, heads=self.heads,
-                           sentences=self.scoring.scored, skipped=with_counts(read.skipped, self.scoring.skips.counts()),
+                           sentences=self.scoring.scored,
+                           skipped=with_counts(read.skipped, self.scoring.skips.counts()),
                            settings={"pool": self.run_options.get("pool", "mean-sum"),
                                      "max_length": self.encoder.max_length,
                                      "tokenize": self.run_options.get("tokenize", "words")},

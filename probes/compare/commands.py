@@ -153,7 +153,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from probes.figures import figures_of
     from probes.files import write_result_files
 
-    written = write_result_files(args.out, figures_of(load_any(args.file), "all-labels" if args.all_labels else "labels"))
+    kind = "all-labels" if args.all_labels else "labels"
+    written = write_result_files(args.out, figures_of(load_any(args.file), kind))
     print(f"wrote {len(written)} files to {args.out}")
     return 0
 

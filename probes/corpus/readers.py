@@ -33,7 +33,7 @@ BUILTIN_READERS: dict[str, str] = {
     "segmented": "probes.corpus.segmented:read_segmented",  # SIGHAN: one sentence a line, words separated by blanks
     "iob2": "probes.corpus.iob2:read_iob2",  # Universal NER: ID FORM TAG - annotator
     "ptb": "probes.corpus.ptb:read_ptb",  # Penn-Treebank bracketed trees
-    "craft": "probes.corpus.craft:read_craft_list",  # a CRAFT ids file (craft-ids-test.txt): its articles' penn/<id>.tree
+    "craft": "probes.corpus.craft:read_craft_list",  # a CRAFT ids file: its listed articles' penn/<id>.tree
     "spacy": "probes.corpus.spacy_text:read_spacy",  # raw text, one passage a line, annotated by spaCy (--annotate)
     "pairs": "probes.corpus.pairs:read_pairs",  # sentence pairs: sentence1<TAB>sentence2[<TAB>label]
 }
