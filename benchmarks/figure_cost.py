@@ -17,6 +17,7 @@ import resource, sys, tempfile
 import probes.runner
 from probes.defaults import default_model
 from probes.model import load_encoder
+from probes.figures import save_result
 from probes.registry import get_probe
 from probes.results import load_result
 encoder = load_encoder(default_model())
@@ -25,7 +26,7 @@ get_probe(result.probe)
 result.to_frame()  # pandas imported, as the run's CSV needs it either way
 with tempfile.TemporaryDirectory() as out:
     before = resource.getrusage(resource.RUSAGE_SELF)
-    result.save(out, plots=sys.argv[2])
+    save_result(result, out, plots=sys.argv[2])
     after = resource.getrusage(resource.RUSAGE_SELF)
 print(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
 """

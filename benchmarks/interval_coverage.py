@@ -40,7 +40,8 @@ from probes.chunks import Pass  # noqa: E402
 from probes.corpus import read_corpus  # noqa: E402
 from probes.defaults import default_model  # noqa: E402
 from probes.registry import get_probe  # noqa: E402
-from probes.results import ProbeResult, RunInfo, short_model_name  # noqa: E402
+from probes.files import short_model_name  # noqa: E402
+from probes.results import ProbeResult, RunInfo  # noqa: E402
 from probes.runner import Feed  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora"

@@ -2,7 +2,7 @@
 
     import probes
     results = probes.run(["dep"], model="bert-base-cased", corpus="en_ewt-ud-test.conllu")
-    results["dep"].best("nsubj"); results["dep"].to_frame(); results["dep"].save("results/")
+    results["dep"].best("nsubj"); results["dep"].to_frame(); probes.save_result(results["dep"], "results/")
 
 The public names are imported on first use (probes.exports), so that ``import probes`` and the command
 line's parser (``probes --help``, ``probes list``, argument errors) load neither torch nor transformers.
@@ -17,7 +17,8 @@ _PUBLIC = {"InputError": "probes.errors", "Encoder": "probes.model", "load_encod
            "register": "probes.registry", "available": "probes.registry", "get_probe": "probes.registry",
            "load_code": "probes.registry", "BestHead": "probes.results", "LabelScores": "probes.results",
            "ProbeResult": "probes.results", "RunInfo": "probes.results", "load_result": "probes.results",
-           "run": "probes.runner", "merge": "probes.state_files", "compare_results": "probes.compare",
+           "save_result": "probes.figures", "run": "probes.runner", "run_models": "probes.studies.models",
+           "RunSettings": "probes.settings", "merge": "probes.state_files", "compare_results": "probes.compare",
            "checkpoint_similarity": "probes.compare", "correlate": "probes.compare", "load_any": "probes.compare",
            "ablate": "probes.ablation", "AblationResult": "probes.ablation", "study": "probes.studies",
            "Study": "probes.studies"}

@@ -112,3 +112,11 @@ def _probe_write(folder: Path) -> None:
 def os_reason(e: OSError) -> str:
     """Why an OS call failed, in words (its strerror)."""
     return e.strerror or str(e)
+
+
+def input_path(text: str) -> Path:
+    """An input file or folder argument, refused on one line when nothing is there."""
+    path = Path(text)
+    if not path.exists():
+        raise InputError("file not found", path)
+    return path

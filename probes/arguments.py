@@ -1,35 +1,43 @@
-"""Arguments the CLI's commands share: input and output paths checked when the arguments are parsed
-(before any model is loaded or corpus read), ``--code``, and every registered probe's options.
+"""Arguments the CLI's commands share: the run settings' flags (probes.settings), ``--code``, and every registered
+probe's options.
 
-The path types raise ``InputError``, which argparse passes through: ``probes.cli.main`` prints it on
-one line, exit 2, and nothing has been written.
+The path types (probes.argtypes) raise ``InputError``, which argparse passes through: ``probes.cli.main`` prints it
+on one line, exit 2, and nothing has been written.
 """
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+from dataclasses import MISSING, fields
 from typing import Any
 
-from probes.errors import InputError
 from probes.registry import declared
+from probes.settings import RunSettings, flag_of, option_flag
 
 
-def input_path(text: str) -> Path:
-    """An input file or folder argument, refused on one line when nothing is there."""
-    path = Path(text)
-    if not path.exists():
-        raise InputError("file not found", path)
-    return path
+def add_settings(parser: argparse.ArgumentParser, names: tuple[str, ...] | None = None, **helps: str) -> None:
+    """The flags of the RunSettings fields `names` (default: every field that has one), their type, choices and
+    help text from the field; `helps` gives a command its own help text for a field. ``chosen_settings`` reads
+    back the ones given."""
+    for f in fields(RunSettings):
+        flag = flag_of(f.name)
+        if flag is None or (names is not None and f.name not in names):
+            continue
+        cli = dict(f.metadata["cli"])
+        listed = f.default is MISSING or f.name == "shard"  # a tuple (default_factory), or a Shard: made by RunSettings
+        cli["default"] = None if listed else f.default
+        if "metavar" not in cli and "choices" not in cli:
+            cli["metavar"] = f.name.upper()
+        parser.add_argument(flag, dest=f"set_{f.name}", help=helps.get(f.name, f.metadata["help"]), **cli)
+
+
+def chosen_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """{setting: value} of the settings' flags given (or defaulted) on the command line (see ``add_settings``)."""
+    return {k[4:]: v for k, v in vars(args).items() if k.startswith("set_") and v is not None}
 
 
 def add_code_argument(parser: argparse.ArgumentParser) -> None:
     """--code FILE.py (repeatable); probes.cli.main imports these files before it builds the parser."""
-    parser.add_argument("--code", action="append", metavar="FILE.py", help="import a Python file that registers probes")
-
-
-def option_flag(name: str) -> str:
-    """A probe option's command-line flag: ``min_count`` → ``--min-count``."""
-    return "--" + name.replace("_", "-")
+    add_settings(parser, ("code",))
 
 
 def add_probe_options(parser: argparse.ArgumentParser) -> None:

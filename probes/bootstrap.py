@@ -29,13 +29,12 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
-from probes.choices import DEFAULT_SEED
+from probes.choices import DEFAULT_SEED, MASK64, check_bootstrap
 from probes.errors import InputError
 from probes.identity import sentence_key
 from probes.results import BestInterval, LabelScores, ProbeResult, best_head
 
 LEVEL = 0.95
-_MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15  # the counter's step (splitmix64's increment)
 # P(X ≤ k) for X ~ Poisson(1), k = 0..24 (the tail beyond 24 is below 2^-53: no double can reach it)
 POISSON_CDF = np.cumsum([math.exp(-1) / math.factorial(k) for k in range(25)])
@@ -54,7 +53,7 @@ def replicate_weights(keys: Sequence[int], replicates: int, seed: int) -> np.nda
 
     w[r, b] = F⁻¹(u), u = top 53 bits of mix(mix(key_b mod 2^64 ^ mix(seed)) + (r + 1)·γ) / 2^53, F the
     Poisson(1) distribution function (γ = 0x9E3779B97F4A7C15, mix splitmix64's finaliser)."""
-    low = np.array([k & _MASK64 for k in keys], dtype=np.uint64)  # [B] the key's low 64 bits
+    low = np.array([k & MASK64 for k in keys], dtype=np.uint64)  # [B] the key's low 64 bits
     base = _mix(low ^ _mix(np.array([seed], dtype=np.uint64)))  # [B]
     with np.errstate(over="ignore"):
         counters = base[None, :] + np.arange(1, replicates + 1, dtype=np.uint64)[:, None] * np.uint64(_GOLDEN)  # [R,B]
@@ -78,17 +77,6 @@ class Bootstrap:
             return None
         return batch.memo(("bootstrap.weights", self.replicates, self.seed), lambda: torch.from_numpy(
             replicate_weights([sentence_key(s) for s in batch.sentences], self.replicates, self.seed)).double())
-
-
-def check_bootstrap(replicates: int, seed: int) -> None:
-    """InputError unless replicates and seed are whole numbers, replicates ≥ 0 and 0 ≤ seed < 2^64."""
-    for name, value in (("replicates", replicates), ("bootstrap seed", seed)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-            raise InputError(f"{name} must be a whole number, not {value!r}")
-    if replicates < 0:
-        raise InputError(f"replicates must be 0 (no intervals) or more, not {replicates}")
-    if not 0 <= seed <= _MASK64:
-        raise InputError(f"bootstrap seed must be between 0 and 2^64 - 1, not {seed}")
 
 
 def weighted_sums(groups: torch.Tensor, count: int, sentences: torch.Tensor, values: torch.Tensor,

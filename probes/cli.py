@@ -13,10 +13,9 @@ import sys
 
 from probes.ablation.commands import COMMANDS as ABLATION_COMMANDS
 from probes.ablation.commands import add_commands as add_ablation_commands
-from probes.argtypes import check_output_file, check_output_folder, parse_head, parse_heads, parse_shard
-from probes.arguments import add_code_argument, add_probe_options, chosen_options, input_path
-from probes.choices import (DEFAULT_MIN_COUNT, DEFAULT_REPLICATES, DEFAULT_SEED, DEFAULT_SENTENCES, INVALID_TREES,
-                            PLOT_KINDS, POOLING_RULES, WEIGHT_KINDS)
+from probes.argtypes import check_output_file, check_output_folder, input_path, parse_head
+from probes.arguments import add_code_argument, add_probe_options, add_settings, chosen_options, chosen_settings
+from probes.choices import DEFAULT_SENTENCES, PLOT_KINDS
 from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
 from probes.compare.commands import add_commands as add_compare_commands
 from probes.errors import InputError, StudyFailed
@@ -45,16 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def probe_option_parsers() -> dict[str, argparse.ArgumentParser]:
-    """Fresh parsers of the commands that take probe options (`run`, `ablate`), without those options: the
-    flags a probe option must not take (probes.registry checks this when a probe registers)."""
-    _, commands = _parsers()
-    return {command: commands[command] for command in PROBE_OPTION_COMMANDS}
-
-
 def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     from probes import __version__
-    from probes.protocols import PROTOCOLS
 
     parser = ProbesParser(prog="probes", description="Parameter-free probing of transformer attention "
                                      "heads: which heads encode which linguistic relations, with no classifier trained.")
@@ -69,71 +60,17 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                      "all-MiniLM-L6-v2); repeat for several: a small study, one results folder per model under --out")
     run.add_argument("--corpus", action="append", metavar="FILE", type=input_path,
                      help="corpus file; repeat for several (default: the bundled UD English EWT sample)")
-    run.add_argument("--format", help="corpus format (default: from the file name; e.g. conllu)")
-    run.add_argument("--fit", action="append", metavar="FILE",
-                     help="pos/ner/con: fit the per-head centroids on FILE (e.g. the dev split; repeat for several), "
-                     "then score --corpus (e.g. test); trees: the split the head ensemble is chosen on (default: "
-                     "--select-on, else --corpus itself)")
-    run.add_argument("--select-on", action="append", metavar="FILE", type=input_path,
-                     help="choose every label's best head on FILE (e.g. the dev split; repeat for several) and report "
-                     "its score on --corpus (e.g. test); the probes with a fit phase are fitted on FILE too unless "
-                     "--fit or --fit-on say otherwise")
-    run.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT, metavar="N",
-                     help=f"labels with fewer instances stay in the results, marked, but are left out of the tables "
-                     f"and figures unless --all-labels (default {DEFAULT_MIN_COUNT})")
+    add_settings(run)  # every RunSettings field with a flag (probes.settings)
     run.add_argument("--all-labels", action="store_true",
                      help="show the labels below --min-count too (the printed table; figures: --plots all-labels)")
-    run.add_argument("--fit-on", choices=("fit", "same"),
-                     help="pos/ner/con: 'same' fits the centroids on --corpus itself (He & Choi 2021's same-split "
-                     "setting); default: on --fit where given, else on --corpus")
-    run.add_argument("--annotate", metavar="spacy[:PIPELINE]",
-                     help="read --corpus (and --fit) as raw text, one passage a line, annotated by spaCy (silver "
-                     "UPOS, XPOS, dependencies, entities); needs attention-probes[spacy]")
     run.add_argument("--out", metavar="DIR", type=check_output_folder,
                      help="write DIR/<probe>.json, .csv and heatmaps (default: print a table)")
-    run.add_argument("--batch-size", type=int, default=32, help="most sentences per forward pass (default 32)")
-    run.add_argument("--max-tokens", type=int, metavar="N",
-                     help="most padded subword positions (sentences × longest length) per forward pass (default: "
-                     "a quarter of the device's total memory at the model's cost per position, the same on every run; "
-                     "see README, Memory and long inputs)")
-    run.add_argument("--max-length", type=int, help="most subwords per sentence incl. special tokens "
-                     "(default: the model's limit); longer sentences are skipped and counted")
-    run.add_argument("--limit", type=int, help="use only the first N sentences of the corpus (and of the --fit corpus)")
-    run.add_argument("--invalid-trees", choices=INVALID_TREES, default="refuse",
-                     help="a CoNLL-U sentence whose heads are not a tree: refuse the file (default) or skip the "
-                     "sentence, counted by rule in the results")
-    run.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    run.add_argument("--pool", choices=POOLING_RULES,
-                     help="subword→word pooling, QUERY-KEY (default mean-sum: a word's row is the mean of its "
-                     "subwords' rows, its column the sum of their columns, as in Clark et al. 2019)")
-    run.add_argument("--protocol", choices=PROTOCOLS, help="a paper's reading, every choice set at once: "
-                     "hechoi2021 (dep, the defaults), clark2019 (dep as Clark et al.'s code), kovaleva2019 (frames)")
-    run.add_argument("--weights", choices=WEIGHT_KINDS, default="attention",
-                     help="what every probe reads: the attention probabilities (default) or norm, the norm-based "
-                     "maps of Kobayashi et al. 2020 (α·‖f(x)‖, each row renormalised to sum to 1)")
-    add_code_argument(run)
-    run.add_argument("--tokenize", choices=("words", "text"), default="words",
-                     help="what the tokenizer reads: the pre-split words (default) or each sentence's raw text "
-                     "(CoNLL-U `# text`, the unsegmented line), tokens mapped to words by character offsets; "
-                     "use text for Chinese segmentation so the model never sees the gold word boundaries")
     run.add_argument("--plots", choices=PLOT_KINDS, default="overview",
                      help="figures with --out: overview (default: DIR/<probe>.png, small multiples of the labels), "
                      "labels (and a heatmap DIR/<probe>-<label>.png per label at or above --min-count), all-labels "
                      "(every label) or none")
     run.add_argument("--no-plots", action="store_true", help="the same as --plots none: JSON and CSV only")
-    run.add_argument("--heads", type=parse_heads, default=[], metavar="L:H,...",
-                     help="keep these heads' attention maps of the example sentences too (e.g. 2:8,4:9), besides "
-                     "each label's best head; the number of example sentences is --examples (default 20; 0 for none)")
-    run.add_argument("--replicates", type=int, default=DEFAULT_REPLICATES, metavar="R",
-                     help=f"bootstrap replicates for the 95%% intervals (default {DEFAULT_REPLICATES}; 0: no intervals)")
-    run.add_argument("--bootstrap-seed", type=int, default=DEFAULT_SEED, metavar="N",
-                     help=f"seed of the bootstrap's per-sentence weights (default {DEFAULT_SEED})")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
-    run.add_argument("--shard", metavar="I/N", type=parse_shard,
-                     help="score only shard I of N (0 ≤ I < N), a fixed split by sentence; `probes merge` adds the "
-                     "shards' --state files up into the unsharded run's results")
-    run.add_argument("--state", metavar="DIR", type=check_output_folder,
-                     help="save each probe's additive state to DIR/<probe>.<I>-of-<N>.state.pt, for `probes merge`")
 
     listing = sub.add_parser("list", help="list the registered probes", description="List the registered probes.")
     add_code_argument(listing)
@@ -277,67 +214,36 @@ def _preload_code(argv: list[str]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from probes.runner import run
-
     from probes.registry import get_probe
+    from probes.runner import run
+    from probes.settings import RunSettings
+    from probes.studies.models import model_folders, run_models
 
     options = chosen_options(args)
     views = options.get("examples", DEFAULT_SENTENCES)  # --examples: the views' sentences, and seg's own option
     if not any(o.name == "examples" for name in args.probes for o in get_probe(name).options):
         options.pop("examples", None)
-    if args.model and len(args.model) > 1:
-        return _run_models(args, options, views)
-    results = run(args.probes, model=args.model[0] if args.model else None, corpus=args.corpus, format=args.format, batch_size=args.batch_size,
-                  max_tokens=args.max_tokens, invalid_trees=args.invalid_trees, max_length=args.max_length,
-                  limit=args.limit, device=args.device, pool=args.pool,
-                  progress=False if args.quiet else None, tokenize=args.tokenize, fit=args.fit, fit_on=args.fit_on,
-                  annotate=args.annotate, views=views, view_heads=args.heads, protocol=args.protocol,
-                  weights=args.weights, shard=args.shard, state=args.state, min_count=args.min_count,
-                  select_on=args.select_on, replicates=args.replicates, bootstrap_seed=args.bootstrap_seed, **options)
-    if args.state:
-        shard = f"shard {args.shard} " if args.shard else ""
-        print(f"saved the {shard}states of {', '.join(results)} to {args.state}")
-    if args.out or not args.state:
-        _report(results, args.out, "none" if args.no_plots else args.plots, args.all_labels)
-    return 0
-
-
-def _run_models(args: argparse.Namespace, options: dict, views: int) -> int:
-    """`probes run --model A --model B ...`: a small study, one results folder per model under --out (named by a
-    short model name), or each model's tables printed."""
-    import tempfile
-
-    from probes.defaults import bundled_corpus
-    from probes.registry import get_probe
-    from probes.results import safe_name, short_model_name
-    from probes.studies import study
-
-    if args.shard or args.state:
-        raise InputError("--shard and --state take one --model; for several, write a study file (`probes study`)")
-    names: dict[str, str] = {}
-    for i, model in enumerate(args.model):
-        name = safe_name(short_model_name(model))
-        names[name if name not in names else f"{name}-{i + 1}"] = model
-    settings = {k: getattr(args, k) for k in ("max_tokens", "max_length", "limit", "pool", "protocol")
-                if getattr(args, k) is not None}
-    settings.update(batch_size=args.batch_size, invalid_trees=args.invalid_trees, device=args.device,
-                    tokenize=args.tokenize, weights=args.weights, views=views,
-                    view_heads=[list(h) for h in args.heads])
-    group = {"corpus": [str(c) for c in args.corpus or [bundled_corpus()]], "probes": args.probes,
-             **{k: getattr(args, k) for k in ("fit", "fit_on", "format", "annotate") if getattr(args, k)}}
-    own = {name: {k: v for k, v in options.items() if any(o.name == k for o in get_probe(name).options)}
-           for name in dict.fromkeys(args.probes)}
-    spec = {"models": names, "settings": settings, "corpora": [group], "probes": {k: v for k, v in own.items() if v},
-            **({"code": args.code} if args.code else {})}
+    settings = RunSettings(**chosen_settings(args), views=views)
+    progress = False if args.quiet else None
     plots = "none" if args.no_plots else args.plots
-    with tempfile.TemporaryDirectory(prefix="probes-models-") as scratch:
-        done = study(spec, args.out or scratch, plots=plots, progress=False if args.quiet else None)
-        for model, results in done.results.items():
+    if args.model and len(args.model) > 1:  # a small study, one results folder per model under --out
+        done = run_models(args.probes, args.model, args.corpus, settings, out=args.out, plots=plots, progress=progress,
+                          **options)
+        folders = model_folders(args.model)
+        for model, results in done.items():
             if args.out:
                 print(f"{model}: {', '.join(results)} in {args.out / model}")
             else:
-                print(f"== {model} ({names[model]})")
+                print(f"== {model} ({folders[model]})")
                 _report(results, None, plots)
+        return 0
+    results = run(args.probes, args.model[0] if args.model else None, args.corpus, settings, progress=progress,
+                  **options)
+    if settings.state:
+        shard = f"shard {args.set_shard} " if args.set_shard else ""
+        print(f"saved the {shard}states of {', '.join(results)} to {settings.state}")
+    if args.out or not settings.state:
+        _report(results, args.out, plots, args.all_labels)
     return 0
 
 
@@ -363,11 +269,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def _report(results: dict, out, plots: bool | str, all_labels: bool = False) -> None:
     """Save each result to `out`, or print its table (labels below the minimum count only with `all_labels`)
     where no folder is given."""
+    from probes.figures import save_result
     from probes.show import format_result
 
     for name, result in results.items():
         if out:
-            written = result.save(out, plots=plots)
+            written = save_result(result, out, plots=plots)
             print(f"{name}: {result.info.sentences} sentences scored, {sum(result.info.skipped.values())} skipped; "
                   f"wrote {len(written)} files to {out}")
             if note := result.info.skip_note():

@@ -34,11 +34,11 @@ from typing import Iterator
 
 import numpy as np
 
+from probes.choices import check_tokenize
 from probes.corpus.segmented import segmentation_from_conllu_words
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
 
-TOKENIZE_CHOICES = ("words", "text")
 END_COLUMN = -2  # placeholder for end specials until the batch width is known
 UNKNOWN_SHARE_WARNED = 0.05  # a corpus where more words than this tokenize to the unknown token gets a warning
 UNKNOWN_UNITS_DOMINATE = 0.20  # a run where more of the words' subword tokens than this are the unknown token is
@@ -64,12 +64,6 @@ class Encoded:
     #                      sentence's ann["text"] (raw text); (0, 0) for special tokens
     token_type_ids: list[int] | None = None  # segment id of each subword, for sentence pairs
     word_spans: list[tuple[int, int]] | None = None  # raw text: character span of each word in ann["text"]
-
-
-def check_tokenize(tokenize: str) -> None:
-    """InputError unless `tokenize` names an encoder (TOKENIZE_CHOICES)."""
-    if tokenize not in TOKENIZE_CHOICES:
-        raise InputError(f"tokenize must be one of {', '.join(TOKENIZE_CHOICES)}, not {tokenize!r}")
 
 
 def encode(tokenizer, sentences: list[Sentence], max_length: int,

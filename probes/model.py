@@ -18,11 +18,12 @@ transformers 5.x returns no attentions under SDPA (silently), so every model is 
              the fallback for families whose modules do not return their maps, and the explicit
              all-layers mode (``Encoder.forward``) for callers that need every layer at once.
 
-``load_encoder`` picks hooks when they give exactly the maps the outputs give, else outputs. Every
-forward pass checks that each layer's attention was captured exactly once.
+``load_encoder`` picks hooks when the model's family is in the family table (probes.families: which modules,
+which pre-hook) and they give exactly the maps the outputs give, else outputs (a model of no family: with a
+one-line warning). Every forward pass checks that each layer's attention was captured exactly once.
 
 Decoder-only models of the families in probes.causal.families (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral) load with
-their language-model head and SDPA attention (``Encoder.family``): each layer's maps are computed from its own
+their language-model head and SDPA attention (``Encoder.causal``): each layer's maps are computed from its own
 queries and keys as SDPA runs (probes.causal.capture) and handed on layer by layer, as capture "hooks" does.
 
 ``layerwise`` and ``forward`` take ``weights``: "attention" (the probabilities) or "norm", the norm-based
@@ -48,13 +49,14 @@ from safetensors import SafetensorError
 from probes.causal.capture import causal_capture
 from probes.causal.families import FAMILIES, CausalFamily, causal_family, copying_scores, kv_heads
 from probes.checkpoint import check_tokenizer_files, check_weight_files, resolve_source
+from probes.choices import check_weights
 from probes.defaults import default_model
 from probes.eager import reused_attention_memory
 from probes.errors import InputError
-from probes.norms import NormWeights, check_weights
+from probes.families import Family, family_of, model_family, warn_unknown
+from probes.hooks import HookSet
+from probes.norms import NormWeights
 
-# Families whose position ids start after the padding index (positions = pad_token_id + 1 + i).
-_OFFSET_POSITION_FAMILIES = {"roberta", "xlm-roberta", "camembert", "longformer", "xlm-roberta-xl", "data2vec-text"}
 # What reading a bad checkpoint raises inside transformers, torch.load and safetensors.
 _LOAD_ERRORS = (OSError, ValueError, KeyError, ImportError, RuntimeError, EOFError, pickle.UnpicklingError,
                 SafetensorError)
@@ -84,8 +86,9 @@ class Encoder:
     max_length: int  # most subword positions (special tokens included) the model accepts
     device: torch.device
     capture: str = "hooks"  # how layerwise() reads the maps (CAPTURE_MODES); load_encoder checks the family
-    _self_attention: list[torch.nn.Module] = field(default_factory=list, repr=False)
-    family: CausalFamily | None = None  # a decoder-only model's family (probes.causal.families), None for an encoder
+    attention_modules: list[torch.nn.Module] = field(default_factory=list, repr=False)  # per layer, in order
+    family: Family | None = None  # its entry in the family table (probes.families); None: all-maps mode only
+    causal: CausalFamily | None = None  # a decoder-only model's family (probes.causal.families), None for an encoder
     windows: list[int | None] = field(default_factory=list, repr=False)  # a causal model's sliding window per layer
 
     @torch.inference_mode()
@@ -99,9 +102,9 @@ class Encoder:
         the model's output are never computed: nothing read comes from them).
         token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero).
         weights: "attention", or "norm" to hand on the norm-based map instead (probes.norms; rows sum to 1).
-        A causal model (``family``) runs SDPA, its maps computed from each layer's queries and keys
+        A causal model (``causal``) runs SDPA, its maps computed from each layer's queries and keys
         (probes.causal.capture)."""
-        if self.family is not None:
+        if self.causal is not None:
             self._causal_pass(input_ids, attention_mask, on_layer, vectors=vectors, weights=weights)
             return
         if self.capture == "outputs":
@@ -112,9 +115,14 @@ class Encoder:
             return
         seen: list[int] = []
 
+        compute = self.family.probabilities if self.family is not None else None
+
         def read(layer: int):
-            def hook(_module, _inputs, output):
-                attention = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+            def hook(module, args, kwargs, output):
+                if compute is not None:  # the family computes them from the layer's own queries and keys
+                    attention = compute(module, args, kwargs, output)
+                else:
+                    attention = output[1] if isinstance(output, tuple) and len(output) > 1 else None
                 if attention is None or attention.dim() != 4 or layer != len(seen):
                     raise InputError(f"model {self.name!r}: layer {layer}'s attention was not captured once, in "
                                      f"order (layers seen: {seen}); its attention cannot be captured")
@@ -126,17 +134,16 @@ class Encoder:
             return hook
 
         norms = self._norm_weights(weights)
-        hooks = [m.register_forward_hook(read(layer)) for layer, m in enumerate(self._self_attention)]
-        hooks += [m.register_forward_pre_hook(_ask_for_attention, with_kwargs=True)
-                  for m in self._self_attention if _output_attentions_position(m) is not None]
-        try:
-            with norms or nullcontext(), reused_attention_memory():
-                self._run(input_ids, attention_mask, token_type_ids, output_attentions=False)
-        except _LastMapsRead:
-            pass
-        finally:
-            for h in hooks:
-                h.remove()
+        with HookSet() as hooks:
+            for layer, m in enumerate(self.attention_modules):
+                hooks.forward(m, read(layer), with_kwargs=True)
+                if self.family is not None and self.family.asks_for_attention:
+                    hooks.pre(m, _ask_for_attention, with_kwargs=True)
+            try:
+                with norms or nullcontext(), reused_attention_memory():
+                    self._run(input_ids, attention_mask, token_type_ids, output_attentions=False)
+            except _LastMapsRead:
+                pass
         if len(seen) != self.layers:
             raise InputError(f"model {self.name!r}: captured attention for {len(seen)} of {self.layers} layers; "
                              "its attention cannot be captured")
@@ -148,7 +155,7 @@ class Encoder:
         (and L per-head context tensors if asked). Memory grows with L: prefer ``layerwise``.
         token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero).
         weights: "attention", or "norm" for the L norm-based maps instead (probes.norms; rows sum to 1)."""
-        if self.family is not None:
+        if self.causal is not None:
             kept: list[tuple[torch.Tensor, torch.Tensor | None]] = []
             self._causal_pass(input_ids, attention_mask, lambda _, a, c: kept.append((a, c)), vectors=vectors,
                               weights=weights)
@@ -156,12 +163,13 @@ class Encoder:
                            context=tuple(c for _, c in kept) if vectors else None)
         norms = self._norm_weights(weights)
         stash: list[torch.Tensor] = []
-        hooks = []
-        if vectors:
-            def keep(_module, _inputs, output):
-                stash.append(output[0])  # [B,T,H*d], before the output projection
-            hooks = [m.register_forward_hook(keep) for m in self._self_attention]
-        try:
+
+        def keep(_module, _inputs, output):
+            stash.append(output[0])  # [B,T,H*d], before the output projection
+
+        with HookSet() as hooks:
+            for m in self.attention_modules if vectors else ():
+                hooks.forward(m, keep)
             with norms or nullcontext():
                 out = self._run(input_ids, attention_mask, token_type_ids, output_attentions=True)
                 attentions = tuple(out.attentions or ())
@@ -170,9 +178,6 @@ class Encoder:
                                      "layers; its attention cannot be captured")
                 if norms is not None:
                     attentions = tuple(norms.weigh(layer, a) for layer, a in enumerate(attentions))
-        finally:
-            for h in hooks:
-                h.remove()
         context = None
         if vectors:
             if len(stash) != self.layers:
@@ -184,14 +189,14 @@ class Encoder:
     def copying_scores(self) -> torch.Tensor | None:
         """[L,H] the OV circuit's copying score of every head of a causal model over its vocabulary without the
         special tokens (probes.causal.families.copying_scores); None for an encoder."""
-        if self.family is None:
+        if self.causal is None:
             return None
         special = torch.tensor(sorted(set(self.tokenizer.all_special_ids)), dtype=torch.long)
         embedding = self.model.get_input_embeddings().weight  # [V,D]
         unembedding = self.model.get_output_embeddings().weight  # [V,D]
         tokens = torch.ones(min(len(embedding), len(unembedding)), dtype=torch.bool)
         tokens[special[special < len(tokens)]] = False
-        return copying_scores(self.family, self._self_attention, embedding[:len(tokens)][tokens],
+        return copying_scores(self.causal, self.attention_modules, embedding[:len(tokens)][tokens],
                               unembedding[:len(tokens)][tokens], self.heads, kv_heads(self.model.config))
 
     def _causal_pass(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
@@ -201,7 +206,7 @@ class Encoder:
         if weights != "attention":
             raise InputError(f"model {self.name!r} is a decoder-only model: weights {weights!r} is read from encoders "
                              "only; use weights \"attention\"")
-        with causal_capture(self._self_attention, self.windows, attention_mask, on_layer, vectors=vectors,
+        with causal_capture(self.attention_modules, self.windows, attention_mask, on_layer, vectors=vectors,
                             name=self.name):
             self.model.base_model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
 
@@ -216,7 +221,7 @@ class Encoder:
         check_weights(weights)
         if weights != "norm":
             return None
-        return NormWeights(self.model, self._self_attention, self.heads, self.head_dim, self.name)
+        return NormWeights(self.model, self.attention_modules, self.heads, self.head_dim, self.name)
 
     def _heads_of(self, context: torch.Tensor) -> torch.Tensor:
         """[B,T,H*d] context of a self-attention module → [B,H,T,d]."""
@@ -234,16 +239,11 @@ class _LastMapsRead(Exception):
     """Raised by the last layer's capture hook once its maps are handed on, to end the pass there (layerwise)."""
 
 
-def _output_attentions_position(module: torch.nn.Module) -> int | None:
-    """Where a self-attention module's forward takes ``output_attentions`` (DeBERTa's, positionally from its
-    caller), or None when it takes no such argument (BERT-like modules return their probabilities anyway)."""
-    names = list(inspect.signature(module.forward).parameters)
-    return names.index("output_attentions") if "output_attentions" in names else None
-
-
 def _ask_for_attention(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """Forward pre-hook: this module alone returns its attention probabilities (output_attentions=True)."""
-    position = _output_attentions_position(module)
+    """Forward pre-hook: this module alone returns its attention probabilities (output_attentions=True), given
+    positionally by its caller or by keyword."""
+    names = list(inspect.signature(module.forward).parameters)
+    position = names.index("output_attentions") if "output_attentions" in names else len(args)
     if position < len(args):
         args = (*args[:position], True, *args[position + 1:])
     else:
@@ -283,9 +283,9 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
         if folder is not None:
             check_tokenizer_files(folder, tokenizer)
             check_weight_files(folder)
-        family = causal_family(transformers.AutoConfig.from_pretrained(source))
-        auto = transformers.AutoModel if family is None else transformers.AutoModelForCausalLM
-        model, loading = auto.from_pretrained(source, attn_implementation="eager" if family is None else "sdpa",
+        causal = causal_family(transformers.AutoConfig.from_pretrained(source))
+        auto = transformers.AutoModel if causal is None else transformers.AutoModelForCausalLM
+        model, loading = auto.from_pretrained(source, attn_implementation="eager" if causal is None else "sdpa",
                                               output_loading_info=True, ignore_mismatched_sizes=True)
     except InputError:
         raise
@@ -308,15 +308,17 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
         raise InputError(f"model {name!r} ({type(model).__name__}) has no attention layers; its attention cannot be captured")
     _check_vocabulary(tokenizer, model, where)
     _fit_token_types(tokenizer, config)
-    head_dim = getattr(config, "attention_head_size", None) or (family and getattr(config, "head_dim", None)) \
+    head_dim = getattr(config, "attention_head_size", None) or (causal and getattr(config, "head_dim", None)) \
         or config.hidden_size // heads
-    attention = self_attention_modules(model) if family is None else family.blocks(model.base_model)
-    if family is not None and tokenizer.pad_token is None:
+    attention = self_attention_modules(model) if causal is None else causal.blocks(model.base_model)
+    if causal is not None and tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     encoder = Encoder(name=name, model=model, tokenizer=tokenizer, layers=layers, heads=heads, head_dim=head_dim,
                       max_length=length_limit(config, tokenizer, max_length), device=dev,
-                      _self_attention=attention, family=family,
-                      windows=[] if family is None else [family.window(m, config) for m in attention])
+                      attention_modules=attention, family=model_family(model), causal=causal,
+                      windows=[] if causal is None else [causal.window(m, config) for m in attention])
+    if encoder.family is None and causal is None:
+        warn_unknown(config.model_type, name)
     _check_capture(encoder)
     return encoder
 
@@ -381,7 +383,8 @@ def length_limit(config, tokenizer, requested: int | None) -> int:
     limits = []
     positions = getattr(config, "max_position_embeddings", None)
     if positions and getattr(config, "position_embedding_type", "absolute") != "none":
-        offset = (config.pad_token_id or 0) + 1 if config.model_type in _OFFSET_POSITION_FAMILIES else 0
+        family = family_of(config.model_type)
+        offset = (config.pad_token_id or 0) + 1 if family is not None and family.offset_positions else 0
         limits.append(positions - offset)
     if 0 < tokenizer.model_max_length < 1_000_000:
         limits.append(tokenizer.model_max_length)
@@ -390,14 +393,16 @@ def length_limit(config, tokenizer, requested: int | None) -> int:
 
 
 def self_attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The per-layer self-attention modules whose first output is the per-head context [B,T,H*d]."""
+    """The per-layer self-attention modules whose first output is the per-head context [B,T,H*d]: the class
+    transformers records the attentions of, else those whose class name ends as the family's entry says
+    (probes.families.Family.attention; "SelfAttention" for a model of no family)."""
     target = (getattr(model, "_can_record_outputs", None) or {}).get("attentions")
     target = getattr(target, "target_class", target)
     if isinstance(target, type):
-        found = [m for m in model.modules() if isinstance(m, target)]
-    else:
-        found = [m for m in model.modules() if type(m).__name__.endswith("SelfAttention") and "Cross" not in type(m).__name__]
-    return found
+        return [m for m in model.modules() if isinstance(m, target)]
+    family = model_family(model)
+    suffix = family.attention if family is not None else Family.attention
+    return [m for m in model.modules() if type(m).__name__.endswith(suffix) and "Cross" not in type(m).__name__]
 
 
 def _check_capture(encoder: Encoder) -> None:
@@ -413,13 +418,13 @@ def _check_capture(encoder: Encoder) -> None:
     maps = torch.stack(capture.attentions)  # [L,1,H,T,T]
     if not torch.isfinite(maps).all():
         raise InputError(f"{kind} gives attention that is not finite (NaN or inf): its weights are corrupt")
-    if encoder.family is not None:
+    if encoder.causal is not None:
         return  # capture "hooks" (probes.causal.capture); causal by construction
     if not torch.triu(maps, diagonal=1).any():
         raise InputError(f"{kind} attends only to earlier tokens (a decoder's causal attention) and its family "
                          f"{encoder.model.config.model_type!r} is not one probes reads decoders of "
                          f"({', '.join(FAMILIES)})")
-    encoder.capture = "hooks" if _hooks_match(encoder, enc, capture) else "outputs"
+    encoder.capture = "hooks" if encoder.family is not None and _hooks_match(encoder, enc, capture) else "outputs"
 
 
 def _hooks_match(encoder: Encoder, enc, reference: Capture) -> bool:

@@ -33,18 +33,13 @@ from typing import Callable
 
 import torch
 
-from probes.choices import WEIGHT_KINDS
 from probes.errors import InputError
+from probes.families import Family, model_family
+from probes.hooks import HookSet, Hooked
 
 # output projection -> (its weight tensor, that tensor's version counter, R [H,d,d]) when factorised
 _FACTORS: "weakref.WeakKeyDictionary[torch.nn.Linear, tuple[torch.Tensor, int, torch.Tensor]]" = \
     weakref.WeakKeyDictionary()
-
-
-def check_weights(kind: str) -> None:
-    """A weights kind the runner knows (WEIGHT_KINDS), else InputError."""
-    if kind not in WEIGHT_KINDS:
-        raise InputError(f"unknown weights {kind!r}; choose one of {', '.join(WEIGHT_KINDS)}")
 
 
 def value_norms(values: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
@@ -72,7 +67,7 @@ def head_factors(output: torch.nn.Linear, heads: int, head_dim: int) -> torch.Te
     return factors
 
 
-class NormWeights:
+class NormWeights(Hooked):
     """Context manager: while active, a forward hook on each layer's value projection keeps that layer's
     value norms [B,H,T]; ``weigh(layer, attention)`` turns the layer's attention [B,H,T,T] into the
     norm-based map and drops them, so at most the layers not yet weighed are held (one, layer by layer).
@@ -88,17 +83,12 @@ class NormWeights:
         self.name = name
         self.parts = [_layer_parts(model, m, heads, head_dim, name) for m in modules]  # per layer (projection, read, R)
         self.norms: dict[int, torch.Tensor] = {}  # layer -> [B,H,T], read but not yet weighed
-        self._handles: list = []
 
-    def __enter__(self) -> "NormWeights":
+    def add_hooks(self, hooks: HookSet) -> None:
         for layer, (projection, _, _) in enumerate(self.parts):
-            self._handles.append(projection.register_forward_hook(partial(self._keep, layer)))
-        return self
+            hooks.forward(projection, partial(self._keep, layer))
 
-    def __exit__(self, *exc) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
+    def clear(self) -> None:
         self.norms.clear()
 
     def _keep(self, layer: int, _module, _inputs, output: torch.Tensor) -> None:
@@ -121,30 +111,40 @@ def _layer_parts(model: torch.nn.Module, module: torch.nn.Module, heads: int, he
                  name: str) -> tuple[torch.nn.Module, Callable[[torch.Tensor], torch.Tensor], torch.Tensor]:
     """A self-attention module's value projection, the function turning its output into values [B,T,H,d],
     and the output projection's factors R [H,d,d]."""
+    family = model_family(model)
+    if family is None:
+        raise InputError(f"model {name!r} ({type(module).__name__}): norm-based weights need each layer's value "
+                         "projection and attention output projection, which a family's entry names, and its model "
+                         "type is in no family of the table (probes.families)")
     refuse = InputError(f"model {name!r} ({type(module).__name__}): norm-based weights need each layer's value "
-                        "projection and attention output projection, found only for BERT, RoBERTa, ELECTRA and "
-                        "DeBERTa v1/v2 layouts")
+                        f"projection and attention output projection; the {family.name} family's entry names "
+                        f"{' or '.join([*family.values, *(family.fused_values or ())[:1]])} and {family.output}, "
+                        "not found in this layer")
     parent = _parent(model, module)
-    output = getattr(getattr(parent, "output", None), "dense", None)
+    try:
+        output = parent.get_submodule(family.output) if parent is not None else None
+    except AttributeError:
+        output = None
     if not isinstance(output, torch.nn.Linear) or output.weight.shape[1] != heads * head_dim:
         raise refuse
-    found = value_reader(module, heads, head_dim)
+    found = value_reader(module, heads, head_dim, family)
     if found is None:
         raise refuse
     return (*found, head_factors(output, heads, head_dim))
 
 
-def value_reader(module: torch.nn.Module, heads: int, head_dim: int
+def value_reader(module: torch.nn.Module, heads: int, head_dim: int, family: Family
                  ) -> tuple[torch.nn.Linear, Callable[[torch.Tensor], torch.Tensor]] | None:
     """A self-attention module's value projection, and the function turning its output into the per-head
-    value vectors [B,T,H,d] (x W_V^h + b_V^h); None for a layout other than BERT's, RoBERTa's, ELECTRA's
-    (``value``), DeBERTa v2's (``value_proj``) and DeBERTa v1's (the fused ``in_proj``, per head [q | k | v],
-    plus ``v_bias``)."""
-    for attribute in ("value", "value_proj"):  # BERT, RoBERTa, ELECTRA / DeBERTa v2
+    value vectors [B,T,H,d] (x W_V^h + b_V^h), where its family's entry says (probes.families.Family: ``values``,
+    e.g. BERT's ``value``, DeBERTa v2's ``value_proj``; or ``fused_values``, DeBERTa v1's fused ``in_proj``, per
+    head [q | k | v], plus ``v_bias``); None where the module has neither."""
+    for attribute in family.values:
         projection = getattr(module, attribute, None)
         if isinstance(projection, torch.nn.Linear) and projection.out_features == heads * head_dim:
             return projection, lambda out: out.unflatten(-1, (heads, head_dim))
-    projection, bias = getattr(module, "in_proj", None), getattr(module, "v_bias", None)
+    fused, bias_name = family.fused_values or ("", "")
+    projection, bias = getattr(module, fused, None), getattr(module, bias_name, None)
     if isinstance(projection, torch.nn.Linear) and bias is not None and projection.out_features == 3 * heads * head_dim:
         def fused(out: torch.Tensor) -> torch.Tensor:  # [B,T,3·H·d], per head [q | k | v] → [B,T,H,d]
             return out.unflatten(-1, (heads, 3 * head_dim))[..., 2 * head_dim:] + bias.view(heads, head_dim)

@@ -99,11 +99,7 @@ def heatmap_pngs(grids: list[Grid], subtitle: str = "", *, cmap: str = "viridis"
 
 def overview_png(grids: list[Grid], title: str, *, cmap: str = "viridis") -> bytes:
     """The PNG of ``overview_figure``."""
-    plt = pyplot()
-    fig = overview_figure(grids, title, cmap=cmap)
-    data = png_bytes(fig, shown_in(grids))
-    plt.close(fig)
-    return data
+    return closed_png(overview_figure(grids, title, cmap=cmap), shown_in(grids))
 
 
 def overview_figure(grids: list[Grid], title: str, *, cmap: str = "viridis"):
@@ -214,9 +210,7 @@ def lines_png(series: dict[str, list[float]], xticks: list[str], title: str, *, 
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    data = png_bytes(fig)
-    plt.close(fig)
-    return data
+    return closed_png(fig)
 
 
 def pyplot():
@@ -236,6 +230,13 @@ def png_bytes(fig, text: dict[str, str] | None = None) -> bytes:
     with collection_paused():
         fig.savefig(buffer, format="png", metadata=text)
     return buffer.getvalue()
+
+
+def closed_png(fig, text: dict[str, str] | None = None) -> bytes:
+    """The figure drawn as PNG (``png_bytes``), then closed."""
+    data = png_bytes(fig, text)
+    pyplot().close(fig)
+    return data
 
 
 @contextmanager

@@ -16,20 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
-from probes.choices import POOLING_RULES
+from probes.choices import parse_rule
 from probes.scratch import Scratch
 
-QUERY_RULES = ("mean", "first", "last")
-KEY_RULES = ("sum", "mean", "first")
-
-
-def parse_rule(rule: str) -> tuple[str, str]:
-    if rule == "first":
-        return "first", "first"
-    query, _, key = rule.partition("-")
-    if query not in QUERY_RULES or key not in KEY_RULES:
-        raise ValueError(f"unknown pooling rule {rule!r}; choose one of {', '.join(POOLING_RULES)}")
-    return query, key
 
 
 def pooling_matrices(columns: torch.Tensor, width: int, rule: str = "mean-sum") -> tuple[torch.Tensor, torch.Tensor]:

@@ -3,8 +3,7 @@
 Every probe class inherits ``Presentation`` (``class Probe(Presentation, ABC)``) and overrides
 ``details`` or ``figures`` where it has more to show (seg: segmented example sentences; pos, ner,
 con: what the centroids were fitted on; head_distance: the head layout and dendrogram).
-``presentation_of(result)`` finds the class for a result: its probe's, or these defaults for an array
-file or a probe that is not registered in this process (a plugin not loaded with ``--code``).
+(probes.figures finds the class for a saved result by its probe's name.)
 """
 from __future__ import annotations
 
@@ -13,7 +12,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from probes.choices import PLOT_KINDS
-from probes.results import ProbeResult, safe_name, short_model_name
+from probes.files import safe_name, short_model_name
+from probes.results import ProbeResult
 
 if TYPE_CHECKING:  # annotations only: showing a result needs neither torch nor the corpus code
     import torch
@@ -121,16 +121,3 @@ def above_baseline(result: ProbeResult, label: str) -> np.ndarray | None:
 VIEW_KINDS = ("arcs", "roles", "frames", "units")
 OVERVIEW_MIN_COUNT = 20  # results that record no --min-count: labels with fewer instances are left out of the overview
 OVERVIEW_MOST = 48  # tiles in one overview, overall included
-
-
-def presentation_of(result: ProbeResult) -> type[Presentation]:
-    """The class presenting `result`: its probe's class when that probe is registered, else the defaults
-    (an array file loaded as a result, or a plugin's result read without its code). Only that probe's code is
-    imported (a run of dep that saves its figures imports no other probe)."""
-    from probes.registry import declared, get_probe
-
-    if result.info.provenance.get("array_file"):  # named after its file, whatever probe that name may be
-        return Presentation
-    cls = get_probe(result.probe) if result.probe in declared() else None
-    return cls if isinstance(cls, type) and issubclass(cls, Presentation) else Presentation
-

@@ -22,12 +22,9 @@ option or ``--pool`` that contradicts the protocol is refused, as is a probe the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from probes.errors import InputError
-
-if TYPE_CHECKING:
-    from probes.probe import Probe
 
 DEFAULT_POOL = "mean-sum"
 
@@ -52,7 +49,7 @@ PROTOCOLS = {p.name: p for p in (
 )}
 
 
-def apply_protocol(name: str | None, classes: list[type[Probe]], pool: str | None,
+def apply_protocol(name: str | None, classes: list[type], pool: str | None,
                    options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The pooling rule and probe options of a run under protocol `name` (None: the given ones, pool
     defaulting to mean-sum). InputError for an unknown protocol, a probe it does not cover, or an

@@ -1,5 +1,5 @@
-"""Probe registry: built-in probes, third-party probes from the entry-point group
-``probes.probes``, and probes defined in a user's file (``--code file.py``).
+"""Probe registry (``PROBES``, a probes.registries.Registry): built-in probes, third-party probes from the
+entry-point group ``probes.probes``, and probes defined in a user's file (``--code file.py``).
 
 The built-in probes are declared in probes.builtin.declared (name, description, options): ``declared()``
 lists every probe from there without importing the built-in probes' code (so neither torch), for `probes
@@ -7,62 +7,61 @@ list` and the command line's flags; ``get_probe`` imports a built-in probe's mod
 
 A probe is a ``probes.probe.Probe`` subclass with a unique ``name``; decorate it with
 ``@probes.register``. An entry point may name the class itself or a module that registers.
-Registering checks the probe's option names: none may be an argument of ``probes.run`` or a flag
-of `probes run` / `probes ablate`, and an option several probes declare must have one type,
-default and choices in all (it becomes one ``--flag``, see probes.arguments).
+Registering checks the probe's option names: none may be an argument of ``probes.run`` (a RunSettings field)
+or a flag of `probes run` / `probes ablate` (probes.settings names them all), and an option several probes
+declare must have one type, default and choices in all (it becomes one ``--flag``, see probes.arguments).
 """
 from __future__ import annotations
 
-import argparse
-import importlib
 import importlib.util
 import inspect
 import sys
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from probes.builtin.declared import BUILTIN
 from probes.errors import InputError
+from probes.registries import Registry
+from probes.settings import COMMAND_FLAGS, RUN_ARGUMENTS, command_flags, option_flag, setting_names
 
 ENTRY_POINT_GROUP = "probes.probes"
 
-_PROBES: dict[str, type] = {}
-_loaded = False
-_plugins_loaded = False
+
+def _from_entry_point(name: str, obj: object, value: str) -> None:
+    """An entry point's class is registered by its probe name (one a built-in has is left to it); a module
+    registered its probes when it was imported."""
+    if isinstance(obj, type) and obj.__name__ and getattr(obj, "name", "") not in {**BUILTIN, **PROBES.registered()}:
+        register(obj)
+
+
+# the probe classes by name: a built-in's module registers its class when imported (``@register``)
+PROBES: Registry[type] = Registry("probe", ENTRY_POINT_GROUP, {name: d.module for name, d in BUILTIN.items()},
+                                  check=_from_entry_point, sort=True, any_name=True)
 
 
 def register(cls: type) -> type:
     """Class decorator: make a Probe subclass available by its ``name``."""
     if not getattr(cls, "name", ""):
         raise ValueError(f"{cls.__name__} has no probe name")
-    existing = _PROBES.get(cls.name)
+    existing = PROBES.registered().get(cls.name)
     if existing is not None and (existing.__module__, existing.__qualname__) != (cls.__module__, cls.__qualname__):
         raise ValueError(f"probe name {cls.name!r} is taken by {existing.__module__}.{existing.__qualname__}")
     _check_option_names(cls)
-    _PROBES[cls.name] = cls
-    return cls
+    return PROBES.add(cls.name, cls)
 
 
 def _check_option_names(cls: type) -> None:
     """InputError (at the probe's file and line) for an option name that would clash on a parser or in run()."""
-    from probes.arguments import option_flag
-    from probes.cli import probe_option_parsers  # the CLI's own arguments: lazily, the CLI imports the probes
-    from probes.runner import run
-
-    taken = {name for name, p in inspect.signature(run).parameters.items() if p.kind is not p.VAR_KEYWORD}
-    parsers = probe_option_parsers()
+    taken = {*RUN_ARGUMENTS, *setting_names()}
     for option in getattr(cls, "options", ()):
         if option.name in taken:
             raise InputError(f"probe {cls.name!r}: option {option.name!r} is an argument of probes.run itself; "
                              "give the option another name", *_where(cls))
-        for command, parser in parsers.items():
-            try:
-                parser.add_argument(option_flag(option.name))
-            except argparse.ArgumentError:
+        for command in COMMAND_FLAGS:
+            if option_flag(option.name) in command_flags(command):
                 raise InputError(f"probe {cls.name!r}: option {option.name!r} clashes with `probes {command}`'s own "
-                                 f"{option_flag(option.name)}; give the option another name", *_where(cls)) from None
-        for other in {**BUILTIN, **_PROBES}.values():
+                                 f"{option_flag(option.name)}; give the option another name", *_where(cls))
+        for other in {**BUILTIN, **PROBES.registered()}.values():
             same = next((o for o in getattr(other, "options", ()) if o.name == option.name), None)
             if other.name != cls.name and same is not None and _kind(same) != _kind(option):
                 raise InputError(f"probe {cls.name!r}: option {option.name!r} is also an option of probe "
@@ -88,51 +87,21 @@ def _where(cls: type) -> tuple[str | None, int | None]:
         return None, None
 
 
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for declaration in BUILTIN.values():
-        importlib.import_module(declaration.module)
-    _load_plugins()
-
-
-def _load_plugins() -> None:
-    """Import the entry points' probes (a name the built-in probes have is left to them)."""
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        obj = ep.load()
-        if isinstance(obj, type) and obj.__name__ and getattr(obj, "name", "") not in {**BUILTIN, **_PROBES}:
-            register(obj)
-
-
 def available() -> dict[str, type]:
     """All registered probes, by name (sorted)."""
-    _load()
-    return dict(sorted(_PROBES.items()))
+    return dict(sorted(PROBES.load_all().items()))
 
 
 def declared() -> dict[str, Any]:
     """Every probe's name, description and options, by name (sorted), without importing the built-in probes' code:
     a built-in probe not yet used is its Declaration (probes.builtin.declared), every other probe its class."""
-    _load_plugins()
-    return dict(sorted({**BUILTIN, **_PROBES}.items()))
+    return dict(sorted({**BUILTIN, **PROBES.load_plugins()}.items()))
 
 
 def get_probe(name: str) -> type:
     """The probe class registered as `name` (a built-in probe's module is imported now); an unknown name lists
     the available ones."""
-    if name in BUILTIN and name not in _PROBES:
-        importlib.import_module(BUILTIN[name].module)
-    if name not in _PROBES:
-        _load()
-    if name not in _PROBES:
-        raise InputError(f"unknown probe {name!r}; available: {', '.join(declared())}")
-    return _PROBES[name]
+    return PROBES.get(name)
 
 
 def load_code(path: str | Path) -> None:

@@ -1,37 +1,25 @@
-"""Probe results: per-label [L,H] score grids with counts, provenance, and their files.
+"""Probe results: per-label [L,H] score grids with counts and provenance, as plain data, and their data files.
 
 ``DIR/<probe>.json`` (the schema is in the README's "Results format"); ``DIR/<probe>.csv`` has one
-row per label × layer × head; the pictures are the probe's ``figures`` (probes.presentation: by
-default one overview ``DIR/<probe>.png`` of the labels, on request a heatmap ``DIR/<probe>-<label>.png``
-per label). Layers and heads are 0-indexed. Numbers
-are written at full precision (a save and load round trip gives the same floats). Every file is
-written atomically (temporary file in the same folder, then rename); ``write_result_files`` writes
-a set of them, or a recovery copy elsewhere when the folder cannot take them. (probes.argtypes checks an
-output path before any work is done.)
+row per label × layer × head. Layers and heads are 0-indexed. Numbers are written at full precision (a save
+and load round trip gives the same floats), every file atomically (probes.files). A result does not draw
+itself: its pictures are its probe's ``figures`` (probes.presentation: ``figures_of``, and ``save_result``
+that writes them beside the data files).
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
-import math
-import os
-import re
-import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
-from probes.argtypes import os_reason
 from probes.errors import InputError
+from probes.files import Table, json_grid, json_number, write_result_files
 from probes.packing import pack, unpack
 
 SCHEMA_VERSION = 1
-UMASK = os.umask(0)  # this process's file-creation mask (read once: os.umask can only be read by setting it)
-os.umask(UMASK)
 SKIP_NOTE_SHARE = 0.10  # a run that skips more of the sentences it read names the reasons under its summary
 
 
@@ -45,7 +33,7 @@ class RunInfo:
     heads: int
     sentences: int  # sentences scored
     skipped: dict[str, int]  # reason -> sentences not scored
-    settings: dict[str, Any]  # batch size, pooling, max length, device, ...
+    settings: dict[str, Any]  # the run settings a results file records (probes.settings.RunSettings.recorded)
     provenance: dict[str, Any]  # versions, time, elapsed seconds
     notes: dict[str, int] = field(default_factory=dict)  # annotations (not sentences) the reader set aside
 
@@ -352,7 +340,7 @@ class ProbeResult:
 
         return pd.DataFrame(self._rows(), columns=self._columns())
 
-    def to_table(self) -> "Table":
+    def to_table(self) -> Table:
         """The CSV's content, one row per label × layer × head (``to_frame`` without pandas)."""
         return Table(self._columns(), self._rows())
 
@@ -402,19 +390,14 @@ class ProbeResult:
                    replicates={k: unpack(v, np.float32, (-1,)).astype(float)
                                for k, v in data.get("replicates", {}).items()})
 
-    def figures(self, kind: str = "overview") -> dict[str, bytes]:
-        """{file name: PNG}: the pictures its probe draws (probes.presentation), saved beside the JSON.
-        kind: "overview" (one picture of the labels), "labels" (and one per label) or "none"."""
-        from probes.presentation import presentation_of
+    def data_files(self) -> dict[str, Any]:
+        """{file name: content} of the result's data files: ``<probe>.json`` and ``<probe>.csv``."""
+        return {f"{self.probe}.json": self.to_json(), f"{self.probe}.csv": self.to_table()}
 
-        return presentation_of(self).figures(self, kind)
-
-    def save(self, directory: str | Path, *, plots: bool | str = True) -> list[Path]:
-        """Write JSON, CSV and the figures into `directory`; return the paths written. plots: a kind of
-        ``figures`` ("overview", "labels", "none"); True is "overview", False "none"."""
-        kind = ("overview" if plots else "none") if isinstance(plots, bool) else plots
-        tables = {f"{self.probe}.json": self.to_json(), f"{self.probe}.csv": self.to_table()}
-        return write_result_files(directory, {**tables, **self.figures(kind)})
+    def save(self, directory: str | Path) -> list[Path]:
+        """Write the JSON and the CSV into `directory`; return the paths written. (The figures too:
+        ``probes.save_result``.)"""
+        return write_result_files(directory, self.data_files())
 
 
 def load_result(path: str | Path) -> ProbeResult:
@@ -449,127 +432,6 @@ def results_in(folder: str | Path) -> dict[str, ProbeResult]:
     return results
 
 
-def write_atomic(path: Path, data: bytes) -> Path:
-    """Write bytes to `path` through a temporary file in the same folder and a rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp creates 0600; results are ordinary files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def write_result_files(directory: str | Path, files: Mapping[str, Any]) -> list[Path]:
-    """Write `files` ({file name: content}) into `directory` (made if missing), each atomically; return the paths.
-
-    Content: bytes as they are, a dict as JSON (full precision), a Table or a pandas DataFrame as CSV; everything is
-    encoded before the first file is written. If the folder cannot take them (disk full, permissions
-    changed during a long run), the files this call wrote there are removed, all of them are written to a
-    new recovery folder in the system's temporary directory, and an InputError names both folders: the
-    results of a long run are never thrown away.
-    """
-    encoded = {name: _encode(content) for name, content in files.items()}
-    out = Path(directory)
-    try:
-        return _write_all(out, encoded)
-    except OSError as e:
-        failure = e
-    recovery = Path(tempfile.mkdtemp(prefix="probes-recovery-"))
-    try:
-        _write_all(recovery, encoded)
-    except OSError as e:
-        raise InputError(f"cannot write the results ({os_reason(failure)}), nor a recovery copy in {recovery} "
-                         f"({os_reason(e)})", out) from None
-    raise InputError(f"cannot write the results ({os_reason(failure)}); all {len(encoded)} files were written to "
-                     f"{recovery} instead", out)
-
-
-def _write_all(out: Path, files: dict[str, bytes]) -> list[Path]:
-    """Every file or none: what was written before a failure is removed again."""
-    written: list[Path] = []
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        for name, data in files.items():
-            written.append(write_atomic(out / name, data))
-    except OSError:
-        for path in written:
-            path.unlink(missing_ok=True)
-        raise
-    return written
-
-
-def _encode(content: Any) -> bytes:
-    if isinstance(content, bytes):
-        return content
-    if isinstance(content, Mapping):
-        return json.dumps(content, indent=1, allow_nan=False, default=_json_default).encode()
-    if isinstance(content, Table):
-        return content.to_csv().encode()
-    return content.to_csv(index=False).encode()  # a pandas DataFrame
-
-
-@dataclass(frozen=True)
-class Table:
-    """Rows under named columns, written as CSV the way pandas' ``to_csv(index=False)`` writes them (a float
-    as its shortest repr, None and NaN as empty fields) without importing pandas (0.2–0.6 s a process)."""
-
-    columns: list[str]
-    rows: list[list[Any]]
-
-    def to_csv(self) -> str:
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(self.columns)
-        writer.writerows([["" if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in row]
-                          for row in self.rows])
-        return out.getvalue()
-
-
-GENERIC_FOLDERS = ("model", "models", "model_weights", "weights", "snapshot", "final", "best", "output", "outputs")
-
-
-def short_model_name(model: str) -> str:
-    """A short name for titles: a hub name (org/name) as it is; a local path as its last folder, or the folder
-    above it where that is a generic name (``.../sre_embedding_model/model_weights`` → sre_embedding_model)."""
-    parts = Path(model).parts
-    if len(parts) <= 2 and not Path(model).is_absolute() and not Path(model).exists():
-        return model
-    named = [p for p in parts if p not in GENERIC_FOLDERS and p != Path(model).anchor]
-    return named[-1] if named else model
-
-
-def safe_name(label: str) -> str:
-    """A label as part of a file name: runs of anything but letters, digits, ``.``, ``+`` and ``-`` become
-    ``_`` (``offset+1`` and ``len4+`` keep their sign)."""
-    return re.sub(r"[^\w.+-]+", "_", label)
-
-
 def _number(x: Any) -> float | None:
     """A bound or margin as a float, None where there is none (missing, null, NaN)."""
     return None if x is None or x != x else float(x)
-
-
-def json_number(x: float) -> float | None:
-    """A number for a results file: NaN as null, anything else at full precision."""
-    return None if np.isnan(x) else float(x)
-
-
-def json_grid(a: np.ndarray) -> list[list[float | None]]:
-    """An [L,H] grid for a results file: rows of ``json_number``."""
-    return [[json_number(x) for x in row] for row in np.asarray(a, dtype=float)]
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"cannot write {type(o).__name__} to JSON")

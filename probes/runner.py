@@ -23,123 +23,65 @@ from typing import Any, Iterable
 import torch
 
 from probes.allocator import return_large_blocks
-from probes.argtypes import Shard, as_shard, check_output_folder
 from probes.batching import Batch, default_max_tokens, length_sorted_batches, total_memory
-from probes.bootstrap import check_bootstrap
-from probes.choices import DEFAULT_MIN_COUNT, DEFAULT_REPLICATES, DEFAULT_SEED, DEFAULT_SENTENCES
 from probes.chunks import Chunk, Pass, RunCorpus, with_counts
-from probes.corpus import CorpusStream, check_invalid_trees, guess_format
+from probes.corpus import CorpusStream, guess_format
 from probes.corpus.spacy_text import annotation_format
 from probes.defaults import bundled_corpus, default_model
-from probes.encoding import check_tokenize
 from probes.errors import InputError
 from probes.examples import ExampleRecorder
 from probes.fitting import choose_heads, plan_fit, split_settings
 from probes.maps import LayerMaps
 from probes.model import Encoder, load_encoder
-from probes.norms import check_weights
-from probes.pooling import parse_rule
 from probes.probe import Probe
 from probes.progress import progress_bar
 from probes.protocols import apply_protocol
 from probes.provenance import provenance
 from probes.registry import get_probe, load_code
 from probes.results import ProbeResult, RunInfo, skip_summary
+from probes.settings import RunSettings, settings_from
 from probes.state_files import save_states
 
 return_large_blocks()  # each layer's maps and temporaries go back to the system when freed (probes.allocator)
 
 
 def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Path | Iterable[str | Path] | None = None,
-        *, format: str | None = None, batch_size: int | None = 32, max_tokens: int | None = None,
-        max_length: int | None = None, limit: int | None = None, invalid_trees: str = "refuse",
-        device: str = "cpu", pool: str | None = None, progress: bool | None = None,
-        code: str | Path | Iterable[str | Path] | None = None, encoder: Encoder | None = None,
-        tokenize: str = "words", fit: str | Path | Iterable[str | Path] | None = None, fit_on: str | None = None,
-        annotate: str | None = None, views: int = DEFAULT_SENTENCES, view_heads: Iterable[tuple[int, int]] = (),
-        protocol: str | None = None, shard: Shard | tuple[int, int] | str | None = None,
-        state: str | Path | None = None, weights: str = "attention", min_count: int = DEFAULT_MIN_COUNT,
-        select_on: str | Path | Iterable[str | Path] | None = None, replicates: int = DEFAULT_REPLICATES,
-        bootstrap_seed: int = DEFAULT_SEED, **options: Any) -> dict[str, ProbeResult]:
+        settings: RunSettings | None = None, *, encoder: Encoder | None = None, progress: bool | None = None,
+        **overrides: Any) -> dict[str, ProbeResult]:
     """Score every head of `model` with each named probe on `corpus`; one forward pass feeds them all.
 
     model: a checkpoint directory or hub name (default: the packaged MiniLM).
     corpus: one or more files (default: the bundled UD English EWT sample).
-    format: corpus reader (default: from the file name, e.g. .conllu).
-    batch_size: most sentences per forward pass (None: no cap); max_tokens: most padded subword positions
-    (sentences × longest length) per forward pass, a word-order twin's rows counted too (default: from
-    the model's shape and the device's total memory, probes.batching.default_max_tokens).
-    max_length (subwords, special tokens included; longer sentences are skipped and counted, never cut),
-    limit (first N sentences), device, pool (see probes.pooling; default mean-sum, or the protocol's).
-    invalid_trees: a CoNLL-U sentence whose heads are not a tree: "refuse" the file (the default) or
-    "skip" the sentence, counted by rule (probes.corpus.INVALID_TREES).
-    progress: a progress bar on stderr (default: when stderr is a terminal).
-    code: Python file(s) to import first, registering more probes.
+    settings: how the corpus is read, batched, captured and scored (probes.settings.RunSettings: the format, batch
+    size and token budget, max length, limit, device, pooling, fit and selection splits, protocol, weights,
+    bootstrap, shard and state, ...; its fields say what each does). Default: RunSettings().
     encoder: an already loaded ``probes.model.Encoder`` (saves reloading across runs).
-    tokenize: what the tokenizer reads: "words" (the pre-split words, default) or "text" (each
-    sentence's raw text, tokens mapped to words by character offsets; see probes.encoding).
-    fit: corpus file(s) that probes with a fit phase (pos, ner, con: centroids) are fitted on before
-    `corpus` is scored, e.g. the dev split (read like `corpus`; `limit` applies to it too).
-    fit_on: "same" fits them on `corpus` itself (He & Choi 2021's same-split setting; two passes over
-    it); the default is `fit` where given, else "same". Results record it under fit.on.
-    annotate: "spacy" (or "spacy:PIPELINE") reads the corpus (and fit) files as raw text, one
-    passage a line, tagged and parsed by spaCy (silver UPOS, XPOS, dependencies, entities).
-    views: keep the per-sentence views of the first N scored sentences (default 20; 0 for none) in each
-    result's ``extra["sentence_views"]`` (probes.examples). view_heads: [(layer, head), ...] whose
-    attention maps the views keep besides each label's best head.
-    protocol: a named protocol (probes.protocols: "hechoi2021", "clark2019", "kovaleva2019") setting the
-    pooling and the probes' options at once; a contrary `pool` or option is refused. Recorded in settings.
-    weights: what every probe reads as the attention: "attention" (the probabilities, default) or "norm",
-    the norm-based maps of Kobayashi et al. 2020, α_ij‖f_h(x_j)‖ with rows renormalised to sum to 1
-    (probes.norms). Recorded in settings as "weights".
-    shard: (i, n) or "i/n": score only shard i of n, a deterministic split by sentence (see
-    probes.state_files; --limit, prepare and the fit phase still see the whole corpus); the results
-    are the shard's, with settings["shard"] = "i/n". state: a folder to save each probe's additive state
-    in (DIR/<probe>.<i>-of-<n>.state.pt), for ``probes.merge`` to add up into the unsharded run's results.
-    min_count: labels with fewer instances stay in the results, marked (settings["min_count"], each label's
-    "below_min_count" in the JSON), and are left out of `probes show`, `probes compare` and the figures
-    unless asked (default 20).
-    select_on: corpus file(s) of a selection split (e.g. dev): every probe is scored on it too, each label's
-    best head is chosen there and reported with its score on `corpus` (``LabelScores.selected``,
-    settings["select_on"]; see probes.fitting). Probes with a fit phase are fitted on it unless `fit` or
-    `fit_on` say otherwise. Not with `shard` or `state`.
-    replicates, bootstrap_seed: the bootstrap's replicates (0: no intervals) and seed (probes.bootstrap): each
-    sentence's Poisson(1) weights follow from the seed and its identity, so shards and checkpoints over one
-    corpus share them. Recorded in settings.
-    options: probe options by name (e.g. ``subtypes=True`` for dep).
+    progress: a progress bar on stderr (default: when stderr is a terminal).
+    overrides: RunSettings fields by name, changing `settings` (``limit=50``), and probe options by name
+    (e.g. ``subtypes=True`` for dep).
     Returns {probe name: ProbeResult}.
     """
     started = time.perf_counter()
+    settings, options = settings_from(overrides, settings)
     names = [probes] if isinstance(probes, str) else list(probes)
     if not names:
         raise InputError("no probe named; see `probes list`")
-    for path in _as_list(code):
+    for path in settings.code:
         load_code(path)
     classes = [get_probe(n) for n in dict.fromkeys(names)]
-    pool, options = apply_protocol(protocol, classes, pool, options)
-    check_settings(batch_size, max_tokens, max_length, limit, pool)
-    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 0:
-        raise InputError(f"min count must be a whole number, 0 or more, not {min_count!r}")
-    check_invalid_trees(invalid_trees)
-    check_tokenize(tokenize)
-    check_weights(weights)
-    check_bootstrap(replicates, bootstrap_seed)
-    shard = as_shard(shard)
-    if state is not None:
-        check_output_folder(state)
+    pool, options = apply_protocol(settings.protocol, classes, settings.pool, options)
     _check_options(classes, options)
-    select_paths = [str(p) for p in _as_list(select_on)]
-    if select_paths and (shard.count > 1 or state is not None):
-        raise InputError("--select-on cannot be combined with --shard or --state (the selection split's scores are "
-                         "not saved in the states; give --fit to fit on a split)")
-    plan = plan_fit(classes, [str(p) for p in _as_list(fit)], fit_on, select_paths)
+    select_paths = list(settings.select_on)
+    plan = plan_fit(classes, list(settings.fit), settings.fit_on, select_paths)
+    format, limit, invalid_trees, tokenize = settings.format, settings.limit, settings.invalid_trees, settings.tokenize
+    batch_size, max_tokens, shard = settings.batch_size, settings.max_tokens, settings.shard
 
     paths = [str(p) for p in _as_list(corpus)] or [bundled_corpus()]
     reader_options: dict[str, Any] = {}
     for cls in classes:
         reader_options.update(cls(1, 1, **_own(cls, options)).reader_options())
-    if annotate:
-        format = annotation_format(annotate, format, reader_options)
+    if settings.annotate:
+        format = annotation_format(settings.annotate, format, reader_options)
     fit_paths = plan.paths if plan else []
 
     def reader(files: list[str]) -> str:  # the format named, else the first file's, else the first probe's
@@ -153,13 +95,14 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                                      **reader_options)
 
     if encoder is None:
-        encoder = load_encoder(model or default_model(), device=device, max_length=max_length)
-    active: list[Probe] = [cls(encoder.layers, encoder.heads, replicates=replicates, bootstrap_seed=bootstrap_seed,
+        encoder = load_encoder(model or default_model(), device=settings.device, max_length=settings.max_length)
+    active: list[Probe] = [cls(encoder.layers, encoder.heads, replicates=settings.replicates,
+                               bootstrap_seed=settings.bootstrap_seed,
                                **_own(cls, options)) for cls in classes]
     for p in active:
         p.read_model(encoder)
     data.start(active, encoder, tokenize)
-    feed = Feed(encoder, pool, weights)
+    feed = Feed(encoder, pool, settings.weights)
     if max_tokens is None:
         layers_held = 1 if encoder.capture == "hooks" else encoder.layers
         max_tokens = feed.rows(active) * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim,
@@ -186,27 +129,23 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         if not selection.scored:
             raise InputError(f"no sentence of the selection split can be scored ({skip_summary(select_skipped)})",
                              select_paths[0])
-    recorder = ExampleRecorder(encoder.layers, encoder.heads, views, view_heads, active)
+    recorder = ExampleRecorder(encoder.layers, encoder.heads, settings.views, settings.view_heads, active)
     feed.all([*active, recorder], "update", data.scoring, batch_size, max_tokens, progress, data.total(data.scoring))
     data.finish(encoder)
 
     read = data.source.counts
     info = RunInfo(model=encoder.name, corpus=read.files, layers=encoder.layers, heads=encoder.heads,
                    sentences=data.scoring.scored, skipped=data.skipped(),
-                   settings={"batch_size": batch_size, "max_tokens": max_tokens, "pool": pool, "max_length": encoder.max_length,
-                             "limit": limit, "device": str(encoder.device), "format": format, "tokenize": tokenize,
-                             "weights": weights, "replicates": replicates, "bootstrap_seed": bootstrap_seed,
-                             **({"protocol": protocol} if protocol else {}),
-                             "min_count": min_count,
-                             **({"fit": fit_settings} if fit_settings else {}),
-                             **({"select_on": split_settings(select_source.counts.files, selection.scored,
-                                                             select_skipped)} if selecting else {}),
-                             **({"shard": str(shard)} if shard.count > 1 else {})},
+                   settings=settings.recorded(
+                       format=format, max_tokens=max_tokens, pool=pool, max_length=encoder.max_length,
+                       device=str(encoder.device),
+                       fit=fit_settings, select_on=split_settings(select_source.counts.files, selection.scored,
+                                                                  select_skipped) if selecting else None),
                    provenance=provenance(encoder, read.files, time.perf_counter() - started,
                                          unknown_words=data.scoring.unknown.provenance(), skipped_ids=read.skipped_ids),
                    notes=dict(read.notes))
-    if state is not None:
-        save_states(state, active, info, data.sharding.split(), encoder.tokenizer, read.skipped,
+    if settings.state is not None:
+        save_states(settings.state, active, info, data.sharding.split(), encoder.tokenizer, read.skipped,
                     data.scoring.skips.counts())
     results = {p.name: p.compute(info) for p in active}
     if selecting:
@@ -319,22 +258,3 @@ def _check_options(classes: list[type[Probe]], options: dict[str, Any]) -> None:
     for key in options:
         if key not in known:
             raise InputError(f"no selected probe has an option {key!r} (probes: {', '.join(c.name for c in classes)})")
-
-
-def check_settings(batch_size: int | None, max_tokens: int | None, max_length: int | None, limit: int | None,
-                   pool: str | None) -> None:
-    """InputError for a batch size, token budget, max length or limit out of range, or a pooling rule that
-    does not parse (None: the default, nothing to check)."""
-    if batch_size is not None and batch_size < 1:
-        raise InputError(f"batch size must be at least 1, not {batch_size}")
-    if max_tokens is not None and max_tokens < 1:
-        raise InputError(f"max tokens must be at least 1, not {max_tokens}")
-    if max_length is not None and max_length < 3:
-        raise InputError(f"max length must be at least 3 subwords, not {max_length}")
-    if limit is not None and limit < 1:
-        raise InputError(f"limit must be at least 1, not {limit}")
-    try:
-        if pool is not None:
-            parse_rule(pool)
-    except ValueError as e:
-        raise InputError(str(e)) from None

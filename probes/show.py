@@ -5,7 +5,7 @@ import numpy as np
 
 from probes.errors import InputError
 from probes.packing import unpack, unpack_marks
-from probes.presentation import presentation_of
+from probes.figures import presentation_of
 from probes.results import ProbeResult
 
 

@@ -47,7 +47,9 @@ from probes.identity import Occurrences
 from probes.probe import Probe
 from probes.provenance import sha256
 from probes.registry import get_probe, load_code
-from probes.results import ProbeResult, RunInfo, write_result_files
+from probes.figures import save_result
+from probes.files import write_result_files
+from probes.results import ProbeResult, RunInfo
 
 STATE_KIND = "probes-state"
 STATE_VERSION = 1
@@ -188,7 +190,7 @@ def merge(states: str | Path | Iterable[str | Path], out: str | Path | None = No
     results = {name: _merge_probe(shards) for name, shards in by_probe.items()}
     if out is not None:
         for result in results.values():
-            result.save(out, plots=plots)
+            save_result(result, out, plots=plots)
     return results
 
 

@@ -110,7 +110,7 @@ def _surgery(model, heads: list[tuple[int, int]], mode: str, head_dim: int) -> t
 def _layer_input(enc, ids, attention_mask, layer: int) -> torch.Tensor:
     """The hidden states [B,T,D] entering the self-attention module of `layer`."""
     seen = []
-    handle = enc._self_attention[layer].register_forward_pre_hook(
+    handle = enc.attention_modules[layer].register_forward_pre_hook(
         lambda m, args, kwargs: seen.append(args[0] if args else kwargs["hidden_states"]), with_kwargs=True)
     try:
         _hidden(enc.model, ids, attention_mask)
@@ -139,7 +139,7 @@ def test_empty_mask_changes_nothing(loaded, family, mode):
     enc, ids, am = loaded(family)
     plain = enc.forward(ids, am, vectors=True)
     plain_hidden = _hidden(enc.model, ids, am)
-    with HeadMasker(enc.model, enc._self_attention, enc.heads, enc.head_dim, mode) as masker:
+    with HeadMasker(enc.model, enc.attention_modules, enc.heads, enc.head_dim, mode) as masker:
         for mask in (torch.zeros(len(WORDS), enc.layers, enc.heads, dtype=torch.bool), None):
             masker.set(mask)
             masked = enc.forward(ids, am, vectors=True)
@@ -153,7 +153,7 @@ def test_zero_mode(loaded, family):
     enc, ids, am = loaded(family)
     mask = _row_masks(enc)
     plain = enc.forward(ids, am, vectors=True)
-    with HeadMasker(enc.model, enc._self_attention, enc.heads, enc.head_dim, "zero") as masker:
+    with HeadMasker(enc.model, enc.attention_modules, enc.heads, enc.head_dim, "zero") as masker:
         masker.set(mask)
         masked = enc.forward(ids, am, vectors=True)
         hidden = _hidden(enc.model, ids, am)
@@ -178,11 +178,11 @@ def test_uniform_mode(loaded, family):
     real = am.bool()  # [B,T]
     n = am.sum(1)  # [B] real tokens per row
     x0 = _layer_input(enc, ids, am, 0)
-    with HeadMasker(enc.model, enc._self_attention, enc.heads, enc.head_dim, "uniform") as masker:
+    with HeadMasker(enc.model, enc.attention_modules, enc.heads, enc.head_dim, "uniform") as masker:
         masker.set(mask)
         masked = enc.forward(ids, am, vectors=True)
         hidden = _hidden(enc.model, ids, am)
-    v = _values_by_hand(enc._self_attention[0], x0, enc.heads, enc.head_dim)  # [B,T,H,d]
+    v = _values_by_hand(enc.attention_modules[0], x0, enc.heads, enc.head_dim)  # [B,T,H,d]
     for row, head in [(0, 1), (1, 3)]:  # the layer-0 heads disabled in rows 0 and 1
         mean_v = v[row, real[row], head].sum(0) / n[row]  # [d]: (1/n) Σ over real tokens
         got = masked.context[0][row, head]  # [T,d], every position
@@ -207,7 +207,7 @@ def test_one_mask_for_every_row(loaded, family):
     mask[1, 0] = mask[0, 2] = True
     out = {}
     for mode in ("zero", "uniform"):
-        with HeadMasker(enc.model, enc._self_attention, enc.heads, enc.head_dim, mode) as masker:
+        with HeadMasker(enc.model, enc.attention_modules, enc.heads, enc.head_dim, mode) as masker:
             masker.set(mask)
             shared = _hidden(enc.model, ids, am)
             masker.set(mask.expand(len(WORDS), -1, -1))
@@ -219,7 +219,7 @@ def test_one_mask_for_every_row(loaded, family):
 def test_hooks_removed_on_exit(loaded):
     enc, ids, am = loaded("bert")
     plain = _hidden(enc.model, ids, am)
-    with HeadMasker(enc.model, enc._self_attention, enc.heads, enc.head_dim, "uniform") as masker:
+    with HeadMasker(enc.model, enc.attention_modules, enc.heads, enc.head_dim, "uniform") as masker:
         masker.set(torch.ones(enc.layers, enc.heads, dtype=torch.bool))
         assert not torch.equal(_hidden(enc.model, ids, am), plain)
     assert torch.equal(_hidden(enc.model, ids, am), plain)
@@ -227,7 +227,7 @@ def test_hooks_removed_on_exit(loaded):
 
 def test_bad_mask_shape(loaded):
     enc, ids, am = loaded("bert")
-    with HeadMasker(enc.model, enc._self_attention, enc.heads, enc.head_dim, "zero") as masker:
+    with HeadMasker(enc.model, enc.attention_modules, enc.heads, enc.head_dim, "zero") as masker:
         with pytest.raises(ValueError, match="does not fit a model with 2 layers × 4 heads"):
             masker.set(torch.zeros(3, 5, dtype=torch.bool))
         masker.set(torch.ones(5, enc.layers, enc.heads, dtype=torch.bool))  # 5 rows, the batch has 3

@@ -47,9 +47,30 @@ def _masked_run(encoder, heads, mode="zero", **options):
     """probes.run with the heads disabled on every row: the per-mask reference."""
     table = mask_tensor([build_masks(encoder.layers, encoder.heads, [], [heads], percents=[], repeats=1,
                                      seed=0)[-1]], encoder.layers, encoder.heads)[0]  # [L,H]
-    with HeadMasker(encoder.model, encoder._self_attention, encoder.heads, encoder.head_dim, mode) as masker:
+    with HeadMasker(encoder.model, encoder.attention_modules, encoder.heads, encoder.head_dim, mode) as masker:
         masker.set(table)
         return probes.run("dep", encoder=encoder, corpus=bundled_corpus(), progress=False, **options)["dep"], table
+
+
+@pytest.mark.integration
+def test_a_probe_target_streams_its_corpus_in_chunks(tiny_model, monkeypatch):
+    """Read in chunks of 7 sentences (probes.chunks, as runs read), a probe target scores every mask as when the
+    corpus is one chunk, and a run under no mask as probes.run does in chunks."""
+    from probes import chunks
+
+    model = str(tiny_model("bert"))
+    kwargs = dict(model=model, corpus=bundled_corpus(), masks=["0:1", "1:*"], limit=30, batch_size=8, progress=False)
+    whole = ablate("dep", **kwargs)
+    monkeypatch.setattr(chunks, "CHUNK_SENTENCES", 7)
+    served, next_chunk = [], chunks.Pass.__next__
+    monkeypatch.setattr(chunks.Pass, "__next__", lambda self: served.append(1) or next_chunk(self))
+    chunked = ablate("dep", **kwargs)
+    assert len(served) >= 5  # 30 sentences in chunks of 7 (and the end)
+    plain = probes.run("dep", model, bundled_corpus(), limit=30, batch_size=8, progress=False)["dep"]
+    assert chunked.info.sentences == whole.info.sentences == plain.info.sentences
+    assert chunked.info.skipped == whole.info.skipped
+    np.testing.assert_allclose(chunked.grids, whole.grids, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(chunked.grids[0], plain.scores["overall"], rtol=0, atol=1e-12)
 
 
 @pytest.mark.integration

@@ -9,7 +9,9 @@ import pytest
 
 import probes
 from probes.cli import main
-from probes.results import load_result, write_atomic
+from probes.figures import save_result
+from probes.files import write_atomic
+from probes.results import load_result
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +40,7 @@ def test_api_result_object(tiny_result):
 
 
 def test_json_follows_the_design_schema(tiny_result, tmp_path):
-    written = tiny_result.save(tmp_path)
+    written = save_result(tiny_result, tmp_path)
     data = json.loads((tmp_path / "dep.json").read_text())
     for key in ("probe", "model", "corpus", "layers", "heads", "sentences", "skipped", "options", "labels", "overall",
                 "baselines", "version"):
@@ -60,7 +62,7 @@ def test_json_follows_the_design_schema(tiny_result, tmp_path):
 
 
 def test_round_trip_and_show(tiny_result, tmp_path, capsys):
-    tiny_result.save(tmp_path, plots=False)
+    tiny_result.save(tmp_path)
     back = load_result(tmp_path / "dep.json")
     for label, entry in tiny_result.labels.items():  # full precision: the very same floats
         np.testing.assert_array_equal(back.labels[label].scores, entry.scores)
@@ -94,7 +96,7 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
     def interrupted(src, dst):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("probes.results.os.replace", interrupted)
+    monkeypatch.setattr("probes.files.os.replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_atomic(target, b"new")
     assert target.read_text() == "old" and list(tmp_path.iterdir()) == [target]
@@ -116,7 +118,7 @@ def test_unknown_option(tiny_model):
 def test_csv_is_written_without_pandas_as_pandas_writes_it(tiny_result):
     """The CSV is the `Table` (no pandas import in a run): byte for byte what ``to_frame().to_csv`` gives, here
     on a real result and on cells pandas treats apart (a label with a comma and a quote, NaN and None, ints)."""
-    from probes.results import Table
+    from probes.files import Table
 
     assert tiny_result.to_table().to_csv() == tiny_result.to_frame().to_csv(index=False)
     rows = [['say "x", then y', 0, 1, 12, 0.1, float("nan"), None], ["plain", 1, 0, 3, 1 / 3, 2.5e-17, 1.0]]

@@ -9,6 +9,7 @@ import pytest
 
 from probes.cli import main
 from probes.compare import compare_results
+from probes.figures import figures_of
 from probes.results import BestHead, LabelScores, ProbeResult, RunInfo, best_head, load_result
 from probes.show import format_table
 
@@ -97,7 +98,7 @@ def test_min_count_marks_in_json_and_round_trips(tmp_path):
     r.overall.selected = {"layer": 1, "head": 2, "score_on_corpus": 0.0, "score_on_selection": 0.9,
                           "count_on_selection": 40}
     r.labels["nsubj"].selected = {"reason": "absent"}
-    r.save(tmp_path, plots=False)
+    r.save(tmp_path)
     data = json.loads((tmp_path / "dep.json").read_text())
     assert data["settings"]["min_count"] == 20
     assert data["labels"]["nsubj"]["below_min_count"] is False and data["labels"]["iobj"]["below_min_count"] is True
@@ -111,7 +112,7 @@ def test_min_count_marks_in_json_and_round_trips(tmp_path):
 
 
 def test_show_cli_all_labels(tmp_path, capsys):
-    result({"nsubj": (30, GOOD), "iobj": (3, GOOD)}, GOOD).save(tmp_path, plots=False)
+    result({"nsubj": (30, GOOD), "iobj": (3, GOOD)}, GOOD).save(tmp_path)
     assert main(["show", str(tmp_path / "dep.json")]) == 0
     out = capsys.readouterr().out
     assert "iobj" not in out and "1 labels below the minimum count (20 instances) not shown" in out
@@ -122,8 +123,8 @@ def test_show_cli_all_labels(tmp_path, capsys):
 # ---------------------------------------------------------------------------------------------- figures
 def test_figures_leave_out_rare_labels_unless_asked():
     r = result({"nsubj": (30, TIE), "iobj": (3, GOOD)}, GOOD, min_count=20)
-    assert sorted(r.figures("labels")) == ["dep-nsubj.png", "dep-overall.png", "dep.png"]
-    assert sorted(r.figures("all-labels")) == ["dep-iobj.png", "dep-nsubj.png", "dep-overall.png", "dep.png"]
+    assert sorted(figures_of(r, "labels")) == ["dep-nsubj.png", "dep-overall.png", "dep.png"]
+    assert sorted(figures_of(r, "all-labels")) == ["dep-iobj.png", "dep-nsubj.png", "dep-overall.png", "dep.png"]
 
 
 # ---------------------------------------------------------------------------------------------- compare
@@ -131,8 +132,8 @@ def test_compare_counts_lost_and_few(tmp_path, capsys):
     a = result({"nsubj": (30, GOOD), "obj": (25, GOOD), "iobj": (9, GOOD), "vocative": (2, GOOD)}, GOOD)
     b = result({"nsubj": (28, TIE), "obj": (12, [[0.1, 0.2, 0.9], [0, 0, 0]]), "iobj": (9, ZERO)},
                [[0.1, 0.6, 0.2], [0.3, 0.7, 0.0]], model="m2")
-    a.save(tmp_path / "A", plots=False)
-    b.save(tmp_path / "B", plots=False)
+    a.save(tmp_path / "A")
+    b.save(tmp_path / "B")
     c = compare_results(tmp_path / "A", tmp_path / "B")
     rows = {d.label: d.row() for d in c.labels}
     # nsubj: B's top ties, so no Δbest; obj: 25 in A, 12 in B: lost, and its delta rests on 12 < 20 instances
@@ -159,7 +160,7 @@ def test_compare_counts_lost_and_few(tmp_path, capsys):
 
 
 def test_plot_cli_all_labels(tmp_path, capsys):
-    result({"nsubj": (30, TIE), "iobj": (3, GOOD)}, GOOD).save(tmp_path, plots=False)
+    result({"nsubj": (30, TIE), "iobj": (3, GOOD)}, GOOD).save(tmp_path)
     assert main(["plot", str(tmp_path / "dep.json"), "--out", str(tmp_path / "few")]) == 0
     assert sorted(p.name for p in (tmp_path / "few").iterdir()) == ["dep-nsubj.png", "dep-overall.png", "dep.png"]
     assert main(["plot", str(tmp_path / "dep.json"), "--out", str(tmp_path / "all"), "--all-labels"]) == 0

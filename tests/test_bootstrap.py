@@ -359,7 +359,7 @@ def _info():
 def test_results_keep_intervals(tiny_encoder, tmp_path, capsys):
     """JSON round trip, CSV columns, `probes show`'s best-head interval, paired deltas, and --replicates 0."""
     result = probes.run(["dep"], encoder=tiny_encoder, limit=20, replicates=100, progress=False)["dep"]
-    result.save(tmp_path, plots=False)
+    result.save(tmp_path)
     loaded = probes.load_result(tmp_path / "dep.json")
     assert loaded.labels["det"].best == result.labels["det"].best
     assert set(loaded.replicates) == set(result.replicates)  # saved to float32 precision
@@ -415,7 +415,7 @@ def test_compare_gives_paired_intervals(tiny_encoder, tmp_path, capsys):
                              bootstrap_seed=seed)["dep"]
             for name, pool, seed in (("a", "mean-sum", 0), ("b", "first", 0), ("c", "first", 1))}
     for name, result in runs.items():
-        result.save(tmp_path / name, plots=False)
+        result.save(tmp_path / name)
     comparison = compare_results(tmp_path / "a", tmp_path / "b")
     loaded = {name: probes.load_result(tmp_path / name / "dep.json") for name in "ab"}
     paired = [d for d in comparison.labels if d.paired is not None]

@@ -30,7 +30,7 @@ def test_maps_from_queries_and_keys_equal_eager_maps(family, checkpoints):
     import transformers
 
     encoder = load_encoder(str(checkpoints[family]))
-    assert encoder.family.model_type == family and encoder.capture == "hooks"
+    assert encoder.causal.model_type == family and encoder.capture == "hooks"
     ids, mask = _inputs(encoder)
     assert (ids[:, 0] == 1).all() == (family in ADDS_BOS)  # <s> where the family's tokenizer adds it
     captured = encoder.forward(ids, mask, vectors=True)
@@ -62,7 +62,7 @@ def test_the_model_outputs_are_unchanged_by_the_capture(family, checkpoints):
     ids, mask = _inputs(encoder)
     plain = encoder.bare_forward(ids, mask)
     layers: list[int] = []
-    with torch.inference_mode(), causal_capture(encoder._self_attention, encoder.windows, mask,
+    with torch.inference_mode(), causal_capture(encoder.attention_modules, encoder.windows, mask,
                                                 lambda layer, a, c: layers.append(layer), stop=False):
         hooked = encoder.model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
     assert layers == [0, 1] and torch.equal(hooked, plain)  # the same batch, the same SDPA calls

@@ -88,8 +88,8 @@ def _result(model: str, bests: dict[str, tuple[int, float]]) -> ProbeResult:
 def test_compare_sorts_the_labels(tmp_path, capsys, sort, order):
     a = _result("a", {"nsubj": (30, 0.5), "amod": (50, 0.6), "det": (40, 0.2)})  # corpus order: nsubj, amod, det
     b = _result("b", {"nsubj": (30, 0.9), "amod": (50, 0.5), "det": (40, 0.7)})
-    a.save(tmp_path / "A", plots=False)
-    b.save(tmp_path / "B", plots=False)
+    a.save(tmp_path / "A")
+    b.save(tmp_path / "B")
     assert main(["compare", str(tmp_path / "A"), str(tmp_path / "B"), "--sort", sort]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("dep ")]
     assert [row[1] for row in rows] == order

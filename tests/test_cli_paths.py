@@ -58,12 +58,12 @@ def test_output_folder_under_a_file(tmp_path, capsys, command):
 
 def test_output_folder_that_cannot_be_written(tmp_path, capsys, monkeypatch):
     """The probe file is refused (as in a read-only folder; simulated, since root may write anywhere)."""
-    import probes.results
+    import probes.files
 
     def refused(dir, prefix):
         raise PermissionError(errno.EACCES, "Permission denied", os.path.join(dir, prefix + "x"))
 
-    monkeypatch.setattr(probes.results.tempfile, "mkstemp", refused)
+    monkeypatch.setattr(probes.files.tempfile, "mkstemp", refused)
     out = tmp_path / "new" / "out"
     err = one_line_error(capsys, ["run", "dep", "--model", NO_MODEL, "--out", str(out)])
     assert err == f"probes: error: {out}: cannot write the output here (Permission denied)"

@@ -32,8 +32,8 @@ B_GRID = [[0.1, 0.3, 0.2], [0.9, 0.4, 0.1]]  # L1-H0 gains 0.6, L0-H1 loses 0.2,
 def save_pair(tmp_path, a=None, b=None):
     a = a or result("dep", A_GRID, {"nsubj": A_GRID})
     b = b or result("dep", B_GRID, {"nsubj": B_GRID}, model="m2")
-    a.save(tmp_path / "A", plots=False)
-    b.save(tmp_path / "B", plots=False)
+    a.save(tmp_path / "A")
+    b.save(tmp_path / "B")
     return tmp_path / "A", tmp_path / "B"
 
 
@@ -65,8 +65,8 @@ def _fails(capsys, *argv) -> str:
 def test_compare_what_both_hold(tmp_path, capsys):
     """B also holds pos, A also holds mass: dep, which both hold, is compared; one line on stderr names the rest."""
     a, b = save_pair(tmp_path)
-    result("pos", A_GRID).save(b, plots=False)
-    result("mass", A_GRID).save(a, plots=False)
+    result("pos", A_GRID).save(b)
+    result("mass", A_GRID).save(a)
     assert main(["compare", str(a), str(b), "--out", str(tmp_path / "out"), "--no-plots"]) == 0
     printed = capsys.readouterr()
     assert printed.err == "probes: compared the probes both hold; left out mass (only in A), pos (only in B)\n"
@@ -87,7 +87,7 @@ def test_compare_refuses_different_models(tmp_path, capsys):
     assert "dep: A has 2 layers × 3 heads, B 12 × 12" in err and "one architecture" in err
     roberta = result("dep", B_GRID, family="roberta")
     (tmp_path / "B" / "dep.json").unlink()
-    roberta.save(tmp_path / "B", plots=False)
+    roberta.save(tmp_path / "B")
     assert "A is a bert model, B a roberta model" in _fails(capsys, "compare", str(a), str(b))
 
 
@@ -157,7 +157,7 @@ def test_spearman_over_heads(tmp_path, capsys):
     assert table.loc["same", "spearman"] == pytest.approx(1.0) and table.loc["reversed", "spearman"] == -1.0
     assert table.loc["overall", "heads"] == 5 and table.loc["overall", "spearman"] == pytest.approx(1.0)
     np.save(tmp_path / "gates.npy", gates)
-    r.save(tmp_path / "res", plots=False)
+    r.save(tmp_path / "res")
     out = tmp_path / "c.csv"
     assert main(["correlate", str(tmp_path / "gates.npy"), str(tmp_path / "res"), "--out", str(out)]) == 0
     assert "reversed" in capsys.readouterr().out and (tmp_path / "c.csv").exists()

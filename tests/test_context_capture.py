@@ -146,7 +146,7 @@ def test_captured_vectors_match_a_recomputation_by_hand(encoders, family):
     encoder = encoders(family)
     ids, mask = _inputs(encoder)
     # the hooked modules are exactly each layer's self-attention, in layer order
-    assert [id(m) for m in encoder._self_attention] == [id(m) for m in _self_attention(encoder.model)]
+    assert [id(m) for m in encoder.attention_modules] == [id(m) for m in _self_attention(encoder.model)]
     capture = encoder.forward(ids, mask, vectors=True)
     assert len(capture.context) == encoder.layers == 2
     assert capture.context[0].shape == (2, encoder.heads, ids.shape[1], encoder.head_dim) == (2, 4, ids.shape[1], 8)

@@ -112,7 +112,7 @@ def test_a_planted_correlation_stays_significant(ewt_dep, correction):
 def test_cli_says_what_it_corrected_for(tmp_path, capsys):
     rng = np.random.default_rng(3)
     r = _result({"a": rng.random((2, 3)), "b": rng.random((2, 3))})
-    r.save(tmp_path / "res", plots=False)
+    r.save(tmp_path / "res")
     np.save(tmp_path / "g.npy", rng.random((2, 3)))
     out = tmp_path / "c.csv"
     assert main(["correlate", str(tmp_path / "g.npy"), str(tmp_path / "res"), "--correction", "bh",

@@ -146,13 +146,13 @@ def test_a_causal_model_states_the_constraint():
     from types import SimpleNamespace
 
     probe = DependencyProbe(1, 1)
-    probe.read_model(SimpleNamespace(family=object()))
+    probe.read_model(SimpleNamespace(causal=object()))
     feed(probe, batch([CAT, HI], [CAT_COLUMNS, HI_COLUMNS], [[CAT_TO_HEADS], [HI_TO_HEADS]]))
     stated = probe.compute(info(1, 1)).extra["causal_constraint"]
     assert stated["overall"] == {"head_precedes_share": 0.5, "causal_offset_baseline": {
         "either": 0.5, "dep_to_head": 0.25, "head_to_dep": 0.25}}
     assert stated["labels"]["root"]["head_precedes_share"] == 1.0 and stated["labels"]["det"]["head_precedes_share"] == 0
     encoder = DependencyProbe(1, 1)
-    encoder.read_model(SimpleNamespace(family=None))
+    encoder.read_model(SimpleNamespace(causal=None))
     feed(encoder, batch([CAT, HI], [CAT_COLUMNS, HI_COLUMNS], [[CAT_TO_HEADS], [HI_TO_HEADS]]))
     assert "causal_constraint" not in encoder.compute(info(1, 1)).extra

@@ -129,7 +129,7 @@ def test_compare_figures_mark_labels_below_the_minimum_count(tmp_path):
     for name, grid in (("A", A_GRID), ("B", B_GRID)):
         r = result("dep", grid, {"nsubj": grid}, model=name)  # nsubj: 5 instances, overall 10
         r.info.settings["min_count"] = 8
-        r.save(tmp_path / name, plots=False)
+        r.save(tmp_path / name)
         runs.append(tmp_path / name)
     compared = compare_results(*runs)
     titles, draw = [], probes.plots.heatmap_png

@@ -150,7 +150,7 @@ def test_an_unknown_kind_and_a_layout_without_value_projection_are_refused(encod
     for layer in edited.encoder.layer:
         del layer.attention.self.value  # a layout whose value projection is not found
         layer.attention.self.value = torch.nn.Identity()
-    broken = dataclasses.replace(encoder, model=edited, _self_attention=[x.attention.self for x in edited.encoder.layer])
+    broken = dataclasses.replace(encoder, model=edited, attention_modules=[x.attention.self for x in edited.encoder.layer])
     with pytest.raises(InputError, match=r"norm-based weights need each layer's value projection") as raised:
         probes.run(["mass"], encoder=broken, limit=2, progress=False, weights="norm")
     assert "\n" not in str(raised.value)

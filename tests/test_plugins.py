@@ -43,12 +43,12 @@ PLUGIN = textwrap.dedent('''
 
 
 @pytest.fixture
-def clean_registry(monkeypatch):
-    """Plugins registered by a test disappear after it (built-ins are loaded first, and kept)."""
+def clean_registry():
+    """Plugins registered by a test disappear after it (built-ins are loaded first, and kept); the entry points
+    are looked at again within it."""
     registry.available()
-    monkeypatch.setattr(registry, "_PROBES", dict(registry._PROBES))
-    monkeypatch.setattr(registry, "_loaded", False)  # look at the entry points again
-    monkeypatch.setattr(registry, "_plugins_loaded", False)
+    with registry.PROBES.scoped():
+        yield
 
 
 def _expected_root_mass(encoder, words_list):
@@ -162,7 +162,7 @@ def test_option_named_like_a_run_argument_is_refused(tmp_path, capsys, clean_reg
     err = _one_line_error(capsys, ["list", "--code", str(plugin)])
     assert err == (f"probes: error: {plugin}:6: probe 'lim': option 'limit' is an argument of probes.run itself; "
                    "give the option another name")
-    assert "lim" not in registry._PROBES
+    assert "lim" not in registry.PROBES.registered()
 
 
 @pytest.mark.parametrize("option, command", [("out", "run"), ("quiet", "run"), ("mode", "ablate"),
@@ -241,7 +241,7 @@ def test_a_plugin_presents_its_own_results(tmp_path, capsys, clean_registry):
         RootMass.details = details
     '''))
     info = RunInfo("m", ["c.conllu"], 1, 2, 3, {}, {}, {})
-    ProbeResult("shown", info, {}, {}, LabelScores(7, np.array([[0.25, 0.5]]))).save(tmp_path / "r", plots=False)
+    ProbeResult("shown", info, {}, {}, LabelScores(7, np.array([[0.25, 0.5]]))).save(tmp_path / "r")
     assert main(["show", str(tmp_path / "r" / "shown.json")]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("overall")
     assert main(["show", str(tmp_path / "r" / "shown.json"), "--head", "L0-H1", "--code", str(plugin)]) == 0

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from probes.figures import figures_of
 from probes.compare.results_diff import compare_results
 from probes.results import BestInterval, LabelScores, ProbeResult, RunInfo
 from probes.show import format_table
@@ -65,7 +66,7 @@ def test_selected_head_from_the_grid_where_its_block_has_no_interval():
 
 def test_selected_head_reads_its_block_and_survives_a_round_trip(tmp_path):
     block = {**CHOSEN, "ci_low": 0.41, "ci_high": 0.58, "margin": 0.0, "margin_low": -0.12, "margin_high": 0.09}
-    hand(block).save(tmp_path, plots="none")
+    hand(block).save(tmp_path)
     from probes.results import load_result
 
     shown = load_result(tmp_path / "dep.json").reported("nsubj")
@@ -95,7 +96,7 @@ def test_compare_pairs_like_with_like():
 
 
 def test_figures_box_and_carry_the_reported_head():
-    pictures = hand(CHOSEN).figures("labels")
+    pictures = figures_of(hand(CHOSEN), "labels")
     chunk = json.loads(Image.open(io.BytesIO(pictures["dep-nsubj.png"])).text["probes"])
     assert [(t["label"], t["kind"], t["layer"], t["head"], t["score"], t["ci_low"]) for t in chunk] == [
         ("nsubj", "selected", 0, 1, 0.5, 0.45)]

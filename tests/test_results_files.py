@@ -14,8 +14,10 @@ import probes
 from probes.ablation.masks import Mask
 from probes.ablation.result import AblationResult
 from probes.cli import main
-from probes.presentation import Presentation, presentation_of
-from probes.results import LabelScores, ProbeResult, RunInfo, load_result, write_result_files
+from probes.figures import figures_of, presentation_of, save_result
+from probes.presentation import Presentation
+from probes.files import write_result_files
+from probes.results import LabelScores, ProbeResult, RunInfo, load_result
 
 # values that 6 decimals would change: 1/3, 0.1 + 0.2 (≠ 0.3 in binary), tiny and huge numbers, a NaN cell
 GRID = np.array([[1 / 3, 0.1 + 0.2, 1e-17], [np.nan, 2 / 3 * 1e6, -7.123456789012345]])
@@ -29,7 +31,7 @@ def hand_result(probe: str = "dep", grid: np.ndarray = GRID, **extra) -> ProbeRe
 
 def test_round_trip_keeps_every_digit(tmp_path):
     result = hand_result(weights=[1 / 3, 2 / 7])
-    result.save(tmp_path, plots=False)
+    result.save(tmp_path)
     back = load_result(tmp_path / "dep.json")
     np.testing.assert_array_equal(back.labels["nsubj"].scores, GRID)  # exact, NaN where NaN
     np.testing.assert_array_equal(back.labels["nsubj"].extra["dep_to_head"], GRID / 7)
@@ -42,7 +44,7 @@ def test_round_trip_keeps_every_digit(tmp_path):
 
 def test_ablation_file_keeps_every_digit(tmp_path):
     result = ablation_result()
-    result.save(tmp_path, plots=False)
+    result.save(tmp_path)
     data = json.loads((tmp_path / "ablation-dep.json").read_text())
     assert data["baseline"]["best"] == 1 / 3 and data["masks"][1]["delta"]["best"] == 0.1 - 1 / 3
     np.testing.assert_array_equal(np.array(data["masks"][0]["grid"], dtype=float), GRID)
@@ -67,10 +69,10 @@ def test_ablation_result_prints_briefly():
 
 def test_recovery_copy_when_the_folder_fails_at_the_end(tmp_path, monkeypatch):
     """The disk fills after dep.json: nothing half-written stays in the folder, and every file is in the copy."""
-    import probes.results
+    import probes.files
 
     out = tmp_path / "out"
-    real_write = probes.results.write_atomic
+    real_write = probes.files.write_atomic
     calls = []
 
     def disk_full_after_one(path, data):
@@ -79,10 +81,10 @@ def test_recovery_copy_when_the_folder_fails_at_the_end(tmp_path, monkeypatch):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(path, data)
 
-    monkeypatch.setattr(probes.results, "write_atomic", disk_full_after_one)
+    monkeypatch.setattr(probes.files, "write_atomic", disk_full_after_one)
     result = hand_result()
     with pytest.raises(probes.InputError) as caught:
-        result.save(out)
+        save_result(result, out)
     message = str(caught.value)
     prefix = f"{out}: cannot write the results (No space left on device); all 3 files were written to "
     assert message.startswith(prefix) and message.endswith(" instead")
@@ -93,12 +95,12 @@ def test_recovery_copy_when_the_folder_fails_at_the_end(tmp_path, monkeypatch):
 
 
 def test_no_recovery_copy_either(tmp_path, monkeypatch):
-    import probes.results
+    import probes.files
 
     def always_full(path, data):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(probes.results, "write_atomic", always_full)
+    monkeypatch.setattr(probes.files, "write_atomic", always_full)
     with pytest.raises(probes.InputError, match=r"cannot write the results \(No space left on device\), nor a "
                                                 r"recovery copy in .*probes-recovery-.* \(No space left on device\)"):
         write_result_files(tmp_path / "out", {"x.json": {"a": 1}})
@@ -106,8 +108,8 @@ def test_no_recovery_copy_either(tmp_path, monkeypatch):
 
 def test_show_a_folder(tmp_path, capsys):
     """Every results file in the folder, one table each; other JSON files (compare.json) are passed over."""
-    hand_result("dep").save(tmp_path, plots=False)
-    hand_result("mass").save(tmp_path, plots=False)
+    hand_result("dep").save(tmp_path)
+    hand_result("mass").save(tmp_path)
     (tmp_path / "compare.json").write_text('{"a": "x"}')
     assert main(["show", str(tmp_path)]) == 0
     tables = capsys.readouterr().out.split("\n\n")
@@ -130,8 +132,8 @@ def test_presentation_belongs_to_the_probe_class(tmp_path):
     array.info.provenance["array_file"] = "seg.npy"  # an array file named seg.npy is not a seg result
     assert presentation_of(array) is Presentation
     assert Presentation.details(hand_result()) == ""
-    assert sorted(hand_result("not_loaded_plugin").figures()) == ["not_loaded_plugin.png"]
-    assert sorted(hand_result("not_loaded_plugin").figures("labels")) == [
+    assert sorted(figures_of(hand_result("not_loaded_plugin"))) == ["not_loaded_plugin.png"]
+    assert sorted(figures_of(hand_result("not_loaded_plugin"), "labels")) == [
         "not_loaded_plugin-nsubj.png", "not_loaded_plugin-overall.png", "not_loaded_plugin.png"]
     fit = {"on": "fit", "corpus": ["dev.conllu"], "sentences": 3, "units": {"NOUN": 5, "VERB": 2}}
     pos = hand_result("pos", fit=fit, labels_without_centroid=[])
@@ -143,7 +145,7 @@ def test_presentation_belongs_to_the_probe_class(tmp_path):
 def test_head_distance_figures_and_round_trip(tiny_model, tmp_path, capsys):
     encoder = probes.load_encoder(str(tiny_model("bert")))
     result = probes.run(["head_distance"], encoder=encoder, limit=12)["head_distance"]
-    names = {p.name for p in result.save(tmp_path)}
+    names = {p.name for p in save_result(result, tmp_path)}
     assert names == {"head_distance.json", "head_distance.csv", "head_distance.png", "head_distance-layout.png", "head_distance-dendrogram.png",
                      "head_distance-matrix.png"}
     back = load_result(tmp_path / "head_distance.json")

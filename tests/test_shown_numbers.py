@@ -18,7 +18,8 @@ from probe_corpora import CORPORA, probe_run_arguments, selection_split
 import probes
 from probes.cli import main
 from probes.report import build_report
-from probes.results import safe_name
+from probes.figures import save_result
+from probes.files import safe_name
 from probes.show import format_table
 
 pytestmark = pytest.mark.integration
@@ -48,7 +49,7 @@ def folders(minilm, shared_corpora, tmp_path_factory):
             results = probes.run(names, encoder=minilm, progress=False, views=0, replicates=REPLICATES,
                                  **arguments, **select)
             for name, result in results.items():
-                result.save(folder, plots="labels")
+                save_result(result, folder, plots="labels")
                 (folder / f"{name}.printed.txt").write_text(format_table(result, all_labels=True), encoding="utf-8")
     return out
 

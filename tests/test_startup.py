@@ -54,15 +54,15 @@ def test_version_answers_in_well_under_two_seconds():
 
 
 def test_saving_a_results_figures_imports_only_its_own_probe(tmp_path):
-    """presentation_of imports the result's probe alone: a dep run's figures import no other probe (trees' numba,
+    """figures_of imports the result's probe alone: a dep run's figures import no other probe (trees' numba,
     head_distance's scipy), which cost a dep run more than drawing its overview did."""
     from probes.builtin.declared import BUILTIN
     from probes.results import LabelScores, ProbeResult, RunInfo
 
     scores = LabelScores(30, np.array([[0.25, 0.5], [0.75, 0.125]]))
     ProbeResult("dep", RunInfo("m", ["c.conllu"], 2, 2, 30, {}, {}, {}), {}, {"nsubj": scores}, scores).save(tmp_path)
-    code = (f"import json, sys\nfrom probes.results import load_result\n"
-            f"load_result({str(tmp_path / 'dep.json')!r}).figures()\n"
+    code = (f"import json, sys\nfrom probes.figures import figures_of\nfrom probes.results import load_result\n"
+            f"figures_of(load_result({str(tmp_path / 'dep.json')!r}))\n"
             f"print(json.dumps(sorted(m for m in sys.modules if m.startswith('probes.builtin.'))))")
     modules = json.loads(_python(code))
     assert "probes.builtin.dep" in modules

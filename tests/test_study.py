@@ -225,7 +225,7 @@ def test_run_with_several_models_is_a_small_study(models, tmp_path, capsys):
     assert len(folders) == 2 and folders[0] != folders[1]  # one folder per model, named by a short model name
     for folder, path in zip(sorted(folders, key=lambda f: [models["a"], models["b"]].index(
             json.loads((out / f / "dep.json").read_text())["model"])), [models["a"], models["b"]]):
-        probes.run(["dep"], model=path, limit=6, progress=False)["dep"].save(tmp_path / folder, plots="none")
+        probes.run(["dep"], model=path, limit=6, progress=False)["dep"].save(tmp_path / folder)
         saved, expected = (json.loads((where / folder / "dep.json").read_text()) for where in (out, tmp_path))
         for data in (saved, expected):
             data.pop("provenance")

@@ -107,7 +107,7 @@ class Crash(probes.Probe):
 
 @pytest.mark.integration
 @pytest.mark.parametrize("engine, death", [("ray", "ActorDiedError"), ("local", "worker process died (exit code 3)")])
-def test_a_dead_worker_loses_only_the_unit_it_was_running(tiny_model, tmp_path, monkeypatch, engine, death):
+def test_a_dead_worker_loses_only_the_unit_it_was_running(tiny_model, tmp_path, engine, death):
     """Units crash, dep, mass on 2 workers (Ray actors, local processes): runs [crash, dep] and [mass]. The first
     worker dies on crash; dep, waiting in its run, is taken over by the other worker and finishes in the first
     round; crash fails twice."""
@@ -116,7 +116,11 @@ def test_a_dead_worker_loses_only_the_unit_it_was_running(tiny_model, tmp_path, 
     from probes import registry
 
     registry.available()
-    monkeypatch.setattr(registry, "_PROBES", dict(registry._PROBES))  # the plugin is gone after the test
+    with registry.PROBES.scoped():  # the plugin is gone after the test
+        _run_crashing_study(tiny_model, tmp_path, engine, death)
+
+
+def _run_crashing_study(tiny_model, tmp_path, engine, death):
     code = tmp_path / "crash.py"
     code.write_text(CRASH, encoding="utf-8")
     spec = {"models": {"a": str(tiny_model("bert"))}, "settings": {"limit": 3, "batch_size": 2}, "code": str(code),

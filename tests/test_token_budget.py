@@ -15,7 +15,8 @@ from probes.batching import (ACTIVATION_COPIES, MAP_COPIES, MEMORY_SHARE, defaul
 from probes.cli import main
 from probes.defaults import bundled_corpus
 from probes.encoding import Encoded
-from probes.pooling import POOLING_RULES, pool_attention, pooling_matrices, segments
+from probes.choices import POOLING_RULES
+from probes.pooling import pool_attention, pooling_matrices, segments
 
 
 def _encoded(lengths: list[int]) -> list[Encoded]:
@@ -106,7 +107,7 @@ def test_each_layer_is_handed_over_while_the_model_runs(family, tiny_model):
                             padding=True, return_tensors="pt")
     events: list[str] = []
     starts = [m.register_forward_pre_hook(lambda m, a, layer=i: events.append(f"start {layer}"))
-              for i, m in enumerate(encoder._self_attention)]
+              for i, m in enumerate(encoder.attention_modules)]
     maps: list[torch.Tensor] = []
     try:
         encoder.layerwise(enc["input_ids"], enc["attention_mask"],

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import argparse
 
-from probes.argtypes import check_output_folder
-from probes.arguments import add_code_argument, chosen_options, input_path
-from probes.choices import MODES, POOLING_RULES, SWEEPS
+from probes.argtypes import check_output_folder, input_path
+from probes.arguments import add_settings, chosen_options
+from probes.choices import MODES, SWEEPS
+from probes.settings import ABLATE_SETTINGS
 from probes.errors import InputError
 
 EPILOG = """\
@@ -49,7 +50,6 @@ def add_commands(sub) -> None:
     p.add_argument("--model", help="checkpoint directory or hub name (probes: default the packaged MiniLM)")
     p.add_argument("--corpus", action="append", metavar="FILE", type=input_path, help="classify: TSV (text[<TAB>text_pair]<TAB>label) "
                    "or CoNLL-U with a sentence label; probes: their corpus; repeat for several")
-    p.add_argument("--format", help="classify: tsv or conllu; probes: a corpus format (default: from the file name)")
     p.add_argument("--label-from", default="label", metavar="KEY",
                    help="classify, CoNLL-U: the comment '# KEY = ...' holding the label (default label), or "
                    "sent_id-prefix: the part of '# sent_id' before the first '-' (EWT genres)")
@@ -84,15 +84,12 @@ def add_commands(sub) -> None:
     p.add_argument("--out", metavar="DIR", type=check_output_folder,
                    help="write DIR/ablation-<target>.json, .csv and heatmaps")
     p.add_argument("--top", type=int, default=5, help="masks to print that hurt (and help) most (default 5)")
-    p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default 32)")
     p.add_argument("--masks-per-pass", type=int, default=16,
                    help="masks evaluated together in one forward pass (default 16)")
-    p.add_argument("--max-length", type=int, help="most tokens per sentence incl. special tokens (default: the "
-                   "model's limit); longer sentences are skipped and counted")
-    p.add_argument("--limit", type=int, help="use only the first N sentences")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    p.add_argument("--pool", choices=POOLING_RULES, help="probes: subword→word pooling (default mean-sum)")
-    add_code_argument(p)
+    add_settings(p, ABLATE_SETTINGS, format="classify: tsv or conllu; probes: a corpus format (default: from the file "
+                 "name)", batch_size="sentences per batch (default 32)", max_length="most tokens per sentence incl. "
+                 "special tokens (default: the model's limit); longer sentences are skipped and counted",
+                 limit="use only the first N sentences", pool="probes: subword→word pooling (default mean-sum)")
     p.add_argument("--no-plots", action="store_true", help="write JSON and CSV only, no heatmaps")
     p.add_argument("--quiet", action="store_true", help="no progress bar")  # probe options: probes.cli adds them
 
@@ -104,13 +101,13 @@ def cmd_ablate(args: argparse.Namespace) -> int:
         raise InputError("--importance and --order are for the classify target")
     if args.order or args.importance:
         return _importance_or_pruning(args)
-    run_options = {"pool": args.pool} if args.pool else {}  # pool is probes.run's, not a probe option
+    run_options = {"pool": args.set_pool} if args.set_pool else {}  # pool is probes.run's, not a probe option
     result = ablate(args.target, model=args.model, corpus=args.corpus, sweeps=args.sweep, masks=args.mask or (),
                     keeps=args.keep or (), in_layers=args.in_layers,
                     mode=args.mode, percents=args.percent or (10.0,), repeats=args.repeats, seed=args.random_seed,
-                    format=args.format, label_from=args.label_from, label=args.label, batch_size=args.batch_size,
-                    masks_per_pass=args.masks_per_pass, max_length=args.max_length, limit=args.limit,
-                    device=args.device, progress=False if args.quiet else None, **run_options, **chosen_options(args))
+                    format=args.set_format, label_from=args.label_from, label=args.label, batch_size=args.set_batch_size,
+                    masks_per_pass=args.masks_per_pass, max_length=args.set_max_length, limit=args.set_limit,
+                    device=args.set_device, progress=False if args.quiet else None, **run_options, **chosen_options(args))
     print(result.summary(top=args.top))
     if args.out:
         written = result.save(args.out, plots=not args.no_plots)
@@ -123,15 +120,15 @@ def _importance_or_pruning(args: argparse.Namespace) -> int:
     from probes.ablation.classifier import ClassifierTarget
     from probes.ablation.importance import head_importance, importance_files
     from probes.ablation.pruning import IMPORTANCE, prune
-    from probes.results import write_result_files
+    from probes.files import write_result_files
 
     if not args.corpus or not args.model:
         raise InputError("--importance and --order need a classifier (--model) and labelled data (--corpus)")
-    common = dict(format=args.format, label_from=args.label_from, limit=args.limit, device=args.device,
-                  max_length=args.max_length)
+    common = dict(format=args.set_format, label_from=args.label_from, limit=args.set_limit, device=args.set_device,
+                  max_length=args.set_max_length)
     if not args.order:
         target = ClassifierTarget(args.model, args.order_corpus or args.corpus, **common)
-        importance = head_importance(target, normalize=not args.no_normalize, batch_size=args.batch_size)
+        importance = head_importance(target, normalize=not args.no_normalize, batch_size=args.set_batch_size)
         print("\n".join(f"L{layer}: " + " ".join(f"{x:.3f}" for x in row) for layer, row in enumerate(importance)))
         if args.out:
             written = write_result_files(args.out, importance_files(importance, target, not args.no_normalize))
@@ -140,7 +137,7 @@ def _importance_or_pruning(args: argparse.Namespace) -> int:
     orders = [*args.order, *([IMPORTANCE] if args.importance else [])]
     result = prune(args.model, args.corpus, orders, order_data=args.order_corpus, step=args.prune_step,
                    repeats=args.repeats, seed=args.random_seed, normalize=not args.no_normalize, mode=args.mode,
-                   batch_size=args.batch_size, masks_per_pass=args.masks_per_pass,
+                   batch_size=args.set_batch_size, masks_per_pass=args.masks_per_pass,
                    progress=False if args.quiet else None, **common)
     print(result.summary())
     if args.out:

@@ -26,25 +26,22 @@ import numpy as np
 import torch
 
 from probes.ablation.classifier import ClassifierTarget
+from probes.hooks import HookSet, Hooked
 
 
-class HeadGates:
+class HeadGates(Hooked):
     """Context manager: while active, each batch row's head outputs are multiplied by ``gates`` [B,L,H]
     (a leaf tensor that requires grad, made by ``reset(rows)``)."""
 
     def __init__(self, modules: list[torch.nn.Module], heads: int, head_dim: int):
         self.modules, self.heads, self.head_dim = list(modules), heads, head_dim
         self.gates: torch.Tensor | None = None  # [B,L,H]
-        self._handles: list = []
 
-    def __enter__(self) -> "HeadGates":
-        self._handles = [m.register_forward_hook(partial(self._gate, layer), prepend=True)
-                         for layer, m in enumerate(self.modules)]
-        return self
+    def add_hooks(self, hooks: HookSet) -> None:
+        for layer, m in enumerate(self.modules):
+            hooks.forward(m, partial(self._gate, layer), prepend=True)
 
-    def __exit__(self, *exc) -> None:
-        while self._handles:
-            self._handles.pop().remove()
+    def clear(self) -> None:
         self.gates = None
 
     def reset(self, rows: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -88,7 +85,7 @@ def head_importance(target: ClassifierTarget, *, normalize: bool = True, batch_s
 def importance_files(importance: np.ndarray, target: ClassifierTarget, normalize: bool) -> dict[str, object]:
     """``ablation-importance.json`` (the [L,H] grid and what it was computed on) and its heatmap, by file name."""
     from probes.plots import heatmap_png
-    from probes.results import short_model_name
+    from probes.files import short_model_name
 
     kind = "normalised per layer (ℓ2)" if normalize else "not normalised"
     data = {"model": target.name, "corpus": target.files, "examples": target.scored,

@@ -35,11 +35,13 @@ import torch
 
 from probes.choices import MODES
 from probes.errors import InputError
+from probes.families import Family, model_family
+from probes.hooks import HookSet, Hooked
 from probes.norms import value_reader
 
 
 
-class HeadMasker:
+class HeadMasker(Hooked):
     """Context manager: while active, forward passes of `model` run with the heads of ``set()`` disabled.
 
         with HeadMasker(model, modules, heads, head_dim, "zero") as masker:
@@ -55,26 +57,22 @@ class HeadMasker:
         if mode not in MODES:
             raise InputError(f"unknown masking mode {mode!r}; choose one of {', '.join(MODES)}")
         self.model, self.modules, self.heads, self.head_dim, self.mode = model, list(modules), heads, head_dim, mode
-        self.readers = [_value_reader(m, heads, head_dim) for m in self.modules] if mode == "uniform" else []
+        family = model_family(model)
+        self.readers = [_value_reader(m, heads, head_dim, family) for m in self.modules] if mode == "uniform" else []
         self.mask: torch.Tensor | None = None  # [B,L,H] or [L,H] bool
         self.active: list[bool] = []  # per layer: does any row disable a head there
         self.weights: torch.Tensor | None = None  # [B,T] 1/n on each row's n real tokens, 0 on padding
         self._means: dict[int, torch.Tensor] = {}  # layer -> [B,H,d] mean value vector over real tokens
-        self._handles: list = []
 
-    def __enter__(self) -> "HeadMasker":
+    def add_hooks(self, hooks: HookSet) -> None:
         if self.mode == "uniform":
-            self._handles.append(self.model.register_forward_pre_hook(self._read_padding, with_kwargs=True))
+            hooks.pre(self.model, self._read_padding, with_kwargs=True)
         for layer, module in enumerate(self.modules):
-            self._handles.append(module.register_forward_hook(partial(self._rewrite, layer), prepend=True))
+            hooks.forward(module, partial(self._rewrite, layer), prepend=True)
         for layer, (projection, read) in enumerate(self.readers):
-            self._handles.append(projection.register_forward_hook(partial(self._keep_mean, layer, read)))
-        return self
+            hooks.forward(projection, partial(self._keep_mean, layer, read))
 
-    def __exit__(self, *exc) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
+    def clear(self) -> None:
         self.mask, self.weights, self.active = None, None, []
         self._means.clear()
 
@@ -133,11 +131,14 @@ class HeadMasker:
         return (heads.reshape(context.shape), probs, *output[2:])
 
 
-def _value_reader(module: torch.nn.Module, heads: int, head_dim: int) -> tuple[torch.nn.Module, Callable]:
+def _value_reader(module: torch.nn.Module, heads: int, head_dim: int,
+                  family: Family | None) -> tuple[torch.nn.Module, Callable]:
     """The submodule whose output holds the value vectors, and a function (module, output) → values [B,T,H,d]."""
-    found = value_reader(module, heads, head_dim)
+    found = None if family is None else value_reader(module, heads, head_dim, family)
     if found is None:
+        known = "its model type is in no family of the table (probes.families)" if family is None else (
+            f"the {family.name} family's entry names {' or '.join([*family.values, *(family.fused_values or ())[:1]])}")
         raise InputError(f"uniform masking needs the value projection, and {type(module).__name__} has none this "
-                         "tool knows (value, value_proj, in_proj); use mode zero")
+                         f"tool knows ({known}); use mode zero")
     projection, read = found
     return projection, lambda _module, out: read(out)

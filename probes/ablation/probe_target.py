@@ -2,7 +2,8 @@
 
 Shapes: M masks, G masks in one pass, B sentences of a batch, T subword positions, L layers, H heads.
 
-The corpus is read, filtered and tokenised once. Each length-sorted batch then runs once per pass
+The corpus is streamed as ``probes.run`` streams it (probes.chunks: read, filtered and tokenised a chunk at a
+time, the probe's ``prepare`` over the whole corpus first). Each length-sorted batch then runs once per pass
 of G masks, repeated G times along the batch axis (rows mask-major) under a [G·B,L,H] head mask,
 as the classify target does; masks are grouped by their first layer with a disabled head, and the
 layers below it run once on the B sentences (probes.ablation.sharing). Every mask has its own
@@ -27,7 +28,6 @@ and is left out of "mean". In uniform mode its map is the uniform map, scored as
 from __future__ import annotations
 
 import copy
-from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,17 +37,17 @@ import torch
 
 from probes.ablation.sharing import SharedPrefix, by_first_layer, mask_passes
 from probes.batching import Batch, length_sorted_batches
-from probes.corpus import guess_format, read_corpus
+from probes.chunks import Chunk, Pass, with_counts
+from probes.corpus import CorpusStream, guess_format
 from probes.defaults import bundled_corpus, default_model
-from probes.encoding import check_tokenize, encode, unknown_words
 from probes.errors import InputError
 from probes.maps import LayerMaps
 from probes.model import load_encoder
-from probes.pooling import parse_rule
 from probes.provenance import provenance
 from probes.registry import get_probe
 from probes.results import ProbeResult, RunInfo
 from probes.runner import run
+from probes.settings import settings_from
 
 READ_OPTIONS = ("format", "batch_size", "limit", "pool", "tokenize")  # what the shared read handles
 
@@ -65,7 +65,7 @@ class ProbeTarget:
         self.run_options = {k: v for k, v in (run_options or {}).items() if v is not None}
         self.encoder = enc = load_encoder(model or default_model(), device=device, max_length=max_length)
         self.model, self.layers, self.heads, self.head_dim = enc.model, enc.layers, enc.heads, enc.head_dim
-        self.modules = enc._self_attention
+        self.modules = enc.attention_modules
         self.disabled: torch.Tensor | None = None  # [M,L,H] after evaluate()
         self.results: list[ProbeResult] = []
         self.probes: list = []  # one probe instance per mask (shared read)
@@ -83,34 +83,29 @@ class ProbeTarget:
         return self.encoder.name
 
     @property
-    def units(self) -> int:  # progress: sentences per mask (shared read) or one probe run per mask
-        return len(self.encoded) if self.shared else 1
+    def units(self) -> int | None:  # progress: sentences per mask (shared read; None: not known ahead) or one run
+        if not self.shared:
+            return 1
+        return len(self.scoring.first.encoded) if self.scoring.single and self.scoring.first is not None else None
 
     def _read(self) -> None:
-        """Read, filter and tokenise the corpus once, as ``probes.run`` does."""
+        """Stream the corpus as ``probes.run`` does (probes.chunks): the probe's whole-corpus ``prepare``, then
+        the first chunk read, filtered and tokenised (the later ones while the masks are fed)."""
         opts = self.run_options
-        tokenize, pool = opts.get("tokenize", "words"), opts.get("pool", "mean-sum")
-        check_tokenize(tokenize)
-        try:
-            parse_rule(pool)
-        except ValueError as e:
-            raise InputError(str(e)) from None
+        settings = settings_from(opts)[0]  # checked as probes.run checks them
         self.paths = self.corpus or [bundled_corpus()]
-        kind = opts.get("format") or guess_format(self.paths[0]) or self.cls.corpus_format
-        self.data = read_corpus(self.paths, format=kind, **self.template.reader_options())
-        limit = opts.get("limit")
-        sentences = self.data.sentences[:limit] if limit else self.data.sentences
-        self.template.prepare(sentences)
-        reasons = [self.template.skip_reason(s) for s in sentences]
-        self.usable = [s for s, reason in zip(sentences, reasons) if reason is None]
-        self.skipped = Counter(self.data.skipped) + Counter(r for r in reasons if r)
-        self.encoded, unfit = encode(self.encoder.tokenizer, self.usable, self.encoder.max_length, tokenize)
-        self.skipped.update(unfit)
-        if not self.encoded:
-            raise InputError(f"no sentence can be scored (of {len(sentences)}; model limit "
+        kind = settings.format or guess_format(self.paths[0]) or self.cls.corpus_format
+        self.source = CorpusStream(self.paths, kind, limit=settings.limit, **self.template.reader_options())
+        self.template.prepare(self.source)
+        self.scoring = Pass(self.source)
+        first = self.scoring.start([self.template], self.encoder, settings.tokenize)
+        if self.scoring.single and not first.encoded:
+            self._check_scored()
+
+    def _check_scored(self) -> None:
+        if not self.scoring.scored:
+            raise InputError(f"no sentence can be scored (of {self.scoring.read}; model limit "
                              f"{self.encoder.max_length} subwords)", self.paths[0])
-        self.unknown = unknown_words(self.encoder.tokenizer.unk_token_id, self.usable, self.encoded)
-        self.unknown.warn(self.paths[0])
 
     def evaluate(self, masks: torch.Tensor, masker, bar, *, batch_size: int, masks_per_pass: int,
                  tokens_per_pass: int) -> None:
@@ -124,26 +119,36 @@ class ProbeTarget:
                 bar.update(1)
             return
         self.probes = [copy.deepcopy(self.template) for _ in range(masks.shape[0])]
+        self.scoring.probes = self.probes  # the later chunks' skips are counted by every mask's probe
         groups = by_first_layer(masks)
         pool = self.run_options.get("pool", "mean-sum")
         with SharedPrefix(self.model, self.modules) as prefix:
-            for items in length_sorted_batches(self.encoded, self.run_options.get("batch_size", batch_size)):
-                batch = Batch.from_encoded([self.usable[e.index] for e in items], items, self.encoder.tokenizer,
-                                           pool)
-                rows, length = batch.input_ids.shape
-                unmasked: dict[int, LayerMaps] = {}  # layer -> its maps with nothing disabled, pooled once
-                for start, picked in mask_passes(groups, rows * length, masks_per_pass, tokens_per_pass):
-                    masker.set(masks[picked].repeat_interleave(rows, dim=0))  # [G·B,L,H], mask-major
-                    attentions = self._forward(batch, len(picked), prefix, start)
-                    for layer, attention in enumerate(attentions):  # [G·B,H,T,T], or [B,H,T,T] where shared
-                        if layer < start:
-                            maps = unmasked.setdefault(layer, LayerMaps(batch, layer, attention[:rows]))
-                            for m in picked:
-                                self.probes[m].update(batch, maps)
-                            continue
-                        for g, m in enumerate(picked):
-                            self.probes[m].update(batch, LayerMaps(batch, layer, attention[g * rows:(g + 1) * rows]))
-                    bar.update(rows * len(picked))
+            for chunk in self.scoring:
+                self._feed(chunk, groups, masks, masker, bar, pool, self.run_options.get("batch_size", batch_size),
+                           masks_per_pass, tokens_per_pass, prefix)
+        self._check_scored()
+        self.scoring.unknown.warn(self.paths[0])
+
+    def _feed(self, chunk: Chunk, groups: list, masks: torch.Tensor, masker, bar, pool: str, batch_size: int,
+              masks_per_pass: int, tokens_per_pass: int, prefix: SharedPrefix) -> None:
+        """One chunk's length-sorted batches, each run once per pass of masks."""
+        for items in length_sorted_batches(chunk.encoded, batch_size):
+            batch = Batch.from_encoded([chunk.usable[e.index] for e in items], items, self.encoder.tokenizer,
+                                       pool)
+            rows, length = batch.input_ids.shape
+            unmasked: dict[int, LayerMaps] = {}  # layer -> its maps with nothing disabled, pooled once
+            for start, picked in mask_passes(groups, rows * length, masks_per_pass, tokens_per_pass):
+                masker.set(masks[picked].repeat_interleave(rows, dim=0))  # [G·B,L,H], mask-major
+                attentions = self._forward(batch, len(picked), prefix, start)
+                for layer, attention in enumerate(attentions):  # [G·B,H,T,T], or [B,H,T,T] where shared
+                    if layer < start:
+                        maps = unmasked.setdefault(layer, LayerMaps(batch, layer, attention[:rows]))
+                        for m in picked:
+                            self.probes[m].update(batch, maps)
+                        continue
+                    for g, m in enumerate(picked):
+                        self.probes[m].update(batch, LayerMaps(batch, layer, attention[g * rows:(g + 1) * rows]))
+                bar.update(rows * len(picked))
 
     def _forward(self, batch: Batch, copies: int, prefix: SharedPrefix, start: int) -> tuple[torch.Tensor, ...]:
         """L attention maps of `batch` repeated `copies` times (rows mask-major); blocks below `start` run on
@@ -165,15 +170,17 @@ class ProbeTarget:
         """Metrics [M], the label's grids [M,L,H] (NaN where it has no instance, and at disabled heads in zero
         mode), what to record, the run's info."""
         if self.shared:
-            info = RunInfo(model=self.encoder.name, corpus=self.data.files, layers=self.layers, heads=self.heads,
-                           sentences=len(self.encoded), skipped=dict(self.skipped),
+            read = self.source.counts
+            info = RunInfo(model=self.encoder.name, corpus=read.files, layers=self.layers, heads=self.heads,
+                           sentences=self.scoring.scored,
+                           skipped=with_counts(read.skipped, self.scoring.skips.counts()),
                            settings={"pool": self.run_options.get("pool", "mean-sum"),
                                      "max_length": self.encoder.max_length,
                                      "tokenize": self.run_options.get("tokenize", "words")},
-                           provenance=provenance(self.encoder, self.data.files, elapsed,
-                                                 unknown_words=self.unknown.provenance(),
-                                                 skipped_ids=self.data.skipped_ids),
-                           notes=dict(self.data.notes))
+                           provenance=provenance(self.encoder, read.files, elapsed,
+                                                 unknown_words=self.scoring.unknown.provenance(),
+                                                 skipped_ids=read.skipped_ids),
+                           notes=dict(read.notes))
             self.results = [p.compute(info) for p in self.probes]
         first = self.results[0]
         if self.label != "overall" and self.label not in first.labels:

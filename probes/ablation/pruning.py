@@ -34,7 +34,9 @@ from probes.ablation.importance import head_importance
 from probes.ablation.masks import Mask, mask_tensor
 from probes.ablation.sweep import check_settings, evaluate_masks
 from probes.errors import InputError
-from probes.results import RunInfo, json_number, short_model_name, write_result_files
+from probes.files import json_number, short_model_name, write_result_files
+from probes.plots import closed_png, pyplot
+from probes.results import RunInfo
 from probes.runner import run
 
 IMPORTANCE, RANDOM, PROBE = "importance", "random", "probe"
@@ -106,13 +108,7 @@ class PruningResult:
         return write_result_files(directory, files)
 
     def _plot(self, metric: str) -> bytes:
-        import io
-
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = pyplot()
         fig, ax = plt.subplots(figsize=(6.0, 4.2), dpi=100)
         for name, v in self.values.items():
             if not name.startswith(RANDOM):
@@ -129,10 +125,7 @@ class PruningResult:
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="png")
-        plt.close(fig)
-        return buffer.getvalue()
+        return closed_png(fig)
 
 
 def prune(model: str, corpus: str | Path | Iterable[str | Path], orders: Iterable[str] = (IMPORTANCE, RANDOM), *,

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from probes.ablation.masks import Mask, mask_tensor
-from probes.results import RunInfo, json_grid, json_number, safe_name, short_model_name, write_result_files
+from probes.files import json_grid, json_number, safe_name, short_model_name, write_result_files
+from probes.results import RunInfo
 
 SCHEMA_VERSION = 1
 DISABLED = "#7f7f7f"  # the colour of a disabled, unscored head in a mask's figure (RdBu has no grey)

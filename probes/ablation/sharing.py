@@ -3,7 +3,7 @@ of G such masks runs those layers once, on the B sentences, and repeats the batc
 mask-major, as the head mask is laid out) only where the masks begin to differ.
 
 Forward pre-hooks on the encoder's transformer blocks (``encoder.layer[i]`` in BERT, RoBERTa,
-ELECTRA, DeBERTa v1 and v2; found as the numbered ancestor of each self-attention module) repeat
+ELECTRA, DeBERTa v1 and v2; found where the family table says, probes.families.Family.block) repeat
 the block's input hidden states [B,T,D] -> [G·B,T,D] at block `start`, and the attention mask the
 encoder hands every block from there on ([B,...] -> [G·B,...]; a mask of batch 1 broadcasts and
 is left as it is). The single-head sweep of an L-layer model then costs about
@@ -11,36 +11,32 @@ is left as it is). The single-head sweep of an L-layer model then costs about
 """
 from __future__ import annotations
 
-import re
 from functools import partial
 
 import torch
 
-_NUMBERED = re.compile(r"^(.*?\.\d+)\.")
+from probes.families import model_family
+from probes.hooks import HookSet, Hooked
 
 
-class SharedPrefix:
+
+class SharedPrefix(Hooked):
     """Context manager: with ``set(copies, start)``, the next forward pass repeats its batch `copies` times at
     block `start` (copies = 1: nothing happens). ``usable`` is False where the blocks cannot be found."""
 
     def __init__(self, model: torch.nn.Module, attention_modules: list[torch.nn.Module]):
         self.blocks = _blocks(model, attention_modules)
         self.copies, self.start = 1, 0
-        self._handles: list = []
 
     @property
     def usable(self) -> bool:
         return self.blocks is not None
 
-    def __enter__(self) -> "SharedPrefix":
+    def add_hooks(self, hooks: HookSet) -> None:
         for layer, block in enumerate(self.blocks or []):
-            self._handles.append(block.register_forward_pre_hook(partial(self._expand, layer), with_kwargs=True))
-        return self
+            hooks.pre(block, partial(self._expand, layer), with_kwargs=True)
 
-    def __exit__(self, *exc) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
+    def clear(self) -> None:
         self.copies, self.start = 1, 0
 
     def set(self, copies: int, start: int) -> None:
@@ -88,12 +84,16 @@ def _repeat_batch(mask: torch.Tensor, batch: int, copies: int) -> torch.Tensor:
 
 
 def _blocks(model: torch.nn.Module, attention_modules: list[torch.nn.Module]) -> list[torch.nn.Module] | None:
-    """The transformer block holding each self-attention module (its nearest numbered ancestor), or None."""
+    """The transformer block holding each self-attention module (its family's ``block``: by default the nearest
+    numbered ancestor), or None (a model of no family, a module its family's entry does not place)."""
+    family = model_family(model)
+    if family is None:
+        return None
     names = {id(m): name for name, m in model.named_modules()}
     blocks = []
     for module in attention_modules:
-        match = _NUMBERED.match(names.get(id(module), ""))
-        if not match:
+        path = family.block_path(names.get(id(module), ""))
+        if path is None:
             return None
-        blocks.append(model.get_submodule(match.group(1)))
+        blocks.append(model.get_submodule(path))
     return blocks if len({id(b) for b in blocks}) == len(blocks) else None

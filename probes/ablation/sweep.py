@@ -101,6 +101,7 @@ def evaluate_masks(evaluated: ClassifierTarget | ProbeTarget, table, mode: str, 
                    masks_per_pass: int, tokens_per_pass: int, progress: bool | None) -> None:
     """Evaluate the target under each mask of `table` ([M,L,H] bool), with a progress bar."""
     with HeadMasker(evaluated.model, evaluated.modules, evaluated.heads, evaluated.head_dim, mode) as masker, \
-            progress_bar(table.shape[0] * evaluated.units, progress, "ablating") as bar:
+            progress_bar(None if evaluated.units is None else table.shape[0] * evaluated.units, progress,
+                         "ablating") as bar:
         evaluated.evaluate(table, masker, bar, batch_size=batch_size, masks_per_pass=masks_per_pass,
                            tokens_per_pass=tokens_per_pass)

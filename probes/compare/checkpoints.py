@@ -26,7 +26,8 @@ from probes.defaults import bundled_corpus
 from probes.encoding import encode
 from probes.errors import InputError
 from probes.model import Encoder, load_encoder
-from probes.results import LabelScores, ProbeResult, RunInfo, short_model_name
+from probes.files import short_model_name
+from probes.results import LabelScores, ProbeResult, RunInfo
 
 
 def map_cosines(a: torch.Tensor, b: torch.Tensor, real: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from probes.argtypes import check_output_file, check_output_folder
-from probes.arguments import input_path
+from probes.argtypes import input_path
 from probes.choices import COMPARE_SORTS
 from probes.errors import InputError
 
@@ -126,7 +126,7 @@ def cmd_correlate(args: argparse.Namespace) -> int:
     from probes.compare.correlate import correlate
     from probes.compare.grids import load_any
     from probes.compare.results_diff import load_results
-    from probes.results import write_result_files
+    from probes.files import write_result_files
 
     table = correlate(load_any(args.grid), load_results(args.results), correction=args.correction,
                       alpha=args.alpha, permutations=args.permutations, seed=args.seed)
@@ -150,9 +150,11 @@ def format_correlation(table) -> str:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from probes.compare.grids import load_any
-    from probes.results import write_result_files
+    from probes.figures import figures_of
+    from probes.files import write_result_files
 
-    written = write_result_files(args.out, load_any(args.file).figures("all-labels" if args.all_labels else "labels"))
+    kind = "all-labels" if args.all_labels else "labels"
+    written = write_result_files(args.out, figures_of(load_any(args.file), kind))
     print(f"wrote {len(written)} files to {args.out}")
     return 0
 

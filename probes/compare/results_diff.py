@@ -30,8 +30,8 @@ from probes.bootstrap import paired_delta
 from probes.choices import COMPARE_SORTS
 from probes.compare.grids import load_any
 from probes.errors import InputError
-from probes.results import (BestHead, ProbeResult, Reported, best_head, json_grid, results_in, safe_name,
-                            write_result_files)
+from probes.files import json_grid, safe_name, write_result_files
+from probes.results import BestHead, ProbeResult, Reported, best_head, results_in
 
 TOP = 3  # heads listed as gained / lost most
 

@@ -19,7 +19,7 @@ from probes.corpus.layers import read_layers
 from probes.corpus.propbank import iter_propbank, looks_like_propbank
 from probes.corpus.readers import ENTRY_POINT_GROUP, Reader, get_reader, reader_names
 from probes.corpus.sentence import Corpus, Sentence
-from probes.corpus.trees import INVALID_TREES, check_invalid_trees
+from probes.choices import INVALID_TREES, check_invalid_trees
 from probes.errors import InputError
 
 SUFFIXES = {".conllu": "conllu", ".conll": "conllu", ".conll2012": "conll2012", ".iob2": "iob2", ".tree": "ptb",

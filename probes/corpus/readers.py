@@ -14,41 +14,39 @@ so a broken plugin does not stop the others.
 """
 from __future__ import annotations
 
-from importlib.metadata import entry_points
 from typing import Callable
 
-from probes.corpus.conll2012 import read_conll2012
-from probes.corpus.conllu_reader import read_conllu
-from probes.corpus.craft import read_craft_list
-from probes.corpus.framenet import read_framenet
-from probes.corpus.iob2 import read_iob2
-from probes.corpus.pairs import read_pairs
-from probes.corpus.propbank import read_propbank
-from probes.corpus.ptb import read_ptb
-from probes.corpus.segmented import read_segmented
 from probes.corpus.sentence import Corpus
-from probes.corpus.spacy_text import read_spacy
-from probes.corpus.token_ids import read_token_ids
 from probes.errors import InputError
+from probes.registries import Registry
 
 ENTRY_POINT_GROUP = "probes.readers"
 
 Reader = Callable[..., Corpus]
 
-# format name -> reader(path, **options) -> Corpus
-BUILTIN_READERS: dict[str, Reader] = {
-    "conllu": read_conllu,
-    "propbank": read_propbank,
-    "conll2012": read_conll2012,
-    "framenet": read_framenet,
-    "segmented": read_segmented,  # SIGHAN: one sentence a line, words separated by blanks
-    "iob2": read_iob2,  # Universal NER: ID FORM TAG - annotator
-    "ptb": read_ptb,  # Penn-Treebank bracketed trees
-    "craft": read_craft_list,  # a CRAFT ids file (craft-ids-test.txt): the listed articles' penn/<id>.tree
-    "spacy": read_spacy,  # raw text, one passage a line, annotated by spaCy (--annotate spacy)
-    "pairs": read_pairs,  # sentence pairs: sentence1<TAB>sentence2[<TAB>label]
-    "token_ids": read_token_ids,  # one sequence of token ids a line (the causal detectors' generated sequences)
+# format name -> its reader(path, **options) -> Corpus, as "module:function" (imported when first used)
+BUILTIN_READERS: dict[str, str] = {
+    "conllu": "probes.corpus.conllu_reader:read_conllu",
+    "propbank": "probes.corpus.propbank:read_propbank",
+    "conll2012": "probes.corpus.conll2012:read_conll2012",
+    "framenet": "probes.corpus.framenet:read_framenet",
+    "segmented": "probes.corpus.segmented:read_segmented",  # SIGHAN: one sentence a line, words separated by blanks
+    "iob2": "probes.corpus.iob2:read_iob2",  # Universal NER: ID FORM TAG - annotator
+    "ptb": "probes.corpus.ptb:read_ptb",  # Penn-Treebank bracketed trees
+    "craft": "probes.corpus.craft:read_craft_list",  # a CRAFT ids file: its listed articles' penn/<id>.tree
+    "spacy": "probes.corpus.spacy_text:read_spacy",  # raw text, one passage a line, annotated by spaCy (--annotate)
+    "pairs": "probes.corpus.pairs:read_pairs",  # sentence pairs: sentence1<TAB>sentence2[<TAB>label]
+    "token_ids": "probes.corpus.token_ids:read_token_ids",  # one sequence of token ids a line (causal detectors)
 }
+
+
+def _reader_function(name: str, obj: object, value: str) -> Reader:
+    if not callable(obj):
+        raise InputError(f"corpus format {name!r}: {value} is not a reader function")
+    return obj
+
+
+READERS: Registry[Reader] = Registry("corpus format", ENTRY_POINT_GROUP, BUILTIN_READERS, check=_reader_function)
 
 _CONLLU = {"head": "HEAD, column 7", "deprel": "DEPREL, column 8", "upos": "UPOS, column 4", "xpos": "XPOS, column 5"}
 _TREES = {"xpos": "the preterminal tags", "constituents": "the bracketed phrases"}
@@ -78,23 +76,10 @@ def formats_giving(annotation: str) -> str | None:
 
 def reader_names() -> list[str]:
     """Every format name: the built-ins, then the entry points' (sorted), without loading any plugin."""
-    plugins = sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)} - set(BUILTIN_READERS))
-    return list(BUILTIN_READERS) + plugins
+    return READERS.names()
 
 
 def get_reader(name: str) -> Reader:
     """The reader of format `name`; InputError listing the available formats for an unknown one, or
     naming the entry point that cannot be loaded."""
-    reader = BUILTIN_READERS.get(name)
-    if reader is not None:
-        return reader
-    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
-    if not found:
-        raise InputError(f"unknown corpus format {name!r}; available: {', '.join(reader_names())}")
-    try:
-        reader = found[0].load()
-    except (ImportError, AttributeError) as e:  # the plugin's installation, not a bug here
-        raise InputError(f"corpus format {name!r}: cannot load {found[0].value} ({type(e).__name__}: {e})") from None
-    if not callable(reader):
-        raise InputError(f"corpus format {name!r}: {found[0].value} is not a reader function")
-    return reader
+    return READERS.get(name)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from probes.choices import INVALID_TREES
 from probes.errors import InputError
 
 SKIP_HINT = "--invalid-trees skip sets such sentences aside"
@@ -46,12 +45,6 @@ class TreeProblem:
     def error(self, path) -> InputError:
         """The InputError that refuses the file at the line at fault."""
         return InputError(f"not a tree ({self.reason}): {self.problem}; {SKIP_HINT}", path, self.line)
-
-
-def check_invalid_trees(invalid_trees: str) -> None:
-    """InputError unless `invalid_trees` is one of INVALID_TREES."""
-    if invalid_trees not in INVALID_TREES:
-        raise InputError(f"invalid_trees must be one of {', '.join(INVALID_TREES)}, not {invalid_trees!r}")
 
 
 def head_problem(heads: list[int], lines: list[int] | None = None) -> TreeProblem | None:

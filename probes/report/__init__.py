@@ -30,7 +30,8 @@ from typing import Any
 
 from probes.compare.results_diff import load_results
 from probes.errors import InputError
-from probes.results import ProbeResult, Reported, json_grid, short_model_name, write_atomic
+from probes.files import json_grid, short_model_name, write_atomic
+from probes.results import ProbeResult, Reported
 
 
 def write_report(folders: list[str | Path], path: str | Path) -> Path:

@@ -16,6 +16,7 @@ states are merged into ``OUT/<model>/<probe>.json`` as ``probes run`` writes the
 from probes.exports import lazy_exports
 
 _PUBLIC = {"Study": "probes.studies.driver", "study": "probes.studies.driver", "StudyFailed": "probes.errors",
-           "StudySpec": "probes.studies.spec", "read_study": "probes.studies.spec"}  # name -> its module
-__all__ = ["study", "Study", "StudyFailed", "StudySpec", "read_study"]
+           "StudySpec": "probes.studies.spec", "read_study": "probes.studies.spec",
+           "run_models": "probes.studies.models"}  # name -> its module
+__all__ = ["study", "Study", "StudyFailed", "StudySpec", "read_study", "run_models"]
 lazy_exports(__name__, _PUBLIC)

@@ -22,7 +22,9 @@ from typing import Any
 from probes.choices import DEFAULT_MIN_COUNT
 from probes.plots import lines_png
 from probes.provenance import probes_version
-from probes.results import ProbeResult, load_result, write_result_files
+from probes.figures import save_result
+from probes.files import write_result_files
+from probes.results import ProbeResult, load_result
 from probes.state_files import merge
 from probes.studies.spec import StudySpec
 from probes.studies.units import Unit, UnitStore
@@ -61,7 +63,7 @@ def results(spec: StudySpec, units: list[Unit], store: UnitStore, out: Path, bef
                 for name in group.probes:
                     if views.get(name):
                         merged[name].extra["sentence_views"] = views[name]
-                    written += merged[name].save(out / model.name, plots=plots)
+                    written += save_result(merged[name], out / model.name, plots=plots)
                 made[model.name].update(merged)
             record[pair] = digest
     return made, record, written

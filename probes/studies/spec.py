@@ -39,21 +39,15 @@ else:  # Python 3.10: the same parser as the tomli package
     import tomli as tomllib
 
 from probes.checkpoint import resolve_source
-from probes.corpus import check_invalid_trees
-from probes.encoding import check_tokenize
 from probes.errors import InputError
 from probes.fitting import plan_fit
-from probes.norms import check_weights
 from probes.protocols import apply_protocol
 from probes.registry import available, get_probe, load_code
-from probes.results import safe_name, short_model_name
-from probes.runner import check_settings
+from probes.files import safe_name, short_model_name
+from probes.settings import RunSettings, study_types
 
 TOP_KEYS = ("out", "shards", "reference", "models", "settings", "probes", "corpora", "code")
-# probes.run settings a study may set, with their types (None: the setting's "no limit")
-SETTINGS = {"batch_size": (int, type(None)), "max_tokens": (int,), "max_length": (int,), "limit": (int,),
-            "invalid_trees": (str,), "device": (str,), "pool": (str,), "tokenize": (str,), "weights": (str,),
-            "protocol": (str,), "views": (int,), "view_heads": (list,)}
+SETTINGS = study_types()  # probes.run settings a study may set, with their types (None: the setting's "no limit")
 GROUP_KEYS = ("corpus", "probes", "fit", "fit_on", "format", "annotate", "shards", "name", *SETTINGS)
 
 
@@ -206,17 +200,8 @@ class _Reader:
                     raise self.fail(f"must be {kinds}, not {value!r}", *keys, key)
                 out[key] = value
         try:
-            if "invalid_trees" in out:
-                check_invalid_trees(out["invalid_trees"])
-            check_tokenize(out.get("tokenize", "words"))
-            check_weights(out.get("weights", "attention"))
-            heads = out.get("view_heads", [])
-            if not all(isinstance(h, list) and len(h) == 2 and all(isinstance(x, int) for x in h) for h in heads):
-                raise InputError(f"view_heads must be a list of [layer, head] pairs, not {heads!r}")
-            if out.get("views", 0) < 0:
-                raise InputError(f"views must be at least 0, not {out['views']}")
-            check_settings(*(out.get(key) for key in ("batch_size", "max_tokens", "max_length", "limit", "pool")))
-        except (InputError, ValueError) as e:
+            RunSettings(**out)  # its checks
+        except InputError as e:
             raise self.fail(str(e), *keys) from None
         return out
 

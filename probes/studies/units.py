@@ -28,7 +28,7 @@ from probes.checkpoint import weight_files, weights_sha256
 from probes.model import Encoder, load_encoder
 from probes.provenance import probes_version, sha256
 from probes.registry import get_probe
-from probes.results import UMASK, write_result_files
+from probes.files import UMASK, write_result_files
 from probes.studies.spec import Group, Model, StudySpec
 
 UNITS_FOLDER = ".units"

@@ -1,12 +1,12 @@
 """Clustering, 2-D layout and plots of a head-to-head distance matrix (for head_distance)."""
 from __future__ import annotations
 
-import io
-
 import numpy as np
 
+from probes.files import safe_name, short_model_name
+from probes.plots import closed_png, pyplot
 from probes.presentation import Presentation
-from probes.results import ProbeResult, safe_name, short_model_name
+from probes.results import ProbeResult
 
 
 def head_names(layers: int, heads: int) -> list[str]:
@@ -43,7 +43,7 @@ def classical_mds(distance: np.ndarray, dims: int = 2) -> np.ndarray:
 
 def layout_png(result: ProbeResult) -> bytes:
     """Scatter of the heads in the 2-D layout, coloured by layer, each labelled L-H."""
-    plt = _pyplot()
+    plt = pyplot()
     xy = np.asarray(result.extra["layout"], dtype=float)
     layers, heads = result.info.layers, result.info.heads
     layer_of = np.repeat(np.arange(layers), heads)
@@ -62,13 +62,13 @@ def layout_png(result: ProbeResult) -> bytes:
         ax.annotate(name, (x, y), fontsize=6.5, xytext=(2, 2), textcoords="offset points")
     ax.set_xticks([])
     ax.set_yticks([])
-    return _png(fig, plt)
+    return _png(fig)
 
 
 def dendrogram_png(result: ProbeResult) -> bytes:
     from scipy.cluster.hierarchy import dendrogram
 
-    plt = _pyplot()
+    plt = pyplot()
     n = len(result.extra["head_names"])
     fig, ax = plt.subplots(figsize=(max(6.0, 0.16 * n + 2), 5), dpi=100)
     if result.extra["linkage"]:
@@ -77,11 +77,11 @@ def dendrogram_png(result: ProbeResult) -> bytes:
     ax.set_ylabel("Jensen–Shannon distance")
     ax.set_title(f"hierarchical clustering of heads ({result.options.get('linkage', '')} linkage)\n"
                  f"{short_model_name(result.info.model)}", fontsize=9)
-    return _png(fig, plt)
+    return _png(fig)
 
 
 def matrix_png(result: ProbeResult) -> bytes:
-    plt = _pyplot()
+    plt = pyplot()
     d = np.asarray(result.extra["distance"], dtype=float)
     heads = result.info.heads
     fig, ax = plt.subplots(figsize=(7, 6), dpi=100)
@@ -92,7 +92,7 @@ def matrix_png(result: ProbeResult) -> bytes:
     ax.set_yticks(ticks, [f"L{i}" for i in range(len(ticks))])
     ax.set_title(f"head-to-head distance (rows and columns: L0-H0, L0-H1, ...)\n"
                  f"{short_model_name(result.info.model)}", fontsize=9)
-    return _png(fig, plt)
+    return _png(fig)
 
 
 def head_distance_figures(result: ProbeResult, kind: str = "overview") -> dict[str, bytes]:
@@ -105,18 +105,6 @@ def head_distance_figures(result: ProbeResult, kind: str = "overview") -> dict[s
                                                      for suffix, draw in drawings}}
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _png(fig, plt) -> bytes:
+def _png(fig) -> bytes:
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return buffer.getvalue()
+    return closed_png(fig)

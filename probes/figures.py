@@ -1,0 +1,37 @@
+"""A saved result's pictures: the class that presents it, found by its probe's name, and a save with them.
+
+A result is plain data (probes.results); ``figures_of(result, kind)`` asks its probe's class (a
+``probes.presentation.Presentation``) to draw it, and ``save_result`` writes the data files and those pictures
+into one folder (``probes.save_result``; ``ProbeResult.save`` writes the data files alone).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from probes.files import write_result_files
+from probes.presentation import Presentation
+from probes.registry import declared, get_probe
+from probes.results import ProbeResult
+
+
+def presentation_of(result: ProbeResult) -> type[Presentation]:
+    """The class presenting `result`: its probe's class when that probe is registered, else the defaults
+    (an array file loaded as a result, or a plugin's result read without its code). Only that probe's code is
+    imported (a run of dep that saves its figures imports no other probe)."""
+    if result.info.provenance.get("array_file"):  # named after its file, whatever probe that name may be
+        return Presentation
+    cls = get_probe(result.probe) if result.probe in declared() else None
+    return cls if isinstance(cls, type) and issubclass(cls, Presentation) else Presentation
+
+
+def figures_of(result: ProbeResult, kind: str = "overview") -> dict[str, bytes]:
+    """{file name: PNG}: the pictures `result`'s probe draws of it, saved beside the JSON.
+    kind: "overview" (one picture of the labels), "labels" (and one per label), "all-labels" or "none"."""
+    return presentation_of(result).figures(result, kind)
+
+
+def save_result(result: ProbeResult, directory: str | Path, *, plots: bool | str = True) -> list[Path]:
+    """Write `result`'s JSON, CSV and figures into `directory`; return the paths written. plots: a kind of
+    ``figures_of`` ("overview", "labels", "all-labels", "none"); True is "overview", False "none"."""
+    kind = ("overview" if plots else "none") if isinstance(plots, bool) else plots
+    return write_result_files(directory, {**result.data_files(), **figures_of(result, kind)})
