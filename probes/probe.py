@@ -94,6 +94,12 @@ class Probe(Presentation, ABC):
         at a time, so a probe that needs no pass should not iterate it, and one that does should keep
         what it counts, not the sentences."""
 
+    def rows(self, sentence: Sentence, tokenizer, max_length: int) -> list[Sentence]:
+        """The batch rows a sentence this probe can score becomes (called after ``skip_reason``, before
+        tokenising; max_length the model's limit in subwords): the sentence itself by default; coref cuts a
+        document into windows of whole sentences (probes.windows)."""
+        return [sentence]
+
     def shuffle_seed(self) -> int | None:
         """A seed to have each batch's word-shuffled twin run too (``maps.twin``, see probes.shuffle), or None."""
         return None

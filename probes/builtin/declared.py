@@ -100,5 +100,13 @@ WORD_ORDER = Declaration("word_order", "probes.builtin.analyses.word_order", "ho
 TERM_MATCHING = Declaration("term_matching", "probes.builtin.analyses.term_matching", "attention from a token to the "
                             "identical token in the other sentence of a pair (TSV pairs)")
 
+COREF = Declaration("coref", "probes.builtin.coref", "coreference: does an anaphor's head word attend most to an "
+                    "antecedent's head word (Clark et al. 2019), documents cut into windows", (
+    Option("window", 0, "coref: most subwords of a window of whole sentences, special tokens included (0: the "
+           "model's limit)", int),
+    Option("stride", 0, "coref: subwords from one window's start to the next's (0: half the window)", int),
+    Option("mention_head", "spacy", "coref: a mention's head word: its syntactic head in spaCy's parse of the "
+           "sentence, or its first or last word", str, ("spacy", "first", "last"))))
+
 BUILTIN = {d.name: d for d in (DEP, SEG, SRL, FRAMES, POS, NER, CON, TREES, MASS, ENTROPY, POSITIONAL, RARE,
-                               PATTERNS, HEAD_DISTANCE, WORD_ORDER, TERM_MATCHING)}
+                               PATTERNS, HEAD_DISTANCE, WORD_ORDER, TERM_MATCHING, COREF)}

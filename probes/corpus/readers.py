@@ -19,6 +19,7 @@ from typing import Callable
 
 from probes.corpus.conll2012 import read_conll2012
 from probes.corpus.conllu_reader import read_conllu
+from probes.corpus.coref import read_coref
 from probes.corpus.craft import read_craft_list
 from probes.corpus.framenet import read_framenet
 from probes.corpus.iob2 import read_iob2
@@ -46,6 +47,7 @@ BUILTIN_READERS: dict[str, Reader] = {
     "craft": read_craft_list,  # a CRAFT ids file (craft-ids-test.txt): the listed articles' penn/<id>.tree
     "spacy": read_spacy,  # raw text, one passage a line, annotated by spaCy (--annotate spacy)
     "pairs": read_pairs,  # sentence pairs: sentence1<TAB>sentence2[<TAB>label]
+    "coref": read_coref,  # CoNLL-2012 coreference column (LitBank, OntoNotes): one Sentence per document
 }
 
 _CONLLU = {"head": "HEAD, column 7", "deprel": "DEPREL, column 8", "upos": "UPOS, column 4", "xpos": "XPOS, column 5"}
@@ -63,6 +65,7 @@ GIVES: dict[str, dict[str, str]] = {
     "craft": _TREES,
     "spacy": {key: "spaCy's silver annotation of raw text" for key in ("head", "deprel", "upos", "xpos", "ner")},
     "pairs": {"pair": "sentence1<TAB>sentence2[<TAB>label]"},
+    "coref": {"mentions": "CoNLL-2012: the last column's coreference brackets, one document at a time"},
 }
 
 
