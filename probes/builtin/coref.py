@@ -53,6 +53,10 @@ class CoreferenceProbe(Probe, declared=COREF):
             self.add_state(f"{prefix}anaphors", LabelSums((), replicates=r))  # [labels] anaphors scored
         self.add_state("counts", torch.zeros(len(COUNTS), dtype=torch.int64))  # [COUNTS]
 
+    def skip_reason(self, sentence: Sentence) -> str | None:
+        """None for a coreference document, or one of its windows (``rows``); else no_mentions."""
+        return None if "mentions" in sentence.ann or "anaphors" in sentence.ann else "no_mentions"
+
     def reader_options(self):
         return {"mention_head": self.config["mention_head"]}
 
