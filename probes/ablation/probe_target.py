@@ -102,7 +102,8 @@ class ProbeTarget:
         sentences = self.data.sentences[:limit] if limit else self.data.sentences
         self.template.prepare(sentences)
         reasons = [self.template.skip_reason(s) for s in sentences]
-        self.usable = [s for s, reason in zip(sentences, reasons) if reason is None]
+        self.usable = [row for s, reason in zip(sentences, reasons) if reason is None  # coref: windows (Probe.rows)
+                       for row in self.template.rows(s, self.encoder.tokenizer, self.encoder.max_length)]
         self.skipped = Counter(self.data.skipped) + Counter(r for r in reasons if r)
         self.encoded, unfit = encode(self.encoder.tokenizer, self.usable, self.encoder.max_length, tokenize)
         self.skipped.update(unfit)
