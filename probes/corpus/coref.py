@@ -41,7 +41,6 @@ __all__ = ["coref_files", "iter_coref", "looks_like_coref", "read_coref"]
 
 EMPTY_CELLS = ("", "-", "_")
 _PART = re.compile(r"\((\d+)\)|\((\d+)|(\d+)\)")  # one-word mention | opening | closing
-_NAME = re.compile(r"#begin document \(?([^);]*)\)?;?\s*(?:part\s+(\S+))?")
 
 
 def coref_files(path: str | Path) -> list[Path]:
@@ -51,7 +50,7 @@ def coref_files(path: str | Path) -> list[Path]:
         return [p]
     files = sorted(f for f in p.iterdir() if f.is_file() and (f.suffix == ".conll" or f.name.endswith("_conll")))
     if not files:
-        raise InputError("no *.conll or *_conll file in this directory", p)
+        raise InputError("is a directory with no *.conll or *_conll file", p)
     return files
 
 
@@ -116,6 +115,8 @@ def _document(blocks: list[Block], path: Path, earlier: set[str], mention_head: 
             if row[2] != str(i):
                 raise InputError(f"word index {row[2]!r}, expected {i} (missing blank line between sentences?)",
                                  path, line)
+            if not row[3].strip():
+                raise InputError("empty word (column 4)", path, line)
             _brackets(row[-1].strip(), len(words), line, path, open_, mentions, first_line)
             words.append(row[3])
         sentences.append((start, len(words)))
