@@ -28,6 +28,7 @@ from probes.builtin.anaphors import COUNTS, WINDOW_RULE, assign
 from probes.builtin.declared import COREF
 from probes.builtin.directional import OFFSETS
 from probes.corpus.sentence import Sentence
+from probes.corpus.spacy_text import describe
 from probes.maps import LayerMaps
 from probes.probe import LabelSums, Probe, ratio
 from probes.registry import register
@@ -99,8 +100,6 @@ class CoreferenceProbe(Probe, declared=COREF):
             anaphors.add(anaphors.ids(labels), torch.ones(n), sentences=rows, weights=weights)
 
     def compute(self, info: RunInfo) -> ProbeResult:
-        from probes.corpus.spacy_text import describe
-
         labels, per_label = {}, {}
         for prefix in ("", "nest_"):
             hits, base, anaphors = (getattr(self, f"{prefix}{x}") for x in ("hits", "baseline_hits", "anaphors"))
@@ -113,9 +112,8 @@ class CoreferenceProbe(Probe, declared=COREF):
         if self.anaphors.names:
             baselines["overall"] = _baseline(total, self.baseline_hits.total())
         counts = {name: int(n) for name, n in zip(COUNTS, self.counts)}
-        window = self.config["window"] or info.settings.get("max_length")
-        extra = {"coref": {**counts, "window_rule": WINDOW_RULE, "window": window,
-                           "stride": self.config["stride"] or max(1, (window or 2) // 2),
+        window, stride = window_sizes(self.config["window"], self.config["stride"], info.settings["max_length"])
+        extra = {"coref": {**counts, "window_rule": WINDOW_RULE, "window": window, "stride": stride,
                            "mention_head": self.config["mention_head"], "parser": describe()}}
         result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
                              baselines=baselines, extra=extra)
