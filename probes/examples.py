@@ -28,7 +28,7 @@ view where it has one, packed as base64 (``pack``/``unpack``) to keep the result
 
     {"heads": [[layer, head], ...],            # the heads whose maps are kept (named + best per label)
      "named": [[layer, head], ...],            # the heads the user named
-     "kind": "arcs" | "roles" | "frames" | "units" | None,   # the probe's view (VIEW_KINDS), None: none
+     "kind": "arcs" | "roles" | "frames" | "units" | "mentions" | None,   # the probe's view (VIEW_KINDS), None: none
      "labels": [...],                          # what a "predicted" mark indexes (units)
      "sentences": [{"index": i, "sent_id": ..., "words": [...],
                     "predictions": uint16 [L*H, n+1], layer-major (row l * H + h),
