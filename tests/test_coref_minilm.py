@@ -9,21 +9,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import probes
+from probes.batching import Batch
 from probes.bootstrap import replicate_weights
 from probes.builtin.coref import CoreferenceProbe
 from probes.cli import main
 from probes.corpus.coref import read_coref
+from probes.encoding import encode
 from probes.identity import Occurrences, sentence_key
+from probes.maps import LayerMaps
 from probe_corpora import same
 from state_checks import assert_same
 
 pytestmark = pytest.mark.integration
 
 DATA = Path(__file__).parent / "data" / "litbank"
-COUNTS = ("documents", "windows", "mentions", "chains", "singletons", "non_first", "scored", "out_of_window",
-          "same_head")
 
 
 def run(minilm, **options):
@@ -59,12 +61,8 @@ def test_counts_add_up(small, reference):
     assert set(small.baselines["overall"]) >= {"nearest", "head_match", "offsets", "best", "best_offset"}
 
 
-def test_windows_of_a_document_share_its_bootstrap_weights():
-    probe = CoreferenceProbe(1, 1, window=160, stride=80)
-    from transformers import AutoTokenizer
-    from probes.defaults import default_model
-
-    tokenizer = AutoTokenizer.from_pretrained(default_model())
+def test_windows_of_a_document_share_its_bootstrap_weights(minilm):
+    probe, tokenizer = CoreferenceProbe(1, 1, window=160, stride=80), minilm.tokenizer
     occurrences = Occurrences()
     for doc in read_coref(DATA).sentences:
         key = occurrences.key(doc)
@@ -72,6 +70,25 @@ def test_windows_of_a_document_share_its_bootstrap_weights():
         assert len(windows) > 1 and {sentence_key(w) for w in windows} == {key}
         weights = replicate_weights([sentence_key(w) for w in windows], 50, 0)  # [R, windows]
         assert (weights == weights[:, :1]).all()
+
+
+@pytest.mark.parametrize("pool", ["mean-sum", "first-sum", "mean-mean"])
+def test_predictions_at_the_anaphors_are_the_maps_predictions(minilm, pool):
+    cutter = CoreferenceProbe(6, 12, window=160)
+    windows = [w for d in read_coref(DATA).sentences for w in cutter.rows(d, minilm.tokenizer, 512)]
+    items, _ = encode(minilm.tokenizer, windows, 512)
+    batch = Batch.from_encoded([windows[e.index] for e in items], items, minilm.tokenizer, pool)
+    pairs = [(b, h) for b, w in enumerate(batch.sentences) for h in w.ann["anaphors"].heads]
+    rows, heads = torch.tensor(pairs).T  # [N] each anaphor's window row and head word column
+    compared = []
+
+    def on_layer(layer, attention, context):
+        maps = LayerMaps(batch, layer, attention)
+        whole = maps.predictions.transpose(1, 2)[rows, heads]  # [N,H] from the whole pooled map
+        compared.append(bool((maps.predictions_at(rows, heads) == whole).all()))
+
+    minilm.layerwise(batch.input_ids, batch.attention_mask, on_layer)
+    assert len(rows) > 30 and compared == [True] * 6
 
 
 def test_a_window_holding_the_document_is_the_whole_document(minilm, small):

@@ -1,7 +1,7 @@
 """coref: coreference from attention (Clark et al. 2019, §4.3), documents cut into windows.
 
 For a head, pred[i] = argmax_j A[i, j] over the root column ([CLS], column 0) and the window's words (as in
-dep). An anaphor (a mention with an earlier mention of its chain in its window) is right when pred[h] is the
+dep; computed for the anaphors' head words only, ``LayerMaps.predictions_at``, not pooled for the whole window). An anaphor (a mention with an earlier mention of its chain in its window) is right when pred[h] is the
 head word of any of its antecedents, h its own head word (probes.corpus.mention_heads: spaCy's syntactic head
 by default, ``--mention-head first|last``). Accuracy overall and per anaphor type (pronoun, proper, nominal:
 the head word's POS in spaCy's parse) under ``labels``, and nested / non_nested (the anaphor inside another
@@ -83,9 +83,7 @@ class CoreferenceProbe(Probe, declared=COREF):
         n = len(types)
         if not n:
             return
-        device = maps.predictions.device
-        pred = maps.predictions.transpose(1, 2)  # [B,C,H]
-        looked = pred[rows.to(device), heads.to(device)].cpu()  # [N,H] where each anaphor's head word looks
+        looked = maps.predictions_at(rows, heads).cpu()  # [N,H] where each anaphor's head word looks (its row alone)
         right = _any(member, looked[member] == columns[:, None], n)  # [N,H] at an antecedent's head word
         self.keep_view(maps.layer, rows, right=right, head=looked)
         for prefix, labels in (("", types), ("nest_", nesting)):
