@@ -40,6 +40,7 @@ from probes.builtin.coref import BASELINES, CoreferenceProbe
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
 from probes.identity import sentence_key
+from probes.maps import LayerMaps
 from probes.windows import window_spans
 from helpers import E, attention, batch, feed
 from state_checks import check_state, info
@@ -217,3 +218,16 @@ def test_attends_to_root_or_itself_is_wrong():
     probe = CoreferenceProbe(1, 2)
     feed(probe, hand)
     assert torch.equal(probe.hits.total(), torch.zeros(1, 2, dtype=torch.float64))
+
+
+def test_predictions_at_by_hand():
+    # "Kim ate red apples": tokens [CLS]0 Kim1 ate2 red3 app4 ##les5 [SEP]6, columns 0 1 2 3 4 4 E (mean-sum)
+    #   ate: 0.4 Kim + 0.3 app + 0.3 ##les → apples (0.6, the key side summed) over Kim (0.4) → column 4
+    #   Kim: 0.7 [SEP] + 0.3 ate → [SEP] is never a prediction → ate, column 2
+    #   apples: rows app (0.6 red, 0.4 SEP) and ##les (0.9 ate, 0.1 SEP) averaged: red 0.30, ate 0.45 → column 2
+    words = Sentence(words=["Kim", "ate", "red", "apples"])
+    hand = batch([words], [[0, 1, 2, 3, 4, 4, E]], [[attention(7, {
+        2: {1: 0.4, 4: 0.3, 5: 0.3}, 1: {6: 0.7, 2: 0.3}, 4: {3: 0.6, 6: 0.4}, 5: {2: 0.9, 6: 0.1}})]])
+    maps = LayerMaps(hand.batch, 0, hand.attentions[0])
+    assert maps.predictions_at(torch.tensor([0, 0, 0]), torch.tensor([2, 1, 4])).tolist() == [[4], [2], [2]]
+    assert maps.predictions[0, 0, [2, 1, 4]].tolist() == [4, 2, 2]
