@@ -14,7 +14,7 @@ from functools import cached_property
 import torch
 
 from probes.batching import Batch
-from probes.pooling import pool_attention, pool_vectors
+from probes.pooling import Segments, pool_attention, pool_vectors
 from probes.scratch import scratch_from
 
 
@@ -68,6 +68,17 @@ class LayerMaps:
         (a row with no weight anywhere points at column 0, the first maximum).
         """
         return self.word_attention[..., :-1].argmax(dim=-1)
+
+    def word_attention_of(self, rows: list[int]) -> torch.Tensor:
+        """[len(rows),H,C,C] ``word_attention[rows]``: the batch's where it is pooled already, else those rows'
+        alone, the same segment sums row by row (the views of a run's first sentences pool no more than
+        their own rows: a batch of long windows holds one of them and thirty others)."""
+        if "word_attention" in self.__dict__ or len(rows) == len(self.batch.sentences):
+            return self.word_attention[rows]
+        index = torch.tensor(rows, device=self.attention.device)
+        query, key = (Segments(s.word[index], None if s.weight is None else s.weight[index], s.width)
+                      for s in self.batch.segments(self.attention.device))
+        return pool_attention(self.attention[index], query, key)
 
     def predictions_at(self, rows: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
         """[N,H] ``predictions[rows, :, words]``: where word column words[n] of sentence rows[n] attends most,

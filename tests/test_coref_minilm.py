@@ -74,6 +74,7 @@ def test_windows_of_a_document_share_its_bootstrap_weights(minilm):
 
 @pytest.mark.parametrize("pool", ["mean-sum", "first-sum", "mean-mean"])
 def test_predictions_at_the_anaphors_are_the_maps_predictions(minilm, pool):
+    """LayerMaps.predictions_at (the anaphors' rows) and word_attention_of (the views' rows) are the whole map's."""
     cutter = CoreferenceProbe(6, 12, window=160)
     windows = [w for d in read_coref(DATA).sentences for w in cutter.rows(d, minilm.tokenizer, 512)]
     items, _ = encode(minilm.tokenizer, windows, 512)
@@ -84,11 +85,13 @@ def test_predictions_at_the_anaphors_are_the_maps_predictions(minilm, pool):
 
     def on_layer(layer, attention, context):
         maps = LayerMaps(batch, layer, attention)
+        some = maps.word_attention_of([0, 2]).clone()  # [2,H,C,C] pooled from those rows alone: nothing cached yet
         whole = maps.predictions.transpose(1, 2)[rows, heads]  # [N,H] from the whole pooled map
-        compared.append(bool((maps.predictions_at(rows, heads) == whole).all()))
+        compared.append(bool((maps.predictions_at(rows, heads) == whole).all())
+                        and torch.equal(some, maps.word_attention[[0, 2]]))
 
     minilm.layerwise(batch.input_ids, batch.attention_mask, on_layer)
-    assert len(rows) > 30 and compared == [True] * 6
+    assert len(rows) > 30 and len(batch.sentences) > 2 and compared == [True] * 6
 
 
 def test_a_window_holding_the_document_is_the_whole_document(minilm, small):
