@@ -68,7 +68,8 @@ class Pass:
     chunk. restore: undo what skip_reason adds to the probes' state (a pass that must not count its skips,
     e.g. a fit on the scored corpus beside its scoring pass).
 
-    After a pass: read (sentences taken from the stream), scored (sentences tokenised, fed), skips,
+    After a pass: read (sentences taken from the stream), scored (rows tokenised, fed: the sentences, or the
+    windows a probe cuts them into, ``Probe.rows``), skips,
     unknown (probes.encoding.UnknownWords of the tokenised sentences).
     """
 
@@ -78,7 +79,7 @@ class Pass:
         self._stream = iter(sentences)
         self._carry = list(islice(self._stream, CHUNK_SENTENCES + 1))  # read, not yet prepared
         self.single = len(self._carry) <= CHUNK_SENTENCES  # whether the stream is one chunk
-        self.read = self.scored = 0
+        self.read = self.scored = self.rows = 0  # rows: usable sentences (or their windows, Probe.rows) so far
         self.skips = Skips()
         self.unknown = UnknownWords(0, 0, [])
         self._encoder: Encoder | None = None
@@ -114,7 +115,7 @@ class Pass:
 
     def _prepare(self, sentences: list[Sentence]) -> Chunk:
         """The chunk's usable sentences (the others counted in ``skips``), tokenised, indices run-wide."""
-        offset = self.read - sum(self.skips.by_probes.values())  # usable sentences of the earlier chunks
+        offset = self.rows  # usable rows of the earlier chunks
         self.read += len(sentences)
         before = [p.state_dict() for p in self.probes] if self.restore else []
         usable = []
@@ -126,6 +127,9 @@ class Pass:
                 usable.append(s)
         for p, saved in zip(self.probes, before):
             p.load_state_dict(saved)
+        for p in self.probes:  # a document longer than the model becomes windows (probes.windows)
+            usable = [row for s in usable for row in p.rows(s, self._encoder.tokenizer, self._encoder.max_length)]
+        self.rows += len(usable)
         encoded, unfit = encode(self._encoder.tokenizer, usable, self._encoder.max_length, self._tokenize)
         for reason, n in unfit.items():
             self.skips.by_tokenizer[reason] = self.skips.by_tokenizer.get(reason, 0) + n

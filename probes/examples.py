@@ -28,7 +28,7 @@ view where it has one, packed as base64 (``pack``/``unpack``) to keep the result
 
     {"heads": [[layer, head], ...],            # the heads whose maps are kept (named + best per label)
      "named": [[layer, head], ...],            # the heads the user named
-     "kind": "arcs" | "roles" | "frames" | "units" | None,   # the probe's view (VIEW_KINDS), None: none
+     "kind": "arcs" | "roles" | "frames" | "units" | "mentions" | None,   # the probe's view (VIEW_KINDS), None: none
      "labels": [...],                          # what a "predicted" mark indexes (units)
      "sentences": [{"index": i, "sent_id": ..., "words": [...],
                     "predictions": uint16 [L*H, n+1], layer-major (row l * H + h),
@@ -87,9 +87,9 @@ class ExampleRecorder:
             probe.kept_view = None
         if not rows:
             return
-        attention = maps.word_attention  # [B,H,C,C]
-        predictions = maps.predictions.to(torch.int16).cpu()  # [B,H,C]
-        for b in rows:
+        attention = maps.word_attention_of(rows)  # [R,H,C,C] the recorded rows' (R = len(rows))
+        predictions = attention[..., :-1].argmax(dim=-1).to(torch.int16).cpu()  # [R,H,C-1] as maps.predictions
+        for k, b in enumerate(rows):
             sentence = batch.sentences[b]
             entry = self.kept.setdefault(batch.indices[b], {
                 "sentence": sentence,
@@ -97,9 +97,9 @@ class ExampleRecorder:
                 "maps_at": np.full(self.layers, -1, dtype=np.int64),  # [L] each layer's block in the store
                 "widths": np.zeros(self.layers, dtype=np.int64),  # [L] its side: the batch's C columns
                 "views": {}})  # probe -> {"items": [...], "marks": {name: [L] of [items,H]}}
-            entry["predictions"][maps.layer] = predictions[b, :, : len(sentence.words) + 1].numpy()
+            entry["predictions"][maps.layer] = predictions[k, :, : len(sentence.words) + 1].numpy()
             # one sentence at a time: the layer's scratch holds [H,C,C], not the batch's [B,H,C,C]
-            entry["maps_at"][maps.layer] = self._write(quantize(attention[b], maps.scratch).cpu().numpy())
+            entry["maps_at"][maps.layer] = self._write(quantize(attention[k], maps.scratch).cpu().numpy())
             entry["widths"][maps.layer] = batch.width
         for name, probe in self.viewing.items():
             self._keep_marks(name, probe, kept[name], batch, maps.layer, rows)

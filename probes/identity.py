@@ -38,16 +38,17 @@ from probes.corpus.sentence import Sentence
 
 
 def content_digest(sentence: Sentence) -> bytes:
-    """SHA-256 of the sentence's words: of their JSON list (``["Hi","there"]``, no spaces, non-ASCII as is)."""
-    text = json.dumps(sentence.words, ensure_ascii=False, separators=(",", ":"))
+    """SHA-256 of the sentence's words: of their JSON list (``["Hi","there"]``, no spaces, non-ASCII as is); a
+    window of a document, its document's words (``Sentence.unit``)."""
+    text = json.dumps(sentence.unit().words, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
 def sentence_key(sentence: Sentence, digest: bytes | None = None) -> int:
     """A 256-bit number naming the sentence: SHA-256 of its content digest (`digest`, computed where not given)
-    and its occurrence (8 bytes, big-endian)."""
+    and its occurrence (8 bytes, big-endian); a window of a document, its document's (``Sentence.unit``)."""
     digest = content_digest(sentence) if digest is None else digest
-    return int.from_bytes(hashlib.sha256(digest + sentence.occurrence.to_bytes(8, "big")).digest(), "big")
+    return int.from_bytes(hashlib.sha256(digest + sentence.unit().occurrence.to_bytes(8, "big")).digest(), "big")
 
 
 class Occurrences:

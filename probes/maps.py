@@ -14,7 +14,7 @@ from functools import cached_property
 import torch
 
 from probes.batching import Batch
-from probes.pooling import pool_attention, pool_vectors
+from probes.pooling import Segments, pool_attention, pool_vectors
 from probes.scratch import scratch_from
 
 
@@ -68,3 +68,34 @@ class LayerMaps:
         (a row with no weight anywhere points at column 0, the first maximum).
         """
         return self.word_attention[..., :-1].max(dim=-1).indices  # argmax's first maximum; max() is ~1.7x faster on CPU
+
+    def word_attention_of(self, rows: list[int]) -> torch.Tensor:
+        """[len(rows),H,C,C] ``word_attention[rows]``: the batch's where it is pooled already, else those rows'
+        alone, the same segment sums row by row (the views of a run's first sentences pool no more than
+        their own rows: a batch of long windows holds one of them and thirty others)."""
+        if "word_attention" in self.__dict__ or len(rows) == len(self.batch.sentences):
+            return self.word_attention[rows]
+        index = torch.tensor(rows, device=self.attention.device)
+        query, key = (Segments(s.word[index], None if s.weight is None else s.weight[index], s.width)
+                      for s in self.batch.segments(self.attention.device))
+        return pool_attention(self.attention[index], query, key)
+
+    def predictions_at(self, rows: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+        """[N,H] ``predictions[rows, :, words]``: where word column words[n] of sentence rows[n] attends most,
+        pooled from those words' subword rows alone (the same segment sums as ``word_attention``, key side then
+        query side), without the whole batch's [B,H,C,C] map: for probes that read a few rows of long inputs
+        (coref: the anaphors' head words of windows of hundreds of words). rows, words [N] on any device."""
+        query, key = self.batch.segments(self.attention.device)
+        device = self.attention.device
+        rows, words = rows.to(device), words.to(device)
+        pick, token = (query.word[rows] == words[:, None]).nonzero(as_tuple=True)  # [S] (item, subword) pairs
+        batch_row = rows[pick]  # [S]
+        subword_rows = self.attention[batch_row, :, token]  # [S,H,T] each picked subword's attention row
+        if key.weight is not None:
+            subword_rows = subword_rows * key.weight[batch_row, None, :].to(subword_rows.dtype)
+        keyed = subword_rows.new_zeros(len(token), subword_rows.shape[1], key.width + 1)  # [S,H,C+1]
+        keyed.scatter_add_(2, key.word[batch_row, None, :].expand_as(subword_rows), subword_rows)
+        if query.weight is not None:
+            keyed = keyed * query.weight[batch_row, token, None, None].to(keyed.dtype)
+        pooled = keyed.new_zeros(len(rows), *keyed.shape[1:]).index_add_(0, pick, keyed)  # [N,H,C+1]
+        return pooled[..., : key.width - 1].argmax(dim=-1)  # the end column (C-1) and the dropped one left out

@@ -37,7 +37,8 @@ class Presentation:
         """The sentence's units as the view shows them, in the order of ``keep_view``'s rows for this sentence. Word
         columns count from 1 (0: the root). "arcs": {"from": head column, "to": dependent column, "label"};
         "roles" and "frames": {"from": [predicate or target columns], "to": [argument or element columns],
-        "label"}; "units": {"from": first column, "to": last column, "label"}."""
+        "label"}; "units": {"from": first column, "to": last column, "label"}; "mentions": {"from": [the anaphor's
+        head column], "to": [its antecedents' head columns], "label": its type, "span": [first, last column]}."""
         return []
 
     def view_labels(self) -> list[str]:
@@ -118,6 +119,6 @@ def above_baseline(result: ProbeResult, label: str) -> np.ndarray | None:
         return np.nan_to_num(entry.ci_low, nan=-np.inf) > base["best"]
 
 
-VIEW_KINDS = ("arcs", "roles", "frames", "units")
+VIEW_KINDS = ("arcs", "roles", "frames", "units", "mentions")
 OVERVIEW_MIN_COUNT = 20  # results that record no --min-count: labels with fewer instances are left out of the overview
 OVERVIEW_MOST = 48  # tiles in one overview, overall included

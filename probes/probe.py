@@ -94,6 +94,12 @@ class Probe(Presentation, ABC):
         at a time, so a probe that needs no pass should not iterate it, and one that does should keep
         what it counts, not the sentences."""
 
+    def rows(self, sentence: Sentence, tokenizer, max_length: int) -> list[Sentence]:
+        """The batch rows a sentence this probe can score becomes (called after ``skip_reason``, before
+        tokenising; max_length the model's limit in subwords): the sentence itself by default; coref cuts a
+        document into windows of whole sentences (probes.windows)."""
+        return [sentence]
+
     def read_model(self, encoder: Any) -> None:
         """Called once with the run's loaded model (probes.model.Encoder) before the first batch: a probe that
         scores a head's weights as well as its maps (induction's OV copying score) reads them here."""

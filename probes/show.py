@@ -56,7 +56,7 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
             line += f"  {_interval((best.ci_low, best.ci_high)) + ('*' if best.outside else ''):<16}"
             outside |= best.outside
         if best.baseline is not None:
-            offset = f"offset {best.offset:+d}"
+            offset = f"offset {best.offset:+d}" if isinstance(best.offset, int) else str(best.offset)  # coref: a kind
             line += f"  {offset:<12}{best.baseline:>7.3f}{best.margin:>+8.3f}"
             if intervals:
                 line += f"  {_interval((best.margin_low, best.margin_high), '+.3f')}"
@@ -109,7 +109,8 @@ def format_views(result: ProbeResult, head: tuple[int, int] | None = None, sente
     overall, or where none is single, the first head at the top score) on the first `sentences` kept sentences:
     dep, the gold arcs with each word's most-attended word; trees, the gold arcs with each word's head in the
     head's decoded tree; srl, predicate → argument; frames, target → frame element with the largest attention
-    weight between them; pos, ner, con, each unit's gold and predicted label. ✓/✗: whether the head gets the
+    weight between them; pos, ner, con, each unit's gold and predicted label; coref, each anaphor with the word its
+    head word attends to most and its antecedents' head words. ✓/✗: whether the head gets the
     item, as the probe scores it. "" when the result keeps no views or its probe has none."""
     views = result.extra.get("sentence_views")
     if not views or not sentences or not views.get("kind"):
@@ -125,7 +126,9 @@ def format_views(result: ProbeResult, head: tuple[int, int] | None = None, sente
                if any("head" in v.get("marks", {}) for v in shown) else "the word each word attends to most")
     legend = {"arcs": f"gold arcs; → {pointed}", "roles": "predicate → argument",
               "frames": "target → frame element, the largest attention weight between them",
-              "units": "each unit's gold label and the label the head predicts"}[kind]
+              "units": "each unit's gold label and the label the head predicts",
+              "mentions": "anaphor (its head word) → the word the head word attends to most; the antecedents' "
+                          "head words"}[kind]
     lines = ["", f"head L{layer}-H{number} on the first {len(shown)} sentences ({legend}; ✓/✗ whether the head "
              f"gets it, as {result.probe} scores it)"]
     for view in shown:
@@ -155,13 +158,18 @@ def _arc_lines(items: list[dict], marks: dict, names: list[str], pred: np.ndarra
 
 
 def _item_line(kind: str, item: dict, marks: dict, k: int, names: list[str], labels: list[str]) -> str:
-    """Item k of a roles, frames or units view: its words and label, and what the head made of it."""
+    """Item k of a roles, frames, units or mentions view: its words and label, and what the head made of it."""
     def words(columns) -> str:
         return " ".join(names[c] for c in columns)
 
     if kind == "units":
         predicted = labels[int(marks["predicted"][k])] if "predicted" in marks else "-"
         return f"{words(range(item['from'], item['to'] + 1))}: gold {item['label']}, predicted {predicted}"
+    if kind == "mentions":
+        first, last = item["span"]
+        looked = names[int(marks["head"][k])] if "head" in marks else "-"
+        return (f"{item['label']}: {words(range(first, last + 1))} ({words(item['from'])}) → {looked}; "
+                f"antecedents {', '.join(names[c] for c in item['to'])}")
     line = f"{item['label']}: {words(item['from'])} → {words(item['to'])}"
     return line + (f"  weight {marks['weight'][k]:.3f}" if "weight" in marks else "")
 

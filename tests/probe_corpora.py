@@ -5,8 +5,8 @@ so a probe added to the registry is covered without being named.
 ``probe_run_arguments(name, tmp, shared)`` gives the ``probes.run`` arguments for one probe: the bundled
 EWT sample (dep, pos, the analyses, any probe added later), excerpts of the full corpora in
 ../shared/corpora for ner (UNER), srl (UP), con (CRAFT), seg (GSDSimp, raw text) and frames (three
-FrameNet documents; `shared()` skips the test where that folder is absent), and a small pairs file for
-term_matching; ``selection_split(name, tmp, shared)`` a second corpus of that kind for ``select_on`` (test_shown_numbers).
+FrameNet documents; `shared()` skips the test where that folder is absent), three LitBank excerpts for coref
+(tests/data/litbank), and a small pairs file for term_matching; ``selection_split(name, tmp, shared)`` a second corpus of that kind for ``select_on`` (test_shown_numbers).
 ``same(a, b, where, atol, rtol)`` asserts equal structure and numbers within atol (default 1e-6) plus rtol times
 their scale; ``grids(result)`` is everything a result reports but the model's name and provenance.
 """
@@ -64,10 +64,17 @@ def _framenet(tmp: Path, shared) -> dict:
             "limit": None}
 
 
+def _litbank(tmp: Path, shared) -> dict:
+    """Three LitBank excerpts (tests/data/litbank), cut into windows of 200 subwords (the selection document's
+    longest sentence has 177)."""
+    return {"corpus": Path(__file__).parent / "data" / "litbank", "window": 200, "stride": 100}
+
+
 # probe -> probes.run arguments giving it a small real corpus it can read (shared(): ../shared/corpora, the
 # test skipped where absent). Every other probe (dep, pos, the analyses, any probe added later) reads the
 # bundled EWT sample with BUNDLED (pos fits its centroids on the same sentences).
-CORPORA = {"term_matching": _pairs, "ner": _uner, "srl": _up, "con": _craft, "seg": _gsd, "frames": _framenet}
+CORPORA = {"term_matching": _pairs, "ner": _uner, "srl": _up, "con": _craft, "seg": _gsd, "frames": _framenet,
+           "coref": _litbank}
 BUNDLED = {"fit_on": "same"}
 
 
@@ -121,6 +128,8 @@ def selection_split(name: str, tmp: Path, shared) -> str:
 
     if name == "frames":
         return str(shared() / "framenet-1.7")
+    if name == "coref":  # a LitBank document the excerpts do not hold
+        return str(shared() / "litbank-coref" / "1064_the_masque_of_the_red_death_brat.conll")
     if name == "con":
         craft = shared() / "craft-treebank"
         return str(craft / "penn" / f"{(craft / 'craft-ids-dev.txt').read_text().split()[1]}.tree")

@@ -21,6 +21,11 @@ CONLLU = (
     "# sent_id = b\n"
     "1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n\n"
 )
+COREF = ("#begin document (d); part 0\n" + "".join(
+    f"d\t0\t{i}\t{w}" + "\t_" * 8 + f"\t{c}\n" for i, (w, c) in enumerate(
+        [("Kim", "(0)"), ("saw", ""), ("the", "(1"), ("dog", "1)"), (".", "")])) + "\n" + "".join(
+    f"d\t0\t{i}\t{w}" + "\t_" * 8 + f"\t{c}\n" for i, (w, c) in enumerate(
+        [("She", "(0)"), ("fed", ""), ("it", "(1)"), (".", "")])) + "\n#end document\n")
 IOB2 = ("# sent_id = a\n1\tDogs\tB-ORG\t-\t-\n2\tdo\tI-ORG\t-\t-\n3\tn't\tO\t-\t-\n4\tbark\tO\t-\t-\n5\t.\tO\t-\t-\n\n"
         "# sent_id = b\n1\tHi\tB-PER\t-\t-\n\n")
 PTB = ("( (S (NP-SBJ-1 (DT The) (NN cat)) (VP (VBD sat) (-NONE- *T*-1)) (. .)) )\n"
@@ -64,6 +69,7 @@ SAMPLES: dict[str, tuple[dict[str, bytes], list[str]]] = {
                "penn/222.tree": _utf8("( (NP (NN Protein)) )\n")}, ["ids.txt"]),
     "spacy": ({"raw.txt": _utf8("The cat sat on the mat. It purred.\n\nDogs bark.\n")}, ["raw.txt"]),
     "pairs": ({"p.tsv": _utf8("sentence1\tsentence2\tlabel\nA cat sat .\tA dog sat .\tno\nHi\tHello\n")}, ["p.tsv"]),
+    "coref": ({"c.conll": _utf8(COREF)}, ["c.conll"]),
     "layers": ({"c.conllu": _utf8(CONLLU), "c.iob2": _utf8(IOB2)}, ["c.conllu", "c.iob2"]),
 }
 

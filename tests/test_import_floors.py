@@ -15,7 +15,7 @@ FLOORS = {
              "probes.exports", "probes.argtypes", "probes.files", "probes.registries", "probes.protocols", "probes.ablation",
              "probes.compare", "probes.studies"],
     "reader": ["probes.corpus"],
-    "encoding": ["probes.causal.sequences", "probes.encoding", "probes.pooling", "probes.shuffle", "probes.identity", "probes.batching"],
+    "encoding": ["probes.causal.sequences", "probes.windows", "probes.encoding", "probes.pooling", "probes.shuffle", "probes.identity", "probes.batching"],
     "settings": ["probes.settings", "probes.registry", "probes.builtin.declared"],
     "capture": ["probes.families", "probes.causal.capture", "probes.causal.families", "probes.hooks", "probes.model", "probes.maps", "probes.norms", "probes.eager", "probes.ablation.masks",
                 "probes.ablation.masking", "probes.ablation.sharing"],

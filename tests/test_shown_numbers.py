@@ -28,7 +28,8 @@ NUMBER = r"-?\d+\.\d{3}|nan"
 ROW = re.compile(rf"^(?P<label>.+?)\s+(?P<count>\d+)  "
                  rf"(?:(?P<head>L\d+-H\d+)\s+(?P<score>{NUMBER})(?:\s+(?P<sel>{NUMBER}))?"
                  rf"(?:\s+(?:\[(?P<low>{NUMBER}), (?P<high>{NUMBER})\](?P<star>\*)?|-))?"
-                 r"(?:\s+offset (?P<offset>[+-]\d+)\s+(?P<base>-?\d+\.\d{3})\s+(?P<margin>[+-]\d+\.\d{3})"
+                 r"(?:\s+(?:offset (?P<offset>[+-]\d+)|(?P<kind>[a-z_]+))\s+(?P<base>-?\d+\.\d{3})"  # coref: a kind
+                 r"\s+(?P<margin>[+-]\d+\.\d{3})"
                  r"(?:\s+(?:\[(?P<mlow>[+-]\d+\.\d{3}), (?P<mhigh>[+-]\d+\.\d{3})\]|-))?)?"
                  r"|no best head: (?P<why>.+?))(?P<few>  \(few\))?$")  # (few): below the run's --min-count
 
@@ -125,12 +126,14 @@ def check_table(text: str, data: dict, where: str) -> int:
             assert inside or row["star"], (where, line)
             starred |= bool(row["star"])
         if shown["baseline"] is not None:
-            assert (row["offset"], row["base"]) == (f"{shown['offset']:+d}", fixed(shown["baseline"])), (where, line)
+            named = row["offset"] or row["kind"]  # an offset (+1), or a baseline's kind (coref's head_match)
+            assert (named, row["base"]) == (f"{shown['offset']:+d}" if isinstance(shown["offset"], int)
+                                            else shown["offset"], fixed(shown["baseline"])), (where, line)
             assert row["margin"] == fixed(shown["margin"], "+.3f"), (where, line, shown)
             assert (row["mlow"], row["mhigh"]) == (fixed(shown["margin_low"], "+.3f"),
                                                     fixed(shown["margin_high"], "+.3f")), (where, line, shown)
         else:
-            assert row["offset"] is None, (where, line)
+            assert row["offset"] is None and row["kind"] is None, (where, line)
     assert starred == any(line.startswith("* the score lies outside its interval") for line in lines), (where, text)
     assert sorted(ROW.match(line)["label"] for line in rows) == sorted([*data["labels"], "overall"]), where
     return len(rows)

@@ -115,6 +115,14 @@ INDUCTION = Declaration("induction", "probes.builtin.causal.induction", "causal 
 SINK = Declaration("sink", "probes.builtin.causal.sink", "causal models: share of each head's attention on the first "
                    "token and on the start token (attention sinks, Xiao et al. 2023)")
 
+COREF = Declaration("coref", "probes.builtin.coref", "coreference: does an anaphor's head word attend most to an "
+                    "antecedent's head word (Clark et al. 2019), documents cut into windows", (
+    Option("window", 0, "coref: most subwords of a window of whole sentences, special tokens included (0: the "
+           "model's limit)", int),
+    Option("stride", 0, "coref: subwords from one window's start to the next's (0: half the window)", int),
+    Option("mention_head", "spacy", "coref: a mention's head word: its syntactic head in spaCy's parse of the "
+           "sentence, or its first or last word", str, ("spacy", "first", "last"))))
+
 BUILTIN = {d.name: d for d in (DEP, SEG, SRL, FRAMES, POS, NER, CON, TREES, MASS, ENTROPY, POSITIONAL, RARE,
                                PATTERNS, HEAD_DISTANCE, WORD_ORDER, TERM_MATCHING, PREV_TOKEN, DUPLICATE_TOKEN,
-                               INDUCTION, SINK)}
+                               INDUCTION, SINK, COREF)}

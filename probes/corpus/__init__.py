@@ -3,7 +3,7 @@
 ``read_corpus`` reads corpus files whole (a Corpus holding every Sentence); ``iter_corpus`` yields the same
 sentences one at a time, and ``CorpusStream`` reads them anew on every pass (the first `limit`), so that a
 run over a large corpus never holds it whole (probes.chunks). The formats in STREAMING_READERS (CoNLL-U,
-Universal PropBank, IOB2) read their files line by line; the others (FrameNet, PTB, CoNLL-2012, plugins,
+Universal PropBank, IOB2, coreference documents) read their files line by line; the others (FrameNet, PTB, CoNLL-2012, plugins,
 annotation layers joined on sent_id, spaCy-annotated text) are read whole and then yielded.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from probes.corpus.conllu_reader import iter_conllu
+from probes.corpus.coref import iter_coref, looks_like_coref
 from probes.corpus.iob2 import iter_iob2
 from probes.corpus.layers import read_layers
 from probes.corpus.propbank import iter_propbank, looks_like_propbank
@@ -28,19 +29,22 @@ SUFFIXES = {".conllu": "conllu", ".conll": "conllu", ".conll2012": "conll2012", 
 # format -> reader(path, counts, **options) yielding the format reader's sentences one at a time, the
 # file read line by line, the file's name and the sentences set aside added to `counts` as they come
 STREAMING_READERS: dict[str, Callable[..., Iterator[Sentence]]] = {
-    "conllu": iter_conllu, "propbank": iter_propbank, "iob2": iter_iob2}
+    "conllu": iter_conllu, "propbank": iter_propbank, "iob2": iter_iob2, "coref": iter_coref}
 
 
 def guess_format(path: str | Path) -> str | None:
     """The reader for a path: a directory with ``fulltext/`` is FrameNet, ``*_conll`` (OntoNotes'
     ``.gold_conll``, ``.v4_gold_conll``) is CoNLL-2012, a CoNLL-U file whose word rows have more
-    than 10 columns is Universal PropBank; otherwise by suffix."""
+    than 10 columns is Universal PropBank, a ``.conll`` file that opens with ``#begin document`` (LitBank) is
+    coreference (coref); otherwise by suffix."""
     p = Path(path)
     if p.is_dir():
         return "framenet" if (p / "fulltext").is_dir() else None
     if p.name.lower().endswith("_conll"):
         return "conll2012"
     name = SUFFIXES.get(p.suffix.lower())
+    if name == "conllu" and p.suffix.lower() == ".conll" and looks_like_coref(p):
+        return "coref"
     if name == "conllu" and looks_like_propbank(p):
         return "propbank"
     return name

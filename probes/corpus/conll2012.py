@@ -39,13 +39,15 @@ out of sequence.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterable, Iterator
 
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import read_text_lines
 from probes.errors import InputError
 
-__all__ = ["read_conll2012"]
+__all__ = ["Block", "conll_blocks", "read_conll2012"]
 
 _FIXED = 11  # columns before the SRL columns; the coreference column comes after them
 _SPAN_CELL = re.compile(r"((?:\([^()*\s]+)*)(\*?)(\)*)")
@@ -157,29 +159,47 @@ def read_conll2012(path: str | Path) -> Corpus:
     annotations produced)."""
     path = Path(path)
     corpus = Corpus(sentences=[], files=[str(path)])
-    rows: list[list[str]] = []
-    lines: list[int] = []
-    k = 0  # sentence number within the current document part
-
-    def flush() -> None:
-        nonlocal k
-        if rows:
-            corpus.sentences.append(_sentence(rows, lines, path, k))
-            k += 1
-            rows.clear()
-            lines.clear()
-
-    for lineno, text in enumerate(read_text_lines(path), 1):
-        if not text.strip():
-            flush()
-        elif text.startswith("#"):
-            flush()
-            if text.startswith("#begin document") or text.startswith("#end document"):
-                k = 0
-        else:
-            rows.append(text.split())
-            lines.append(lineno)
-    flush()
+    for block in conll_blocks(read_text_lines(path)):
+        corpus.sentences.append(_sentence(block.rows, block.lines, path, block.number))
     if not corpus.sentences:
         raise InputError("no sentences found (not a CoNLL-2012 *_conll file?)", path)
     return corpus
+
+
+@dataclass
+class Block:
+    """One sentence of a CoNLL-2012 file as its rows: the cells of each token line and their line numbers.
+
+    document: the number of its document in the file (0 before any ``#begin document``, then 1, 2, ...),
+    begun: the line of that ``#begin document`` (0 for none), number: the sentence's number in its document."""
+
+    rows: list[list[str]]
+    lines: list[int]
+    document: int
+    begun: int
+    number: int
+
+
+def conll_blocks(lines: Iterable[str], cells: Callable[[str], list[str]] = str.split) -> Iterator[Block]:
+    """The sentences of a CoNLL-2012 file's lines (blank lines between sentences, ``#`` comment lines, ``#begin
+    document`` / ``#end document`` around documents), each row cut into cells by `cells` (whitespace by
+    default; the coreference reader keeps LitBank's empty last tab cell). Shared by read_conll2012 and
+    probes.corpus.coref."""
+    rows: list[list[str]] = []
+    numbers: list[int] = []
+    document = begun = k = 0
+    for lineno, text in enumerate(lines, 1):
+        if text.strip() and not text.startswith("#"):
+            rows.append(cells(text))
+            numbers.append(lineno)
+            continue
+        if rows:
+            yield Block(rows, numbers, document, begun, k)
+            k += 1
+            rows, numbers = [], []
+        if text.startswith("#begin document"):
+            document, begun, k = document + 1, lineno, 0
+        elif text.startswith("#end document"):
+            k = 0
+    if rows:
+        yield Block(rows, numbers, document, begun, k)

@@ -37,6 +37,7 @@ BUILTIN_READERS: dict[str, str] = {
     "spacy": "probes.corpus.spacy_text:read_spacy",  # raw text, one passage a line, annotated by spaCy (--annotate)
     "pairs": "probes.corpus.pairs:read_pairs",  # sentence pairs: sentence1<TAB>sentence2[<TAB>label]
     "token_ids": "probes.corpus.token_ids:read_token_ids",  # one sequence of token ids a line (causal detectors)
+    "coref": "probes.corpus.coref:read_coref",  # CoNLL-2012 coreference column (LitBank, OntoNotes): one per document
 }
 
 
@@ -64,6 +65,7 @@ GIVES: dict[str, dict[str, str]] = {
     "spacy": {key: "spaCy's silver annotation of raw text" for key in ("head", "deprel", "upos", "xpos", "ner")},
     "pairs": {"pair": "sentence1<TAB>sentence2[<TAB>label]"},
     "token_ids": {"token_ids": "one sequence of token ids a line"},
+    "coref": {"mentions": "CoNLL-2012: the last column's coreference brackets, one document at a time"},
 }
 
 

@@ -27,6 +27,12 @@ class Sentence:
     def __len__(self) -> int:
         return len(self.words)
 
+    def unit(self) -> "Sentence":
+        """What the sentence's identity (probes.identity) names: the sentence itself; a window of a document
+        (probes.windows.Window) names its document, so that every window of it is one unit to shards and
+        to the bootstrap."""
+        return self
+
 
 @dataclass
 class Corpus:

@@ -92,7 +92,7 @@
       tr.dataset.label = r.name;
       if (r.name === state.label) tr.className = "on";
       if (r.rare) { tr.classList.add("rare"); tr.title = `${r.count} instances: below --min-count ${p.min_count}`; }
-      const off = r.offset === null ? "" : ` (${r.offset > 0 ? "+" : ""}${r.offset})`;
+      const off = r.offset === null ? "" : ` (${r.offset > 0 ? "+" : ""}${r.offset})`;  // coref: a kind ("nearest")
       tr.innerHTML = `<td></td><td class="num">${r.count}</td><td>${r.best}</td><td class="num">${fmt(r.score)}</td>` +
         `<td class="num">${r.baseline === null ? "–" : fmt(r.baseline) + off}</td>` +
         `<td class="num">${r.margin === null ? "–" : (r.margin >= 0 ? "+" : "") + r.margin.toFixed(3)}</td>`;
@@ -197,7 +197,7 @@
     if (ci && kind !== "delta") lines.push(`95% interval [${fmt(ci.low[l][h])}, ${fmt(ci.high[l][h])}]`);
     Object.keys(extra).forEach(k => lines.push(`${k} ${fmt(extra[k][l][h])}`));
     lines.push(`count ${label.count}`);
-    if (label.baseline) lines.push(`baseline offset ${label.baseline.offset > 0 ? "+" : ""}${label.baseline.offset}: ${fmt(label.baseline.score)}`);
+    if (label.baseline) lines.push(`baseline ${typeof label.baseline.offset === "string" ? "" : "offset "}${label.baseline.offset > 0 ? "+" : ""}${label.baseline.offset}: ${fmt(label.baseline.score)}`);
     const t = $("tip");
     t.textContent = lines.join("\n");
     t.style.display = "block";
@@ -285,6 +285,8 @@
            "(above: each argument from its predicate; below: the head's argmax from each word)</small>",
     frames: 'target → frame element <small><span class="right">■ right</span> <span class="wrong">■ wrong</span> ' +
             "(the head's argmax links them; the number: the largest attention weight between them)</small>",
+    mentions: 'anaphor → antecedent <small><span class="right">■ right</span> <span class="wrong">■ wrong</span> ' +
+              "(above: each anaphor's head word to an antecedent's; below: where each anaphor's head word looks most)</small>",
     units: 'each unit: gold label over the label the head predicts <small><span class="right">■ right</span> ' +
            '<span class="wrong">■ wrong</span></small>',
     segments: "segmentation <small>(seg's example sentences: the gold words, then the words the head's word ends " +
@@ -326,7 +328,7 @@
   function below(items, marks, pred) { // arcs below: each word's argmax, or for trees the decoded tree's head
     if (marks.head) {
       const heads = [];
-      items.forEach((it, k) => { heads[it.to] = marks.head[k]; });
+      items.forEach((it, k) => { heads[Array.isArray(it.to) ? it.from[0] : it.to] = marks.head[k]; });  // mentions: the anaphor's
       return heads;
     }
     return pred;
