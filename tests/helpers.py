@@ -71,3 +71,17 @@ HI_COLUMNS = [0, 1, E]
 # A perfect dependent→head head: each word's subwords look at its head's subword, the root at [CLS].
 CAT_TO_HEADS = attention(6, {1: {4: 1.0}, 2: {4: 1.0}, 3: {4: 1.0}, 4: {0: 1.0}})
 HI_TO_HEADS = attention(3, {1: {0: 1.0}})
+
+
+def run_refused(capsys, out, probe: str, *args: str) -> str:
+    """`probes run PROBE --out OUT --quiet ARGS` on bad input: exit code 2, one line on stderr naming the problem,
+    no traceback, nothing written to OUT. Returns that line."""
+    from probes.cli import main
+
+    code = main(["run", probe, "--out", str(out), "--quiet", *args])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("probes: error: ") and "Traceback" not in err
+    assert not out.exists(), "no output may be written on bad input"
+    return err

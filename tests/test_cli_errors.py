@@ -6,19 +6,11 @@ import sys
 
 import pytest
 
+from helpers import run_refused
 from probes.cli import main
 
 GOOD = "1\tDogs\tdog\tNOUN\tNNS\t_\t2\tnsubj\t_\t_\n2\tbark\tbark\tVERB\tVBP\t_\t0\troot\t_\t_\n\n"
 
-
-def _fails(capsys, out, *args):
-    code = main(["run", "dep", "--out", str(out), "--quiet", *args])
-    err = capsys.readouterr().err.strip()
-    assert code == 2
-    assert len(err.splitlines()) == 1, err
-    assert err.startswith("probes: error: ") and "Traceback" not in err
-    assert not out.exists(), "no output may be written on bad input"
-    return err
 
 
 @pytest.mark.parametrize("content, line, problem", [
@@ -32,7 +24,7 @@ def _fails(capsys, out, *args):
 def test_bad_conllu(tmp_path, capsys, content, line, problem):
     f = tmp_path / "bad.conllu"
     f.write_text(content, encoding="utf-8")
-    err = _fails(capsys, tmp_path / "out", "--corpus", str(f))
+    err = run_refused(capsys, tmp_path / "out", "dep", "--corpus", str(f))
     where = f"{f}:{line}: " if line else f"{f}: "
     assert err == f"probes: error: {where}{problem}"
 
@@ -40,20 +32,20 @@ def test_bad_conllu(tmp_path, capsys, content, line, problem):
 def test_binary_junk(tmp_path, capsys):
     f = tmp_path / "junk.conllu"
     f.write_bytes(GOOD.encode() + bytes(range(256)) * 4)
-    err = _fails(capsys, tmp_path / "out", "--corpus", str(f))
+    err = run_refused(capsys, tmp_path / "out", "dep", "--corpus", str(f))
     assert err == f"probes: error: {f}:4: binary data (NUL byte), not a text corpus file"
 
 
 def test_not_utf8(tmp_path, capsys):
     f = tmp_path / "latin1.conllu"
     f.write_bytes(GOOD.encode() + "1\tCafé\t_\t_\t_\t_\t0\troot\t_\t_\n".encode("latin-1"))
-    err = _fails(capsys, tmp_path / "out", "--corpus", str(f))
+    err = run_refused(capsys, tmp_path / "out", "dep", "--corpus", str(f))
     assert err == f"probes: error: {f}:4: not UTF-8 text (byte 0xe9)"
 
 
 def test_missing_file(tmp_path, capsys):
     f = tmp_path / "nope.conllu"
-    assert _fails(capsys, tmp_path / "out", "--corpus", str(f)) == f"probes: error: {f}: file not found"
+    assert run_refused(capsys, tmp_path / "out", "dep", "--corpus", str(f)) == f"probes: error: {f}: file not found"
 
 
 def test_unknown_probe_lists_available(tmp_path, capsys):
@@ -67,7 +59,7 @@ def test_unknown_probe_lists_available(tmp_path, capsys):
 def test_model_path_does_not_exist(tmp_path, capsys):
     f = tmp_path / "ok.conllu"
     f.write_text(GOOD)
-    err = _fails(capsys, tmp_path / "out", "--corpus", str(f), "--model", str(tmp_path / "no-model"))
+    err = run_refused(capsys, tmp_path / "out", "dep", "--corpus", str(f), "--model", str(tmp_path / "no-model"))
     assert err == f"probes: error: {tmp_path / 'no-model'}: model path does not exist"
 
 
@@ -75,7 +67,7 @@ def test_model_path_does_not_exist(tmp_path, capsys):
 def test_model_without_attention(tmp_path, capsys, tiny_model):
     f = tmp_path / "ok.conllu"
     f.write_text(GOOD)
-    err = _fails(capsys, tmp_path / "out", "--corpus", str(f), "--model", str(tiny_model("fnet")))
+    err = run_refused(capsys, tmp_path / "out", "dep", "--corpus", str(f), "--model", str(tiny_model("fnet")))
     assert "attention cannot be captured" in err and "fnet" in err
 
 
@@ -86,7 +78,7 @@ def test_every_sentence_too_long(tmp_path, capsys, tiny_model):
                    for i, w in enumerate(words, 1))
     f = tmp_path / "long.conllu"
     f.write_text(rows + "\n" + rows + "\n")
-    err = _fails(capsys, tmp_path / "out", "--corpus", str(f), "--model", str(tiny_model("bert")))
+    err = run_refused(capsys, tmp_path / "out", "dep", "--corpus", str(f), "--model", str(tiny_model("bert")))
     assert err == (f"probes: error: {f}: no sentence can be scored (of 2: 2 too long; model limit 64 subwords)")
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from probes.cli import main
+from helpers import run_refused
 from probes.corpus import guess_format, iter_corpus
 from probes.corpus.coref import read_coref
 from probes.corpus.mention_heads import mention_head
@@ -120,15 +120,6 @@ def test_chain_reused_and_no_mentions(tmp_path):
     assert str(e.value) == f"{f}:5: document without any coreference mention"
 
 
-def _fails(capsys, out, *args):
-    code = main(["run", "coref", "--out", str(out), "--quiet", *args])
-    err = capsys.readouterr().err.strip()
-    assert code == 2
-    assert len(err.splitlines()) == 1, err
-    assert err.startswith("probes: error: ") and "Traceback" not in err
-    assert not out.exists(), "no output may be written on bad input"
-    return err
-
 
 @pytest.mark.parametrize("text, line, problem", [
     BAD[0],
@@ -138,13 +129,13 @@ def _fails(capsys, out, *args):
 ])
 def test_cli_bad_input(tmp_path, capsys, text, line, problem):
     f = write(tmp_path, text)
-    err = _fails(capsys, tmp_path / "out", "--corpus", str(f))
+    err = run_refused(capsys, tmp_path / "out", "coref", "--corpus", str(f))
     assert err == f"probes: error: {f}:{line}: {problem}"
 
 
 def test_cli_window_smaller_than_a_sentence(tmp_path, capsys, minilm):
     # Persuasion's first sentence has 126 subwords: a window of 64 cannot hold it
-    err = _fails(capsys, tmp_path / "out", "--corpus", str(DATA / "105_persuasion_brat.conll"), "--window", "64")
+    err = run_refused(capsys, tmp_path / "out", "coref", "--corpus", str(DATA / "105_persuasion_brat.conll"), "--window", "64")
     assert err == (f"probes: error: {DATA / '105_persuasion_brat.conll'}:2: sentence 1 of document "
                    "105_persuasion_brat/0 has 126 subwords, more than a window of 64 holds with its special tokens; "
                    "give a larger --window")
