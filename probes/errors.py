@@ -9,7 +9,7 @@ class InputError(Exception):
     """Bad input from the user (corpus, model, option). The CLI prints it on one line, exit 2."""
 
     def __init__(self, problem: str, path: str | Path | None = None, line: int | None = None):
-        self.problem = problem
+        self.problem = one_line(problem)
         self.path = None if path is None else str(path)
         self.line = line
         super().__init__(self.format())
@@ -19,6 +19,16 @@ class InputError(Exception):
             return self.problem
         where = self.path if self.line is None else f"{self.path}:{self.line}"
         return f"{where}: {self.problem}"
+
+
+def one_line(text: str) -> str:
+    """`text` with its line breaks (a file's stray CR or NUL quoted into a message, e.g. a tag "B-O\\rRG") written
+    as escapes, so that a message stays one line whatever it quotes."""
+    return text.translate(_ESCAPES) if any(c in text for c in _BREAKS) else text
+
+
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_ESCAPES = {ord(c): repr(c)[1:-1] for c in _BREAKS}
 
 
 class StudyFailed(Exception):

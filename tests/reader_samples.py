@@ -70,6 +70,7 @@ SAMPLES: dict[str, tuple[dict[str, bytes], list[str]]] = {
     "spacy": ({"raw.txt": _utf8("The cat sat on the mat. It purred.\n\nDogs bark.\n")}, ["raw.txt"]),
     "pairs": ({"p.tsv": _utf8("sentence1\tsentence2\tlabel\nA cat sat .\tA dog sat .\tno\nHi\tHello\n")}, ["p.tsv"]),
     "coref": ({"c.conll": _utf8(COREF)}, ["c.conll"]),
+    "token_ids": ({"s.ids": _utf8("# 2 sequences\n5 17 17 3\n\n0 9 12\n")}, ["s.ids"]),
     "layers": ({"c.conllu": _utf8(CONLLU), "c.iob2": _utf8(IOB2)}, ["c.conllu", "c.iob2"]),
 }
 

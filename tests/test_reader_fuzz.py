@@ -104,3 +104,15 @@ def test_columns_shuffled_or_dropped(name, data):
         order = data.draw(st.permutations(cols))
         lines[i] = sep.join(order[:data.draw(st.integers(0, len(order)))])
     read_with(name, {rel: "\n".join(lines).encode("utf-8")})
+
+
+def test_a_stray_carriage_return_stays_escaped_in_the_message():
+    """Found by test_text_spliced_in: a CR inside an IOB2 tag ("B-O\rRG") was quoted into the error raw, so the
+    message broke in two on a terminal; InputError writes line breaks it quotes as escapes."""
+    text = SAMPLES["iob2"][0]["c.iob2"].decode("utf-8")
+    at = text.index("B-ORG") + 3
+    with tempfile.TemporaryDirectory() as folder:
+        paths = write_sample(Path(folder), "iob2", {"c.iob2": (text[:at] + "\r" + text[at:]).encode("utf-8")})
+        with pytest.raises(InputError) as e:
+            read_corpus(paths, "iob2")
+    assert "\r" not in str(e.value) and "B-O\\rRG" in str(e.value)

@@ -26,7 +26,7 @@ from probes.defaults import bundled_corpus
 from probes.encoding import encode
 from probes.errors import InputError
 from probes.model import Encoder, load_encoder
-from probes.files import short_model_name
+from probes.files import short_model_name, write_result_files
 from probes.results import LabelScores, ProbeResult, RunInfo
 
 
@@ -100,6 +100,10 @@ class SimilarityResult(ProbeResult):
         change = heatmap_png(1.0 - self.overall.scores, f"attention change, 1 − cosine (n={self.overall.count}); most "
                              f"changed boxed", models, vmin=0.0, vmax=None, cmap="magma")
         return {"similarity.png": same, "similarity-change.png": change}
+
+    def save(self, directory: str | Path, *, plots: bool = True) -> list[Path]:
+        """Write the JSON, the CSV and (with `plots`) the two figures into `directory`; return the paths written."""
+        return write_result_files(directory, {**self.data_files(), **self.figures("overview" if plots else "none")})
 
 
 def _check_same_tokens(enc_a: Encoder, enc_b: Encoder, sentences, items, limit_tokens: int) -> None:
