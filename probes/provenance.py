@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import shlex
 import sys
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 from probes.checkpoint import weights_sha256
@@ -50,7 +52,13 @@ def _weights(model: str) -> str | None:
 
 
 def sha256(path: str) -> str:
-    """Hex SHA-256 of a file's bytes."""
+    """Hex SHA-256 of a file's bytes; of a folder (a corpus given as one, e.g. LitBank's or FrameNet's), of its
+    files' paths relative to it and their own SHA-256, in sorted order (the same whatever the listing order)."""
+    if os.path.isdir(path):
+        tree = hashlib.sha256()
+        for f in sorted(p for p in Path(path).rglob("*") if p.is_file()):
+            tree.update(f"{f.relative_to(path).as_posix()}\0{sha256(str(f))}\0".encode())
+        return tree.hexdigest()
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

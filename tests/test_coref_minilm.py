@@ -140,3 +140,34 @@ def test_cli_writes_and_shows_mentions(minilm, tmp_path, capsys):
     assert lines and all(x.rstrip().endswith(("✓", "✗")) for x in lines)
     assert "anaphor (its head word) → the word the head word attends to most" in shown
     assert np.isfinite(probes.load_result(out / "coref.json").overall.scores).all()
+
+
+def test_a_study_of_two_checkpoints_gives_their_plain_runs(tmp_path):
+    """coref in a study (MiniLM and its fine-tuned sre_embedding_model, two shards: a document is never split
+    between them): each model's result equals its plain `probes.run`, every count and grid; the study's deltas
+    pair the two models' best heads per anaphor type."""
+    import importlib.util
+
+    import pandas as pd
+
+    from probes.defaults import default_model
+
+    if importlib.util.find_spec("sre_embedding_model") is None:
+        pytest.skip("sre-embedding-model is not installed")
+    import sre_embedding_model
+
+    models = {"minilm": default_model(), "sre": str(Path(sre_embedding_model.__file__).parent / "model_weights")}
+    spec = {"models": models, "shards": 2, "settings": {},
+            "probes": {"coref": {"mention_head": "last"}}, "corpora": [{"corpus": str(DATA), "probes": ["coref"]}]}
+    done = probes.study(spec, tmp_path / "out", plots="none", progress=False)
+    for name, model in models.items():
+        plain = probes.run("coref", model=model, corpus=DATA, progress=False, mention_head="last")
+        got = done.results[name]["coref"]
+        assert got.extra["coref"]["scored"] == plain["coref"].extra["coref"]["scored"] > 0
+        same(grids_of(plain["coref"]), grids_of(got), name, atol=1e-12)
+    changes = pd.read_csv(tmp_path / "out" / "study-deltas.csv")
+    assert set(changes.probe) == {"coref"} and {"overall", "pronoun"} <= set(changes.label)
+
+
+def grids_of(result) -> dict:
+    return {name: {"count": e.count, "scores": e.scores} for name, e in [*result.labels.items(), ("overall", result.overall)]}

@@ -154,3 +154,21 @@ def test_head_distance_figures_and_round_trip(tiny_model, tmp_path, capsys):
     assert main(["plot", str(tmp_path / "head_distance.json"), "--out", str(tmp_path / "again")]) == 0
     assert {p.name for p in (tmp_path / "again").iterdir()} == names - {"head_distance.json", "head_distance.csv"} | {
         "head_distance-overall.png", "head_distance-nearest.png"}  # `plot` draws a heatmap per label too
+
+
+def test_a_folder_corpus_has_a_digest_of_its_files(tmp_path):
+    """A corpus given as a folder (LitBank, FrameNet) is digested as its files' relative paths and digests, in
+    sorted order: the same for the same files, another when one file changes (studies record it per group)."""
+    import hashlib
+
+    from probes.provenance import sha256
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "b.conll").write_bytes(b"two")
+    (tmp_path / "sub" / "a.conll").write_bytes(b"one")
+    expected = hashlib.sha256()
+    for name, data in (("b.conll", b"two"), ("sub/a.conll", b"one")):
+        expected.update(f"{name}\0{hashlib.sha256(data).hexdigest()}\0".encode())
+    assert sha256(str(tmp_path)) == expected.hexdigest()
+    (tmp_path / "b.conll").write_bytes(b"2")
+    assert sha256(str(tmp_path)) != expected.hexdigest()
