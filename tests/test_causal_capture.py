@@ -9,6 +9,7 @@ import torch
 from causal_models import ADDS_BOS, CONFIGS, make_checkpoint
 from probes.causal.capture import allowed_keys, causal_capture, causal_probabilities, per_head_context
 from probes.errors import InputError
+from probes.families import family_of
 from probes.model import load_encoder
 
 
@@ -30,7 +31,8 @@ def test_maps_from_queries_and_keys_equal_eager_maps(family, checkpoints):
     import transformers
 
     encoder = load_encoder(str(checkpoints[family]))
-    assert encoder.causal.model_type == family and encoder.capture == "hooks"
+    assert encoder.causal and encoder.family is family_of(family) and encoder.family.name == family
+    assert encoder.capture == "hooks"
     ids, mask = _inputs(encoder)
     assert (ids[:, 0] == 1).all() == (family in ADDS_BOS)  # <s> where the family's tokenizer adds it
     captured = encoder.forward(ids, mask, vectors=True)
