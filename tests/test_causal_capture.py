@@ -115,3 +115,16 @@ def test_an_encoder_decoder_is_refused_naming_its_family(tmp_path):
     assert str(refused.value) == (f"model {str(tmp_path)!r} (T5Model, family t5) is an encoder-decoder; the probes read "
                                   "an encoder's self-attention (BERT, RoBERTa, ELECTRA, DeBERTa, ...) or a decoder-only "
                                   "model's (gpt2, gpt_neox, llama, qwen2, mistral)")
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_head_ablation_refuses_decoder_families(family, checkpoints, tmp_path):
+    """Head masking rewrites an attention module's per-head context before W_O; a decoder family's module returns
+    its output after W_O, so masking there would silently disable parts of the model width, not heads."""
+    from probes.ablation import ablate
+
+    corpus = tmp_path / "seqs.ids"
+    corpus.write_text("# two sequences\n5 9 17 5 9\n8 8 3 60\n", encoding="utf-8")
+    with pytest.raises(InputError, match=rf"the {family} family's attention modules \(decoder-only\) do not return"):
+        ablate("prev_token", model=str(checkpoints[family]), corpus=[corpus], format="token_ids", masks=["0:1"],
+               progress=False)
