@@ -354,8 +354,9 @@ def fit_tokenizer(tokenizer, family: Family | None, with_prefix_space: Callable[
         prefix_space = pre is not None and "ByteLevel" in repr(pre)
     if prefix_space:
         tokenizer = with_prefix_space()
-    if tokenizer.pad_token is None and family is not None:
-        tokenizer.pad_token = next(filter(None, (getattr(tokenizer, n, None) for n in family.pad_with)), None)
+    pad = next(filter(None, (getattr(tokenizer, n, None) for n in family.pad_with)), None) if family else None
+    if tokenizer.pad_token is None and pad is not None:
+        tokenizer.pad_token = pad
     tokenizer.padding_side = "right"
     return tokenizer
 

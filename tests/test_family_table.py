@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import probes
-from probes.families import FAMILIES, UnknownFamilyWarning, family_of
+from probes.families import FAMILIES, Family, UnknownFamilyWarning, family_of, register_family
 
 pytestmark = pytest.mark.integration
 
@@ -156,6 +156,8 @@ def test_a_decoder_family_from_a_plugin_file_with_only_a_table_entry(olmo, tmp_p
         assert encoder.causal and encoder.family.name == "olmo" and encoder.windows == [None, None]
         assert encoder.tokenizer.pad_token == "<|endoftext|>"  # the entry's pad_with
     assert family_of("olmo") is None  # the scope is gone
+    with pytest.raises(probes.InputError, match="a decoder-only entry \\(causal\\) must say where its attention modules"):
+        register_family(Family("olmo", ("olmo",), causal=True))  # no blocks
     eager = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
     with torch.inference_mode():
         maps = torch.stack(eager.base_model(input_ids=sequences, output_attentions=True).attentions)  # [L,N,H,T,T]
