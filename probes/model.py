@@ -266,7 +266,7 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
     model (``Family.causal``: GPT-2, GPT-NeoX, Llama, Qwen2, Mistral) is loaded with its language-model head (the
     causal detectors read its unembedding) and SDPA attention; its maps are computed from each layer's queries
     and keys (probes.causal.capture). Any other with eager attention. The tokenizer gets its family's quirks
-    (``fit_tokenizer``).
+    (``_fit_tokenizer``).
     """
     import transformers
 
@@ -285,7 +285,7 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
             check_weight_files(folder)
         family = family_of(transformers.AutoConfig.from_pretrained(source).model_type)
         causal = family is not None and family.causal
-        tokenizer = fit_tokenizer(tokenizer, family, lambda: transformers.AutoTokenizer.from_pretrained(
+        tokenizer = _fit_tokenizer(tokenizer, family, lambda: transformers.AutoTokenizer.from_pretrained(
             source, add_prefix_space=True))
         auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
         model, loading = auto.from_pretrained(source, attn_implementation="sdpa" if causal else "eager",
@@ -342,7 +342,7 @@ def _load_tokenizer(transformers, source: str):
     return tokenizer
 
 
-def fit_tokenizer(tokenizer, family: Family | None, with_prefix_space: Callable[[], object]):
+def _fit_tokenizer(tokenizer, family: Family | None, with_prefix_space: Callable[[], object]):
     """The tokenizer as the probes use it, given its family's tokenizer quirks (probes.families.Family):
     byte-level BPE must see pre-split words with a leading space (``prefix_space``; where the entry leaves it
     open, or for a model of no family, when its pre-tokenizer is ByteLevel): `with_prefix_space()` loads it again
