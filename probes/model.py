@@ -22,9 +22,9 @@ transformers 5.x returns no attentions under SDPA (silently), so every model is 
 which pre-hook) and they give exactly the maps the outputs give, else outputs (a model of no family: with a
 one-line warning). Every forward pass checks that each layer's attention was captured exactly once.
 
-Decoder-only models of the families in probes.causal.families (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral) load with
-their language-model head and SDPA attention (``Encoder.causal``): each layer's maps are computed from its own
-queries and keys as SDPA runs (probes.causal.capture) and handed on layer by layer, as capture "hooks" does.
+Decoder-only models of the decoder families of the table (``Family.causal``: GPT-2, GPT-NeoX, Llama, Qwen2, Mistral)
+load with their language-model head and SDPA attention: each layer's maps are computed from its own queries and
+keys as SDPA runs (probes.causal.capture) and handed on layer by layer, as capture "hooks" does.
 
 ``layerwise`` and ``forward`` take ``weights``: "attention" (the probabilities) or "norm", the norm-based
 map of Kobayashi et al. 2020 (probes.norms: forward hooks on the value projections read each layer's values
@@ -47,13 +47,13 @@ import torch
 from safetensors import SafetensorError
 
 from probes.causal.capture import causal_capture
-from probes.causal.families import FAMILIES, CausalFamily, causal_family, copying_scores, kv_heads
+from probes.causal.families import copying_scores, kv_heads
 from probes.checkpoint import check_tokenizer_files, check_weight_files, resolve_source
 from probes.choices import check_weights
 from probes.defaults import default_model
 from probes.eager import reused_attention_memory
 from probes.errors import InputError
-from probes.families import Family, family_of, model_family, warn_unknown
+from probes.families import Family, decoder_families, family_of, model_family, warn_unknown
 from probes.hooks import HookSet
 from probes.norms import NormWeights
 
@@ -88,7 +88,6 @@ class Encoder:
     capture: str = "hooks"  # how layerwise() reads the maps (CAPTURE_MODES); load_encoder checks the family
     attention_modules: list[torch.nn.Module] = field(default_factory=list, repr=False)  # per layer, in order
     family: Family | None = None  # its entry in the family table (probes.families); None: all-maps mode only
-    causal: CausalFamily | None = None  # a decoder-only model's family (probes.causal.families), None for an encoder
     windows: list[int | None] = field(default_factory=list, repr=False)  # a causal model's sliding window per layer
 
     @torch.inference_mode()
@@ -102,9 +101,9 @@ class Encoder:
         the model's output are never computed: nothing read comes from them).
         token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero).
         weights: "attention", or "norm" to hand on the norm-based map instead (probes.norms; rows sum to 1).
-        A causal model (``causal``) runs SDPA, its maps computed from each layer's queries and keys
+        A causal model (its family's ``causal``) runs SDPA, its maps computed from each layer's queries and keys
         (probes.causal.capture)."""
-        if self.causal is not None:
+        if self.causal:
             self._causal_pass(input_ids, attention_mask, on_layer, vectors=vectors, weights=weights)
             return
         if self.capture == "outputs":
@@ -115,14 +114,9 @@ class Encoder:
             return
         seen: list[int] = []
 
-        compute = self.family.probabilities if self.family is not None else None
-
         def read(layer: int):
             def hook(module, args, kwargs, output):
-                if compute is not None:  # the family computes them from the layer's own queries and keys
-                    attention = compute(module, args, kwargs, output)
-                else:
-                    attention = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+                attention = output[1] if isinstance(output, tuple) and len(output) > 1 else None
                 if attention is None or attention.dim() != 4 or layer != len(seen):
                     raise InputError(f"model {self.name!r}: layer {layer}'s attention was not captured once, in "
                                      f"order (layers seen: {seen}); its attention cannot be captured")
@@ -155,7 +149,7 @@ class Encoder:
         (and L per-head context tensors if asked). Memory grows with L: prefer ``layerwise``.
         token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero).
         weights: "attention", or "norm" for the L norm-based maps instead (probes.norms; rows sum to 1)."""
-        if self.causal is not None:
+        if self.causal:
             kept: list[tuple[torch.Tensor, torch.Tensor | None]] = []
             self._causal_pass(input_ids, attention_mask, lambda _, a, c: kept.append((a, c)), vectors=vectors,
                               weights=weights)
@@ -189,15 +183,20 @@ class Encoder:
     def copying_scores(self) -> torch.Tensor | None:
         """[L,H] the OV circuit's copying score of every head of a causal model over its vocabulary without the
         special tokens (probes.causal.families.copying_scores); None for an encoder."""
-        if self.causal is None:
+        if not self.causal:
             return None
         special = torch.tensor(sorted(set(self.tokenizer.all_special_ids)), dtype=torch.long)
         embedding = self.model.get_input_embeddings().weight  # [V,D]
         unembedding = self.model.get_output_embeddings().weight  # [V,D]
         tokens = torch.ones(min(len(embedding), len(unembedding)), dtype=torch.bool)
         tokens[special[special < len(tokens)]] = False
-        return copying_scores(self.causal, self.attention_modules, embedding[:len(tokens)][tokens],
+        return copying_scores(self.family, self.attention_modules, embedding[:len(tokens)][tokens],
                               unembedding[:len(tokens)][tokens], self.heads, kv_heads(self.model.config))
+
+    @property
+    def causal(self) -> bool:
+        """Whether the model is decoder-only (its family's entry says so; probes.families.Family.causal)."""
+        return self.family is not None and self.family.causal
 
     def _causal_pass(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
                      vectors: bool, weights: str) -> None:
@@ -261,12 +260,13 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
     or corrupt weights file, weights that do not fit config.json, a tokenizer that is not a fast one
     (word alignment needs ``word_ids``) or whose ids do not fit the embedding table, and a model that
     is not a model whose attention can be read (no attention layers, an encoder-decoder, causal
-    attention of a family not in probes.causal.families, attention that is not finite).
+    attention of a family that is not a decoder family of the table, attention that is not finite).
 
-    A decoder-only model of a family in probes.causal.families (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral) is loaded
-    with its language-model head (the causal detectors read its unembedding) and SDPA attention; its maps are
-    computed from each layer's queries and keys (probes.causal.capture). A tokenizer without a padding token
-    pads with its end-of-sequence token (padding is masked out).
+    The model's family (probes.families) is found once, from its config's model_type. A decoder-only family's
+    model (``Family.causal``: GPT-2, GPT-NeoX, Llama, Qwen2, Mistral) is loaded with its language-model head (the
+    causal detectors read its unembedding) and SDPA attention; its maps are computed from each layer's queries
+    and keys (probes.causal.capture). Any other with eager attention. The tokenizer gets its family's quirks
+    (``_fit_tokenizer``).
     """
     import transformers
 
@@ -283,9 +283,12 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
         if folder is not None:
             check_tokenizer_files(folder, tokenizer)
             check_weight_files(folder)
-        causal = causal_family(transformers.AutoConfig.from_pretrained(source))
-        auto = transformers.AutoModel if causal is None else transformers.AutoModelForCausalLM
-        model, loading = auto.from_pretrained(source, attn_implementation="eager" if causal is None else "sdpa",
+        family = family_of(transformers.AutoConfig.from_pretrained(source).model_type)
+        causal = family is not None and family.causal
+        tokenizer = _fit_tokenizer(tokenizer, family, lambda: transformers.AutoTokenizer.from_pretrained(
+            source, add_prefix_space=True))
+        auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
+        model, loading = auto.from_pretrained(source, attn_implementation="sdpa" if causal else "eager",
                                               output_loading_info=True, ignore_mismatched_sizes=True)
     except InputError:
         raise
@@ -301,7 +304,7 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
     if getattr(config, "is_encoder_decoder", False):
         raise InputError(f"model {name!r} ({type(model).__name__}, family {config.model_type}) is an encoder-decoder; "
                          "the probes read an encoder's self-attention (BERT, RoBERTa, ELECTRA, DeBERTa, ...) or a "
-                         f"decoder-only model's ({', '.join(FAMILIES)})")
+                         f"decoder-only model's ({', '.join(decoder_families())})")
     layers = getattr(config, "num_hidden_layers", None)
     heads = getattr(config, "num_attention_heads", None)
     if not layers or not heads:
@@ -310,14 +313,12 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
     _fit_token_types(tokenizer, config)
     head_dim = getattr(config, "attention_head_size", None) or (causal and getattr(config, "head_dim", None)) \
         or config.hidden_size // heads
-    attention = self_attention_modules(model) if causal is None else causal.blocks(model.base_model)
-    if causal is not None and tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    attention = family.blocks(model.base_model) if causal else self_attention_modules(model)
     encoder = Encoder(name=name, model=model, tokenizer=tokenizer, layers=layers, heads=heads, head_dim=head_dim,
                       max_length=length_limit(config, tokenizer, max_length), device=dev,
-                      attention_modules=attention, family=model_family(model), causal=causal,
-                      windows=[] if causal is None else [causal.window(m, config) for m in attention])
-    if encoder.family is None and causal is None:
+                      attention_modules=attention, family=family,
+                      windows=[family.window(m, config) for m in attention] if causal else [])
+    if family is None:
         warn_unknown(config.model_type, name)
     _check_capture(encoder)
     return encoder
@@ -338,16 +339,26 @@ def _load_tokenizer(transformers, source: str):
     tokenizer = transformers.AutoTokenizer.from_pretrained(source)
     if not getattr(tokenizer, "is_fast", False):
         raise InputError(f"model {source!r}: its tokenizer is not a fast tokenizer; word alignment needs word_ids()")
-    if _needs_prefix_space(tokenizer):
-        # Byte-level BPE (RoBERTa, DeBERTa v1, ...) must see pre-split words with a leading space.
-        tokenizer = transformers.AutoTokenizer.from_pretrained(source, add_prefix_space=True)
-    tokenizer.padding_side = "right"
     return tokenizer
 
 
-def _needs_prefix_space(tokenizer) -> bool:
-    pre = getattr(tokenizer.backend_tokenizer, "pre_tokenizer", None)
-    return pre is not None and "ByteLevel" in repr(pre)
+def _fit_tokenizer(tokenizer, family: Family | None, with_prefix_space: Callable[[], object]):
+    """The tokenizer as the probes use it, given its family's tokenizer quirks (probes.families.Family):
+    byte-level BPE must see pre-split words with a leading space (``prefix_space``; where the entry leaves it
+    open, or for a model of no family, when its pre-tokenizer is ByteLevel): `with_prefix_space()` loads it again
+    so; a tokenizer without a padding token pads with the family's ``pad_with`` (decoders: end of sequence, else
+    unknown). Padding goes on the right."""
+    prefix_space = family.prefix_space if family is not None else None
+    if prefix_space is None:
+        pre = getattr(tokenizer.backend_tokenizer, "pre_tokenizer", None)
+        prefix_space = pre is not None and "ByteLevel" in repr(pre)
+    if prefix_space:
+        tokenizer = with_prefix_space()
+    pad = next(filter(None, (getattr(tokenizer, n, None) for n in family.pad_with)), None) if family else None
+    if tokenizer.pad_token is None and pad is not None:
+        tokenizer.pad_token = pad
+    tokenizer.padding_side = "right"
+    return tokenizer
 
 
 def _check_weights_fit(loading: dict, where) -> None:
@@ -418,12 +429,12 @@ def _check_capture(encoder: Encoder) -> None:
     maps = torch.stack(capture.attentions)  # [L,1,H,T,T]
     if not torch.isfinite(maps).all():
         raise InputError(f"{kind} gives attention that is not finite (NaN or inf): its weights are corrupt")
-    if encoder.causal is not None:
+    if encoder.causal:
         return  # capture "hooks" (probes.causal.capture); causal by construction
     if not torch.triu(maps, diagonal=1).any():
         raise InputError(f"{kind} attends only to earlier tokens (a decoder's causal attention) and its family "
                          f"{encoder.model.config.model_type!r} is not one probes reads decoders of "
-                         f"({', '.join(FAMILIES)})")
+                         f"({', '.join(decoder_families())})")
     encoder.capture = "hooks" if encoder.family is not None and _hooks_match(encoder, enc, capture) else "outputs"
 
 

@@ -9,6 +9,7 @@ import torch
 from causal_models import ADDS_BOS, CONFIGS, make_checkpoint
 from probes.causal.capture import allowed_keys, causal_capture, causal_probabilities, per_head_context
 from probes.errors import InputError
+from probes.families import family_of
 from probes.model import load_encoder
 
 
@@ -30,7 +31,8 @@ def test_maps_from_queries_and_keys_equal_eager_maps(family, checkpoints):
     import transformers
 
     encoder = load_encoder(str(checkpoints[family]))
-    assert encoder.causal.model_type == family and encoder.capture == "hooks"
+    assert encoder.causal and encoder.family is family_of(family) and encoder.family.name == family
+    assert encoder.capture == "hooks"
     ids, mask = _inputs(encoder)
     assert (ids[:, 0] == 1).all() == (family in ADDS_BOS)  # <s> where the family's tokenizer adds it
     captured = encoder.forward(ids, mask, vectors=True)
@@ -113,3 +115,16 @@ def test_an_encoder_decoder_is_refused_naming_its_family(tmp_path):
     assert str(refused.value) == (f"model {str(tmp_path)!r} (T5Model, family t5) is an encoder-decoder; the probes read "
                                   "an encoder's self-attention (BERT, RoBERTa, ELECTRA, DeBERTa, ...) or a decoder-only "
                                   "model's (gpt2, gpt_neox, llama, qwen2, mistral)")
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_head_ablation_refuses_decoder_families(family, checkpoints, tmp_path):
+    """Head masking rewrites an attention module's per-head context before W_O; a decoder family's module returns
+    its output after W_O, so masking there would silently disable parts of the model width, not heads."""
+    from probes.ablation import ablate
+
+    corpus = tmp_path / "seqs.ids"
+    corpus.write_text("# two sequences\n5 9 17 5 9\n8 8 3 60\n", encoding="utf-8")
+    with pytest.raises(InputError, match=rf"the {family} family's attention modules \(decoder-only\) do not return"):
+        ablate("prev_token", model=str(checkpoints[family]), corpus=[corpus], format="token_ids", masks=["0:1"],
+               progress=False)

@@ -14,8 +14,9 @@ from probes.builtin.causal.induction import InductionProbe
 from probes.builtin.causal.prev_token import PrevTokenProbe
 from probes.builtin.causal.sink import SinkProbe
 from probes.causal.detect import DETECTORS, detect
-from probes.causal.families import CausalFamily, copying_scores
+from probes.causal.families import copying_scores
 from probes.causal.sequences import repeated_random_tokens
+from probes.families import Family
 from probes.results import RunInfo
 
 # Sequence A: ids 7 3 5 7 3 (no start token), positions 0..4. Sequence B: <s>(1) 9 9, padded to 5.
@@ -90,8 +91,8 @@ def test_copying_score_of_hand_built_circuits():
     real sum 0 → 0)."""
     output = torch.stack([torch.eye(2), -torch.eye(2), torch.diag(torch.tensor([1.0, -1.0])),
                           torch.tensor([[0.0, -1.0], [1.0, 0.0]])])  # [H,D,d]
-    family = CausalFamily("hand", lambda base: [], lambda m, c: None,
-                          lambda module, heads, kv: (torch.eye(2).expand(4, 2, 2), output))
+    family = Family("hand", ("hand",), causal=True, blocks=lambda base: [],
+                    ov=lambda module, heads, kv: (torch.eye(2).expand(4, 2, 2), output))
     scores = copying_scores(family, [object()], torch.eye(2), torch.eye(2), 4, 4)
     assert scores.shape == (1, 4) and torch.allclose(scores[0], torch.tensor([1.0, -1.0, 0.0, 0.0]).double(),
                                                       atol=1e-12)

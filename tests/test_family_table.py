@@ -8,10 +8,11 @@ import shutil
 import textwrap
 import warnings
 
+import numpy as np
 import pytest
 
 import probes
-from probes.families import FAMILIES, UnknownFamilyWarning, family_of
+from probes.families import FAMILIES, Family, UnknownFamilyWarning, family_of, register_family
 
 pytestmark = pytest.mark.integration
 
@@ -92,3 +93,87 @@ def test_a_family_from_a_plugin_file_with_only_a_table_entry(plain_bert, tiny_mo
             reference = probes.run(["dep"], encoder=bert, limit=6, replicates=0, weights=weights, progress=False)
             assert (plain["dep"].overall.scores == reference["dep"].overall.scores).all(), weights
     assert family_of("plainbert") is None  # the scope is gone
+
+
+# the plugin file of a decoder family: one table entry (OLMo is in transformers, not in probes' table)
+DECODER_FAMILY = textwrap.dedent('''
+    from probes.families import PAD_WITH_END, Family, layers_self_attn, register_family, separate_ov
+
+    register_family(Family("olmo", ("olmo",), causal=True, blocks=layers_self_attn, ov=separate_ov,
+                           pad_with=PAD_WITH_END))
+''')
+
+
+@pytest.fixture
+def olmo(tmp_path):
+    """A tiny random OLMo checkpoint (2 layers, 4 query heads sharing 2 key/value heads, rotary positions) with a
+    word-level tokenizer over t2..t63 that has no padding token; and 6 sequences of 12 random tokens repeated."""
+    import torch
+    import transformers
+
+    from causal_models import tokenizer
+    from probes.causal.sequences import repeated_random_tokens, write_token_ids
+
+    config = transformers.OlmoConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     num_key_value_heads=2, intermediate_size=64, max_position_embeddings=128,
+                                     bos_token_id=1, eos_token_id=0, pad_token_id=0, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    folder = tmp_path / "olmo"
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    words = tokenizer(bos=False)
+    assert words.pad_token is None
+    words.save_pretrained(folder)
+    sequences = repeated_random_tokens(words, 6, 12, seed=0)  # [6,24]
+    write_token_ids(tmp_path / "olmo.ids", sequences, "6 × 12 random tokens repeated")
+    return folder, tmp_path / "olmo.ids", torch.from_numpy(sequences)
+
+
+def test_a_decoder_of_no_family_is_refused(olmo):
+    folder, _, _ = olmo
+    with FAMILIES.scoped(), pytest.warns(UnknownFamilyWarning, match="model type 'olmo' is in no family"), \
+            pytest.raises(probes.InputError, match=r"attends only to earlier tokens .* family 'olmo' is not one probes "
+                                                   r"reads decoders of \(gpt2, gpt_neox, llama, qwen2, mistral\)"):
+        probes.load_encoder(str(folder))
+
+
+def test_a_decoder_family_from_a_plugin_file_with_only_a_table_entry(olmo, tmp_path):
+    """The entry alone makes `probes run` read OLMo as the built-in decoders are read: its maps computed from each
+    layer's queries and keys under SDPA, prev_token's scores those of the eager maps, the copying score that of
+    each head's whole circuit W_U·W_O·W_V·W_E, and the tokenizer padding with its end-of-sequence token."""
+    import torch
+    import transformers
+
+    from probes.cli import main
+    from probes.results import load_result
+
+    folder, corpus, sequences = olmo
+    plugin = tmp_path / "olmo_family.py"
+    plugin.write_text(DECODER_FAMILY, encoding="utf-8")
+    with FAMILIES.scoped():
+        assert main(["run", "prev_token", "induction", "--model", str(folder), "--corpus", str(corpus), "--code",
+                     str(plugin), "--replicates", "0", "--no-plots", "--out", str(tmp_path / "out"), "--quiet"]) == 0
+        encoder = probes.load_encoder(str(folder))
+        assert encoder.causal and encoder.family.name == "olmo" and encoder.windows == [None, None]
+        assert encoder.tokenizer.pad_token == "<|endoftext|>"  # the entry's pad_with
+    assert family_of("olmo") is None  # the scope is gone
+    with pytest.raises(probes.InputError, match=r"a decoder-only entry \(causal\) must say where its attention"):
+        register_family(Family("olmo", ("olmo",), causal=True))  # no blocks
+    eager = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").eval()
+    with torch.inference_mode():
+        maps = torch.stack(eager.base_model(input_ids=sequences, output_attentions=True).attentions)  # [L,N,H,T,T]
+    previous = maps.diagonal(-1, -2, -1).double().mean((1, 3))  # [L,H] A[i, i-1] over every row i ≥ 1
+    scores = load_result(tmp_path / "out" / "prev_token.json").overall.scores
+    assert scores.shape == (2, 4) and np.allclose(scores, previous.numpy(), atol=1e-6, rtol=0)
+    tokens = torch.arange(2, 64)  # the vocabulary without <|endoftext|> and <s>
+    embedding, unembedding = eager.get_input_embeddings().weight[tokens], eager.get_output_embeddings().weight[tokens]
+    copying = np.zeros((2, 4))
+    for layer, block in enumerate(eager.model.layers):
+        attention = block.self_attn
+        for head in range(4):  # query head h reads value head h // 2; head size 8
+            value = attention.v_proj.weight[8 * (head // 2):8 * (head // 2 + 1)].detach().double()  # [d,D]
+            output = attention.o_proj.weight[:, 8 * head:8 * (head + 1)].detach().double()  # [D,d]
+            circuit = unembedding.detach().double() @ output @ value @ embedding.detach().double().T  # [V',V']
+            eigen = torch.linalg.eigvals(circuit)  # [V']
+            copying[layer, head] = float(eigen.sum().real / eigen.abs().sum())
+    induction = load_result(tmp_path / "out" / "induction.json")
+    assert np.allclose(induction.labels["copying"].scores, copying, atol=1e-9, rtol=0)

@@ -58,6 +58,10 @@ class HeadMasker(Hooked):
             raise InputError(f"unknown masking mode {mode!r}; choose one of {', '.join(MODES)}")
         self.model, self.modules, self.heads, self.head_dim, self.mode = model, list(modules), heads, head_dim, mode
         family = model_family(model)
+        if family is not None and family.causal:
+            raise InputError(f"head ablation rewrites each head's context before the attention output projection, "
+                             f"which the {family.name} family's attention modules (decoder-only) do not return; it "
+                             "reads encoders")
         self.readers = [_value_reader(m, heads, head_dim, family) for m in self.modules] if mode == "uniform" else []
         self.mask: torch.Tensor | None = None  # [B,L,H] or [L,H] bool
         self.active: list[bool] = []  # per layer: does any row disable a head there

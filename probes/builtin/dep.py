@@ -58,7 +58,7 @@ class DependencyProbe(Probe, declared=DEP):
         return {"subtypes": self.config["subtypes"]}
 
     def read_model(self, encoder) -> None:
-        self.causal = encoder.causal is not None
+        self.causal = encoder.causal
 
     def view_items(self, sentence: Sentence) -> list[dict]:
         return arc_items(sentence)

@@ -7,7 +7,7 @@ layer. Within ``causal_capture`` the "sdpa" attention function is wrapped: it ru
 outputs are those of SDPA, bit for bit), and for each attention module of the model it also computes the
 layer's probabilities from the queries and keys it was given (after the family's rotary embedding, since the
 family applies it before calling the function), softmax(q·kᵀ·scaling + mask), with the mask made here from the
-batch's padding, the causal order and the layer's sliding window (probes.causal.families), key heads repeated
+batch's padding, the causal order and the layer's sliding window (probes.families), key heads repeated
 for grouped-query attention as repeat_kv does. The maps are handed on, layer by layer, to the same
 ``on_layer(layer, attention [B,H,T,T], context [B,H,T,d] or None)`` callback as an encoder's capture
 (probes.model.LayerCallback); the per-head context is probabilities · values, before W_O.
