@@ -128,11 +128,20 @@ def _word_ids(enc, row: int) -> np.ndarray:
 
 
 def _tokenise_words(tokenizer, sentences: list[Sentence]) -> _Tokenised:
-    enc = tokenizer([s.words for s in sentences], is_split_into_words=True, add_special_tokens=True,
-                    truncation=False, return_attention_mask=False, return_token_type_ids=False,
-                    return_offsets_mapping=True)
-    for i in range(len(sentences)):
-        yield i, enc["input_ids"][i], _word_ids(enc, i), {"offsets": _offsets(enc, i)}
+    """Pre-split words through the fast tokenizer's own Rust tokenizer (``backend_tokenizer.encode_batch``, what
+    the transformers call runs) where it neither truncates nor pads: the same encodings, without turning each
+    into Python lists of every field (that took 0.2 s of a run over EWT dev's 2,001 sentences); else the call."""
+    words = [s.words for s in sentences]
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or backend.truncation is not None or backend.padding is not None:
+        enc = tokenizer(words, is_split_into_words=True, add_special_tokens=True, truncation=False,
+                        return_attention_mask=False, return_token_type_ids=False, return_offsets_mapping=True)
+        for i in range(len(sentences)):
+            yield i, enc["input_ids"][i], _word_ids(enc, i), {"offsets": _offsets(enc, i)}
+        return
+    for i, e in enumerate(backend.encode_batch(words, is_pretokenized=True, add_special_tokens=True)):
+        word_ids = np.array([-1 if w is None else w for w in e.word_ids])  # [T]
+        yield i, e.ids, word_ids, {"offsets": np.array(e.offsets, dtype=np.int64).reshape(-1, 2)}
 
 
 def _tokenise_pairs(tokenizer, sentences: list[Sentence]) -> _Tokenised:

@@ -282,3 +282,52 @@ def test_english_sample_stays_silent(minilm):
     assert {k: recorded[k] for k in ("count", "words", "share", "dominated")} == {
         "count": len(unknown), "words": len(words), "share": len(unknown) / len(words), "dominated": False}
     assert len(unknown) <= 0.05 * len(words)
+
+
+def _wrapper_encoding(tok, sentences):
+    """What transformers' own call gives for pre-split words: ids, word ids (-1 special), offsets."""
+    enc = tok([s.words for s in sentences], is_split_into_words=True, add_special_tokens=True, truncation=False,
+              return_offsets_mapping=True)
+    return [(enc["input_ids"][i], [-1 if w is None else w for w in enc.word_ids(i)], enc["offset_mapping"][i])
+            for i in range(len(sentences))]
+
+
+@pytest.mark.parametrize("kind", ["minilm", "hand", "bert", "roberta", "deberta", "deberta-v2", "byte-level",
+                                  "word-level-bos"])
+def test_words_through_the_rust_tokenizer_equal_transformers_call(kind, tokenizer, minilm):
+    """encode() reads pre-split words through backend_tokenizer.encode_batch: the same ids, word ids and offsets as
+    the transformers call, for WordPiece, byte-level BPE (prefix space), SentencePiece unigram and a word-level
+    vocabulary with a start token; and again once the backend was left truncating (the call's path)."""
+    import transformers
+    from causal_models import byte_level_tokenizer
+    from causal_models import tokenizer as word_level
+    from tiny_models import build_tokenizer
+
+    tok = {"minilm": lambda: minilm.tokenizer, "hand": lambda: tokenizer,
+           "byte-level": byte_level_tokenizer, "word-level-bos": lambda: word_level(bos=True)}.get(
+        kind, lambda: build_tokenizer(kind))()
+    if kind in ("roberta", "deberta", "byte-level"):  # as load_encoder loads byte-level BPE: a space before each word
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tok.backend_tokenizer, add_prefix_space=True,
+                                                       **{k: v for k, v in tok.special_tokens_map.items()
+                                                          if isinstance(v, str)})
+    sentences = read_corpus([bundled_corpus()]).sentences[:60]
+    sentences.append(Sentence(["naïve", "café", "x-ray", "“quoted”", "\u200b", "l'été", "10,000"], {}))
+    for truncating in (False, True):
+        if truncating:
+            tok.backend_tokenizer.enable_truncation(4)
+        assert (tok.backend_tokenizer.truncation is not None) == truncating  # the Rust path, then the call's
+        kept, skipped = encode(tok, sentences, 10_000)
+        expected = _wrapper_encoding(tok, sentences)
+        by_index = {e.index: e for e in kept}
+        for i, (ids, word_ids, offsets) in enumerate(expected):
+            if i not in by_index:  # a sentence encode() skips (a word without subwords) is counted
+                assert unusable(ids, np.array(word_ids), len(sentences[i].words), 10_000) is not None
+                continue
+            e = by_index[i]
+            assert e.input_ids == ids, (kind, i)
+            assert e.columns.tolist() == subword_columns(np.array(word_ids)).tolist(), (kind, i)
+            assert e.offsets.tolist() == [list(o) for o in offsets], (kind, i)
+        assert len(kept) + sum(skipped.values()) == len(sentences)
+        assert len(kept) >= 50
