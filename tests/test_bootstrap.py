@@ -18,8 +18,9 @@ import torch
 
 import probes
 from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
-from probes.bootstrap import (Bootstrap, attach_interval, effective_count, head_interval, paired_delta, percentile_interval,
-                              replicate_ratio, replicate_weights, wilson_interval)
+from probes.bootstrap import (POISSON_CDF, Bootstrap, attach_interval, effective_count, head_interval, paired_delta,
+                              percentile_interval, poisson_quantile, replicate_ratio, replicate_weights,
+                              wilson_interval)
 from probes.builtin.dep import DependencyProbe
 from probes.cli import main
 from probes.corpus import read_corpus
@@ -64,6 +65,16 @@ def test_weights_follow_their_definition():
     assert replicate_weights(keys[2:3], 40, 0)[:, 0].tolist() == replicate_weights(keys, 40, 0)[:, 2].tolist()
     # another seed, other weights
     assert not np.array_equal(replicate_weights(keys, 40, 0), replicate_weights(keys, 40, 1))
+
+
+def test_poisson_quantile_at_and_around_every_step():
+    """The four comparisons and the tail's look-up count F(k) ≤ u exactly as the binary search does, at each step
+    F(k) of the distribution function, just below and just above it, and at 0 and the largest u below 1."""
+    steps = POISSON_CDF[POISSON_CDF < 1]
+    u = np.concatenate([[0.0, np.nextafter(1.0, 0)], steps, np.nextafter(steps, 0), np.nextafter(steps, 1),
+                        np.random.default_rng(0).random(100_000)])
+    assert poisson_quantile(u).tolist() == np.searchsorted(POISSON_CDF, u, side="right").tolist()
+    assert poisson_quantile(np.array([0.0, 0.5, 0.8, 0.95, 0.99])).tolist() == [0, 1, 2, 3, 4]  # F = .368 .736 .920 .981 .996
 
 
 def test_weights_are_poisson_1():
