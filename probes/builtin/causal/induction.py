@@ -37,6 +37,7 @@ class InductionProbe(MeanAnalysis, declared=INDUCTION):
         self.copying: np.ndarray | None = None  # [L,H], read from the model's weights (read_model)
 
     def read_model(self, encoder: Any) -> None:
+        super().read_model(encoder)
         scores = encoder.copying_scores()  # None for an encoder: prefix matching only
         self.copying = None if scores is None else scores.numpy()
 
