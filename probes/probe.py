@@ -47,6 +47,10 @@ class Probe(Presentation, ABC):
     needs: ClassVar[tuple[str, ...]] = ()  # Sentence.ann keys a sentence must have to be scored
     needs_vectors: ClassVar[bool] = False  # whether the run must capture per-head context vectors
     needs_fit: ClassVar[bool] = False  # whether scoring needs a fit phase first: fit_update() on a fit corpus
+    # whether update reads the maps only through LayerMaps.entries (a few entries of each map, never the whole map,
+    # the word-level views or the context): a run of such probes alone lets a causal model's capture compute just
+    # those entries (probes.causal.capture)
+    reads_entries: ClassVar[bool] = False
     corpus_format: ClassVar[str] = "conllu"  # reader used when the user names no --format
     options: ClassVar[tuple[Option, ...]] = ()
 

@@ -47,11 +47,12 @@ def byte_level_tokenizer(bos: bool = False, positions: int = 128):
                                    model_max_length=positions)
 
 
-def tokenizer(bos: bool):
+def tokenizer(bos: bool, size: int = VOCAB):
+    """The word-level tokenizer over `size` ids (see the module docstring: t2..t{size - 1})."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {"<|endoftext|>": 0, "<s>": 1, **{f"t{i}": i for i in range(2, VOCAB)}}
+    vocab = {"<|endoftext|>": 0, "<s>": 1, **{f"t{i}": i for i in range(2, size)}}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<|endoftext|>"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     if bos:

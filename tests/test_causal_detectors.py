@@ -187,3 +187,20 @@ def test_the_probes_of_the_other_corpora_run_on_each_family(family, tmp_path, sh
     assert coref.overall.scores.max() <= coref.extra["causal_constraint"]["overall"]["antecedent_before_share"] + 1e-6
     seg = results["seg"]  # every unit predicted a word end by every head: each head scores the all_ends baseline
     assert np.allclose(seg.overall.scores, seg.baselines["all_ends"]["word_f1"])
+
+
+def test_earlier_occurrences_from_a_sort_equal_their_definition():
+    """token_pairs finds every (b, i, j), j < i both real with the same id, without a [B,T,T] comparison: on random
+    ids over small vocabularies (many repeats), right-padded, the very triples of the comparison, in its order."""
+    from probes.builtin.causal.token_pairs import earlier_occurrences
+
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(100):
+        b, t, vocabulary = (int(torch.randint(1, n, (1,), generator=generator)) for n in (4, 30, 8))
+        ids = torch.randint(0, vocabulary, (b, t), generator=generator)
+        real = torch.arange(t)[None] < torch.randint(1, t + 1, (b, 1), generator=generator)  # [B,T]
+        positions = torch.arange(t)
+        defined = (ids[:, :, None] == ids[:, None, :]) & (positions[None, :] < positions[:, None]) \
+            & real[:, :, None] & real[:, None, :]  # [B,T,T]
+        found = earlier_occurrences(ids, real)
+        assert all(torch.equal(a, e) for a, e in zip(found, defined.nonzero(as_tuple=True), strict=True))

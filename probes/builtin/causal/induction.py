@@ -30,6 +30,7 @@ from probes.results import LabelScores, ProbeResult, RunInfo
 
 @register
 class InductionProbe(MeanAnalysis, declared=INDUCTION):
+    reads_entries = True
     measures = ("prefix_matching",)
 
     def __init__(self, layers: int, heads: int, **options: Any):
@@ -42,7 +43,7 @@ class InductionProbe(MeanAnalysis, declared=INDUCTION):
         self.copying = None if scores is None else scores.numpy()
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
-        pairs = token_pairs(batch, maps.attention.device)
+        pairs = token_pairs(batch, maps.device)
         add_rows(self, maps, "prefix_matching", mass_on(maps, pairs.induction), pairs.induction_rows)
 
     def compute(self, info: RunInfo) -> ProbeResult:
