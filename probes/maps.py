@@ -51,6 +51,11 @@ class LayerMaps:
         return self._attention
 
     @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """(B, H, T, T) of the layer's map."""
+        return tuple(self._attention.shape)
+
+    @property
     def device(self) -> torch.device:
         """Where the layer's attention is."""
         return self._attention.device

@@ -24,7 +24,8 @@ one-line warning). Every forward pass checks that each layer's attention was cap
 
 Decoder-only models of the families in probes.causal.families (GPT-2, GPT-NeoX, Llama, Qwen2, Mistral) load with
 their language-model head and SDPA attention (``Encoder.causal``): each layer's maps are computed from its own
-queries and keys as SDPA runs (probes.causal.capture) and handed on layer by layer, as capture "hooks" does.
+queries and keys as SDPA runs (probes.causal.capture) and handed on layer by layer, as capture "hooks" does; for a
+callback that reads entries only (``layerwise(full=False)``), as AttentionEntries from SDPA's logsumexp instead.
 
 ``layerwise`` and ``forward`` take ``weights``: "attention" (the probabilities) or "norm", the norm-based
 map of Kobayashi et al. 2020 (probes.norms: forward hooks on the value projections read each layer's values

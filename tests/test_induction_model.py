@@ -67,7 +67,7 @@ def test_the_entries_give_the_scores_the_full_maps_give(scored, monkeypatch):
     at = AttentionEntries.at
     monkeypatch.setattr(AttentionEntries, "at", lambda self, *entry: computed.append(len(entry[0])) or at(self, *entry))
     detect(DETECTORS, str(TRAINED), count=2, length=24, sequence_seed=0, progress=False)
-    assert len(computed) == 2 * 5  # 2 layers × (prev_token, duplicate, induction, sink's first and start), 1 batch
+    assert len(computed) == 2 * 4  # 2 layers × (prev_token, duplicate, induction, sink's first: no start token), 1 batch
     beside = detect([*DETECTORS, "entropy"], str(TRAINED), count=32, length=24, sequence_seed=0, replicates=100,
                     progress=False)
     for name in DETECTORS:
@@ -75,4 +75,4 @@ def test_the_entries_give_the_scores_the_full_maps_give(scored, monkeypatch):
             assert beside[name].labels[label].count == entry.count, (name, label)
             np.testing.assert_allclose(beside[name].labels[label].scores, entry.scores, atol=1e-6, rtol=0,
                                        err_msg=f"{name} {label}")
-    assert len(computed) == 10  # none more: with entropy the maps are full
+    assert len(computed) == 8  # none more: with entropy the maps are full

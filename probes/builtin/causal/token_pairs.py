@@ -86,9 +86,10 @@ def _rows(targets: Targets, b: int, t: int) -> torch.Tensor:
 def mass_on(maps: LayerMaps, targets: Targets) -> torch.Tensor:
     """[B,H,T] each query row's attention on its targets, Σ_k A[b,h,i,k] over the targets (b, i, k) of row i."""
     b, i, k = targets
-    values = maps.entries(b, i, k)  # [N,H]
-    rows = values.new_zeros(*maps.batch.attention_mask.shape, values.shape[1])  # [B,T,H]
-    return rows.index_put_((b, i), values, accumulate=True).transpose(1, 2)  # [B,H,T]
+    rows = torch.zeros(*maps.batch.attention_mask.shape, maps.shape[1], device=maps.device)  # [B,T,H]
+    if len(b):  # (no start token: sink's "start" has none)
+        rows.index_put_((b, i), maps.entries(b, i, k), accumulate=True)
+    return rows.transpose(1, 2)  # [B,H,T]
 
 
 def mass_on_keys(maps: LayerMaps, keys: torch.Tensor) -> torch.Tensor:
