@@ -96,6 +96,26 @@ def test_entries_equal_the_full_maps_and_the_outputs_are_unchanged(family, check
             assert values[..., torch.ones(t, t).triu(1).bool()].abs().max() == 0
 
 
+def test_entries_fall_back_to_full_maps_where_sdpa_runs_another_kernel(checkpoints):
+    """With SDPA held to its math kernel (no logsumexp to read), full=False hands on the layers' full maps, and the
+    model's outputs are those of its own (math) SDPA call."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    encoder = load_encoder(str(checkpoints["llama"]))
+    ids, mask = _inputs(encoder)
+    expected = encoder.forward(ids, mask).attentions
+    with sdpa_kernel([SDPBackend.MATH]):
+        plain = encoder.bare_forward(ids, mask)
+        handed: list = []
+        with torch.inference_mode(), causal_capture(encoder.attention_modules, encoder.windows, mask,
+                                                    lambda layer, a, c: handed.append(a), stop=False, full=False):
+            hooked = encoder.model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert torch.equal(hooked, plain)
+    assert all(isinstance(a, torch.Tensor) for a in handed) and len(handed) == 2
+    # layer 0 reads the same queries and keys; layer 1's come from the math kernel's layer 0, rounded otherwise
+    assert torch.equal(handed[0], expected[0]) and torch.allclose(handed[1], expected[1], atol=2e-6, rtol=0)
+
+
 def test_layerwise_hands_on_layers_in_order_and_stops_after_the_last(checkpoints):
     encoder = load_encoder(str(checkpoints["llama"]))
     ids, mask = _inputs(encoder)

@@ -76,6 +76,12 @@ class AttentionEntries:
         return torch.where(allowed[:, None], torch.exp(scores - self._logsumexp.index_select(0, rows)), 0.0)
 
 
+# whether this torch has the private entry points read here (SDPA's kernel choice and its CPU flash kernel); without
+# them every layer's maps are full
+FLASH_READABLE = hasattr(torch, "_fused_sdp_choice") and hasattr(torch.ops.aten,
+                                                                 "_scaled_dot_product_flash_attention_for_cpu")
+
+
 class _FlashWithLogsumexp(TorchFunctionMode):
     """Within it, torch.nn.functional.scaled_dot_product_attention runs SDPA's CPU flash kernel itself where SDPA
     would pick it (``torch._fused_sdp_choice``; no dropout), keeping (query, key, logsumexp [B,H,T]) in ``kept``;
@@ -109,7 +115,7 @@ class _FlashWithLogsumexp(TorchFunctionMode):
         mask = attn_mask
         if mask is not None and mask.dtype == torch.bool:
             mask = torch.zeros(mask.shape, dtype=query.dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
-        flash = query.device.type == "cpu" and dropout_p == 0.0 and torch._fused_sdp_choice(
+        flash = query.device.type == "cpu" and dropout_p == 0.0 and FLASH_READABLE and torch._fused_sdp_choice(
             query, key, value, mask, dropout_p, is_causal, scale=scale,
             enable_gqa=enable_gqa) == SDPBackend.FLASH_ATTENTION.value
         if not flash:
