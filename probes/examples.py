@@ -79,6 +79,11 @@ class ExampleRecorder:
     def shuffle_seed(self) -> None:
         return None
 
+    @property
+    def reads_entries(self) -> bool:
+        """As a probe's (probes.probe.Probe.reads_entries): recording no sentence, it reads nothing of the maps."""
+        return self.limit == 0
+
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         """Keep layer ``maps.layer`` of the batch's recorded sentences."""
         rows = [b for b, index in enumerate(batch.indices) if index < self.limit]

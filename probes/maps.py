@@ -6,6 +6,10 @@ probes.batching: column 0 the start special / root, 1..n the words, C-1 the end 
 The runner builds a LayerMaps for each layer as the model computes it, hands it to every probe, and
 drops it before the next layer: peak memory holds about one layer's maps, never all L of them.
 Word-level views are computed once per layer, on first use, and shared by the probes of the run.
+
+A run whose probes all read the maps only through ``entries`` (``Probe.reads_entries``: the causal detectors) may
+get a causal model's layer as probes.causal.capture.AttentionEntries instead of its [B,H,T,T] map: ``entries``
+computes the entries asked for, and the whole map (``attention`` and everything pooled from it) is not there.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from functools import cached_property
 import torch
 
 from probes.batching import Batch
+from probes.causal.capture import AttentionEntries
 from probes.pooling import Segments, pool_attention, pool_vectors
 from probes.scratch import scratch_from
 
@@ -22,19 +27,45 @@ class LayerMaps:
     """Layer `layer`'s attention (and per-head context vectors, when a probe asked) for `batch`.
 
     attention: [B,H,T,T] attention probabilities (rows: from, columns: to); in a run with weights "norm",
-               the norm-based map α_ij‖f_h(x_j)‖ instead, rows renormalised to sum to 1 (probes.norms)
+               the norm-based map α_ij‖f_h(x_j)‖ instead, rows renormalised to sum to 1 (probes.norms). Given as
+               AttentionEntries (see the module docstring), only ``entries`` reads it.
     context:   [B,H,T,d] per-head context vectors softmax(QKᵀ/√d)·V before W_O, or None
     twin:      the same layer of the batch's word-shuffled twin (``batch.twin``), or None
     """
 
-    def __init__(self, batch: Batch, layer: int, attention: torch.Tensor, context: torch.Tensor | None = None,
-                 twin: "LayerMaps | None" = None):
+    def __init__(self, batch: Batch, layer: int, attention: torch.Tensor | AttentionEntries,
+                 context: torch.Tensor | None = None, twin: "LayerMaps | None" = None):
         self.batch = batch
         self.layer = layer
-        self.attention = attention  # [B,H,T,T]
+        self._attention = attention  # [B,H,T,T] or its AttentionEntries
         self.context = context  # [B,H,T,d] or None
         self.twin = twin
         self._scratch: dict[tuple[str, torch.dtype, torch.device], torch.Tensor] = {}  # see scratch()
+
+    @property
+    def attention(self) -> torch.Tensor:
+        """[B,H,T,T] the layer's map (see the class docstring)."""
+        if isinstance(self._attention, AttentionEntries):
+            raise RuntimeError("this layer's attention was computed only at the entries its probes read "
+                               "(LayerMaps.entries): a probe that reads the whole map must not set reads_entries")
+        return self._attention
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        """(B, H, T, T) of the layer's map."""
+        return tuple(self._attention.shape)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the layer's attention is."""
+        return self._attention.device
+
+    def entries(self, b: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+        """[N,H] float32 attention[b[n], :, i[n], j[n]] for every head (b, i, j [N] int64 on ``device``): gathered
+        from the map, or computed at those entries alone (AttentionEntries)."""
+        if isinstance(self._attention, AttentionEntries):
+            return self._attention.at(b, i, j)
+        return self._attention[b, :, i, j].float()
 
     def scratch(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         """An uninitialised tensor of `shape` for a temporary of this layer, shared under (name, dtype, device) by

@@ -24,7 +24,8 @@ one-line warning). Every forward pass checks that each layer's attention was cap
 
 Decoder-only models of the decoder families of the table (``Family.causal``: GPT-2, GPT-NeoX, Llama, Qwen2, Mistral)
 load with their language-model head and SDPA attention: each layer's maps are computed from its own queries and
-keys as SDPA runs (probes.causal.capture) and handed on layer by layer, as capture "hooks" does.
+keys as SDPA runs (probes.causal.capture) and handed on layer by layer, as capture "hooks" does; for a callback
+that reads entries only (``layerwise(full=False)``), as AttentionEntries from SDPA's logsumexp instead.
 
 ``layerwise`` and ``forward`` take ``weights``: "attention" (the probabilities) or "norm", the norm-based
 map of Kobayashi et al. 2020 (probes.norms: forward hooks on the value projections read each layer's values
@@ -61,7 +62,8 @@ from probes.norms import NormWeights
 _LOAD_ERRORS = (OSError, ValueError, KeyError, ImportError, RuntimeError, EOFError, pickle.UnpicklingError,
                 SafetensorError)
 CAPTURE_MODES = ("hooks", "outputs")
-# on_layer(layer, attention [B,H,T,T], context [B,H,T,d] or None): called for layers 0..L-1 in order
+# on_layer(layer, attention [B,H,T,T] (or a causal model's AttentionEntries, layerwise full=False), context
+# [B,H,T,d] or None): called for layers 0..L-1 in order
 LayerCallback = Callable[[int, torch.Tensor, "torch.Tensor | None"], None]
 
 
@@ -93,7 +95,7 @@ class Encoder:
     @torch.inference_mode()
     def layerwise(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
                   vectors: bool = False, token_type_ids: torch.Tensor | None = None,
-                  weights: str = "attention") -> None:
+                  weights: str = "attention", full: bool = True) -> None:
         """Run the model once, calling ``on_layer(layer, attention, context)`` for layers 0..L-1 in order with
         that layer's [B,H,T,T] probabilities and [B,H,T,d] per-head context (None unless `vectors`). With
         capture "hooks" each call happens while the model runs, and the layer's maps are dropped after it;
@@ -102,9 +104,10 @@ class Encoder:
         token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero).
         weights: "attention", or "norm" to hand on the norm-based map instead (probes.norms; rows sum to 1).
         A causal model (its family's ``causal``) runs SDPA, its maps computed from each layer's queries and keys
-        (probes.causal.capture)."""
+        (probes.causal.capture); full=False (the callback reads entries only, probes.maps.LayerMaps.entries): a
+        layer where SDPA runs its CPU flash kernel is handed on as AttentionEntries, not as its map."""
         if self.causal:
-            self._causal_pass(input_ids, attention_mask, on_layer, vectors=vectors, weights=weights)
+            self._causal_pass(input_ids, attention_mask, on_layer, vectors=vectors, weights=weights, full=full)
             return
         if self.capture == "outputs":
             captured = self.forward(input_ids, attention_mask, vectors=vectors, token_type_ids=token_type_ids,
@@ -199,14 +202,14 @@ class Encoder:
         return self.family is not None and self.family.causal
 
     def _causal_pass(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
-                     vectors: bool, weights: str) -> None:
+                     vectors: bool, weights: str, full: bool = True) -> None:
         """One pass of a causal model's body (no unembedding), each layer's maps handed on as it runs."""
         check_weights(weights)
         if weights != "attention":
             raise InputError(f"model {self.name!r} is a decoder-only model: weights {weights!r} is read from encoders "
                              "only; use weights \"attention\"")
         with causal_capture(self.attention_modules, self.windows, attention_mask, on_layer, vectors=vectors,
-                            name=self.name):
+                            full=full, name=self.name):
             self.model.base_model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
 
     def _run(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None, *,

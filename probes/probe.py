@@ -47,6 +47,10 @@ class Probe(Presentation, ABC):
     needs: ClassVar[tuple[str, ...]] = ()  # Sentence.ann keys a sentence must have to be scored
     needs_vectors: ClassVar[bool] = False  # whether the run must capture per-head context vectors
     needs_fit: ClassVar[bool] = False  # whether scoring needs a fit phase first: fit_update() on a fit corpus
+    # whether update reads the maps only through LayerMaps.entries (a few entries of each map, never the whole map,
+    # the word-level views or the context): a run of such probes alone lets a causal model's capture compute just
+    # those entries (probes.causal.capture)
+    reads_entries: ClassVar[bool] = False
     corpus_format: ClassVar[str] = "conllu"  # reader used when the user names no --format
     options: ClassVar[tuple[Option, ...]] = ()
 
@@ -70,6 +74,7 @@ class Probe(Presentation, ABC):
                        for name, o in known.items()}
         self._defaults: dict[str, Any] = {}  # state name -> its initial value (reset copies it)
         self._fit_state: set[str] = set()  # state of the fit phase (merged apart, see merge_fit)
+        self.causal = False  # whether the run's model is decoder-only (read_model): results state what that rules out
 
     def add_state(self, name: str, default: torch.Tensor | "Additive", *, fit: bool = False) -> None:
         """Declare additive state: a tensor of sums (float64) or counts (int64), or an object with
@@ -102,7 +107,10 @@ class Probe(Presentation, ABC):
 
     def read_model(self, encoder: Any) -> None:
         """Called once with the run's loaded model (probes.model.Encoder) before the first batch: a probe that
-        scores a head's weights as well as its maps (induction's OV copying score) reads them here."""
+        scores a head's weights as well as its maps (induction's OV copying score) reads them here (and calls this
+        one). Here: whether the model is decoder-only (``self.causal``), whose words attend only to themselves and
+        earlier words, a constraint the probes that score directed pairs state in their results."""
+        self.causal = bool(getattr(encoder, "causal", False))
 
     def shuffle_seed(self) -> int | None:
         """A seed to have each batch's word-shuffled twin run too (``maps.twin``, see probes.shuffle), or None."""

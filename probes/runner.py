@@ -219,9 +219,13 @@ class Feed:
         twin = batch.twin
 
         def on_layer(layer: int, attention: torch.Tensor, context: torch.Tensor | None) -> None:
-            # attention [rows·B,H,T,T]: the batch's rows, then its twin's; context [rows·B,H,T,d] or None
-            maps = LayerMaps(batch, layer, attention[:b], None if context is None else context[:b],
-                             twin=None if twin is None else LayerMaps(twin, layer, attention[b:]))
+            # attention [rows·B,H,T,T]: the batch's rows, then its twin's (or, without a twin, a causal model's
+            # AttentionEntries where every probe reads entries only); context [rows·B,H,T,d] or None
+            if twin is None:
+                maps = LayerMaps(batch, layer, attention, context)
+            else:
+                maps = LayerMaps(batch, layer, attention[:b], None if context is None else context[:b],
+                                 twin=LayerMaps(twin, layer, attention[b:]))
             for p in probes:
                 getattr(p, method)(batch, maps)
 
@@ -232,7 +236,8 @@ class Feed:
 
         self.encoder.layerwise(rows("input_ids"), rows("attention_mask"), on_layer,
                                vectors=any(p.needs_vectors for p in probes), token_type_ids=rows("token_type_ids"),
-                               weights=self.weights)
+                               weights=self.weights,
+                               full=twin is not None or not all(getattr(p, "reads_entries", False) for p in probes))
 
 
 def _twin_seed(probes: list[Probe]) -> int | None:

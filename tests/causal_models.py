@@ -1,10 +1,11 @@
 """Tiny random decoder-only checkpoints of every built-in decoder family (probes.families), made in the tests.
 
 Each is a folder a loader accepts: config.json, safetensors weights and a fast tokenizer. Qwen2's is a byte-level
-BPE without a start token (its own tokenizer class reads it, as a real Qwen2 checkpoint's), "<|endoftext|>" id 0
-and the 256 byte symbols; the others' a word-level one over "<|endoftext|>" (id 0, also end of sequence), "<s>"
-(id 1) and t2..t63, the Llama and Mistral ones adding <s> at the start of every sequence, as those families'
-tokenizers do.
+BPE (its own tokenizer class reads it, as a real Qwen2 checkpoint's), "<|endoftext|>" id 0, the 256 byte symbols
+and "<s>" (id 257); the others' a word-level one over "<|endoftext|>" (id 0, also end of sequence), "<s>" (id 1)
+and t2..t63. ``byte_level=True`` gives any family the byte-level one (a vocabulary of 300), as real decoders'
+(words of several subwords, any script). The Llama and Mistral tokenizers add <s> at the start of every sequence,
+as those families' do; the others add nothing.
 """
 from __future__ import annotations
 
@@ -30,22 +31,28 @@ CONFIGS = {
 ADDS_BOS = {"llama", "mistral"}
 
 
-def byte_level_tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+def byte_level_tokenizer(bos: bool = False, positions: int = 128):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
     symbols = sorted(pre_tokenizers.ByteLevel.alphabet())
-    backend = Tokenizer(models.BPE({"<|endoftext|>": 0, **{c: i + 1 for i, c in enumerate(symbols)}}, []))
+    backend = Tokenizer(models.BPE({"<|endoftext|>": 0, **{c: i + 1 for i, c in enumerate(symbols)},
+                                    "<s>": len(symbols) + 1}, []))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>", model_max_length=128)
+    if bos:
+        backend.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B",
+                                                               special_tokens=[("<s>", len(symbols) + 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="<|endoftext|>",
+                                   model_max_length=positions)
 
 
-def tokenizer(bos: bool):
+def tokenizer(bos: bool, size: int = VOCAB):
+    """The word-level tokenizer over `size` ids (see the module docstring: t2..t{size - 1})."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {"<|endoftext|>": 0, "<s>": 1, **{f"t{i}": i for i in range(2, VOCAB)}}
+    vocab = {"<|endoftext|>": 0, "<s>": 1, **{f"t{i}": i for i in range(2, size)}}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<|endoftext|>"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     if bos:
@@ -55,15 +62,21 @@ def tokenizer(bos: bool):
                                    unk_token="<|endoftext|>", model_max_length=128)
 
 
-def make_checkpoint(family: str, folder: Path, seed: int = 0) -> Path:
-    """Write a tiny random checkpoint of `family` (a key of CONFIGS) into `folder`; return it."""
+def make_checkpoint(family: str, folder: Path, seed: int = 0, byte_level: bool | None = None,
+                    positions: int = 128) -> Path:
+    """Write a tiny random checkpoint of `family` (a key of CONFIGS) into `folder`; return it. byte_level: the
+    byte-level tokenizer (None: Qwen2's only); positions: the most positions the model and tokenizer take."""
     import transformers
 
+    byte_level = family == "qwen2" if byte_level is None else byte_level
     config_class, fields = CONFIGS[family]
-    config = getattr(transformers, config_class)(vocab_size=300 if family == "qwen2" else VOCAB, bos_token_id=1, eos_token_id=0, pad_token_id=0,
+    fields = {**fields, "n_positions" if family == "gpt2" else "max_position_embeddings": positions}
+    config = getattr(transformers, config_class)(vocab_size=300 if byte_level else VOCAB,
+                                                 bos_token_id=257 if byte_level else 1, eos_token_id=0, pad_token_id=0,
                                                  tie_word_embeddings=family == "gpt2", **fields)
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(config)
     model.save_pretrained(folder)
-    (byte_level_tokenizer() if family == "qwen2" else tokenizer(family in ADDS_BOS)).save_pretrained(folder)
+    bos = family in ADDS_BOS
+    (byte_level_tokenizer(bos, positions) if byte_level else tokenizer(bos)).save_pretrained(folder)
     return folder

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from causal_models import ADDS_BOS, CONFIGS, make_checkpoint
-from probes.causal.capture import allowed_keys, causal_capture, causal_probabilities, per_head_context
+from probes.causal.capture import (AttentionEntries, allowed_keys, causal_capture, causal_probabilities,
+                                   per_head_context)
 from probes.errors import InputError
 from probes.families import family_of
 from probes.model import load_encoder
@@ -68,6 +69,53 @@ def test_the_model_outputs_are_unchanged_by_the_capture(family, checkpoints):
                                                 lambda layer, a, c: layers.append(layer), stop=False):
         hooked = encoder.model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
     assert layers == [0, 1] and torch.equal(hooked, plain)  # the same batch, the same SDPA calls
+
+
+@pytest.mark.parametrize("family", list(CONFIGS))
+def test_entries_equal_the_full_maps_and_the_outputs_are_unchanged(family, checkpoints):
+    """full=False: where SDPA runs its CPU flash kernel (every layer here) the capture calls it itself and hands on
+    AttentionEntries; the model's outputs stay those of its own SDPA call, bit for bit, and every entry, masked ones
+    included, equals the full map's within float32 rounding: with padding (a mask, key heads repeated by
+    transformers) and without (is_causal, grouped-query heads given to SDPA as they are), and through the windows
+    of Mistral and Qwen2."""
+    encoder = load_encoder(str(checkpoints[family]))
+    ids, mask = _inputs(encoder)
+    for rows in (slice(None), slice(0, 1)):  # padded, then the first sequence alone
+        full = encoder.forward(ids[rows], mask[rows]).attentions  # L × [B,H,T,T]
+        plain = encoder.bare_forward(ids[rows], mask[rows])
+        entries: list[AttentionEntries] = []
+        with torch.inference_mode(), causal_capture(encoder.attention_modules, encoder.windows, mask[rows],
+                                                    lambda layer, a, c: entries.append(a), stop=False, full=False):
+            hooked = encoder.model.base_model(input_ids=ids[rows], attention_mask=mask[rows]).last_hidden_state
+        assert torch.equal(hooked, plain)
+        assert len(entries) == 2 and all(isinstance(e, AttentionEntries) for e in entries)
+        b, t = ids[rows].shape
+        every = torch.ones(b, t, t).nonzero(as_tuple=True)  # all B·T·T (sequence, query, key) triples
+        for got, expected in zip(entries, full, strict=True):
+            assert got.shape == expected.shape
+            values = got.at(*every).view(b, t, t, 4).permute(0, 3, 1, 2)  # [B,H,T,T]
+            assert torch.allclose(values, expected, atol=2e-6, rtol=0)
+            assert values[..., torch.ones(t, t).triu(1).bool()].abs().max() == 0
+
+
+def test_entries_fall_back_to_full_maps_where_sdpa_runs_another_kernel(checkpoints):
+    """With SDPA held to its math kernel (no logsumexp to read), full=False hands on the layers' full maps, and the
+    model's outputs are those of its own (math) SDPA call."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    encoder = load_encoder(str(checkpoints["llama"]))
+    ids, mask = _inputs(encoder)
+    expected = encoder.forward(ids, mask).attentions
+    with sdpa_kernel([SDPBackend.MATH]):
+        plain = encoder.bare_forward(ids, mask)
+        handed: list = []
+        with torch.inference_mode(), causal_capture(encoder.attention_modules, encoder.windows, mask,
+                                                    lambda layer, a, c: handed.append(a), stop=False, full=False):
+            hooked = encoder.model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert torch.equal(hooked, plain)
+    assert all(isinstance(a, torch.Tensor) for a in handed) and len(handed) == 2
+    # layer 0 reads the same queries and keys; layer 1's come from the math kernel's layer 0, rounded otherwise
+    assert torch.equal(handed[0], expected[0]) and torch.allclose(handed[1], expected[1], atol=2e-6, rtol=0)
 
 
 def test_layerwise_hands_on_layers_in_order_and_stops_after_the_last(checkpoints):

@@ -144,4 +144,64 @@ def test_every_probe_of_the_bundled_sample_runs_on_each_family(family, tmp_path)
     for name, result in results.items():
         assert result.overall.scores.shape == (2, 4), name
         assert result.info.sentences > 0, name
-    assert "causal_constraint" in results["dep"].extra
+    stated = results["dep"].extra["causal_constraint"]["overall"]  # no head above what its direction can reach
+    assert results["dep"].overall.extra["dep_to_head"].max() <= stated["head_precedes_share"] + 1e-6
+    assert results["dep"].overall.extra["head_to_dep"].max() <= 1 - stated["head_precedes_share"] + 1e-6
+
+
+CORPUS_PROBES = ("srl", "ner", "con", "seg", "frames", "coref")
+
+
+@pytest.mark.parametrize("family", list(CONFIGS))
+def test_the_probes_of_the_other_corpora_run_on_each_family(family, tmp_path, shared_corpora):
+    """srl, ner, con, seg, frames and coref on excerpts of their corpora (tests/probe_corpora.py: UP, UNER, CRAFT,
+    GSDSimp raw text, FrameNet, LitBank in windows of 1,024 subwords), through a byte-level tokenizer (every word of
+    several subwords; <s> first for Llama and Mistral): every one gives scores for every head and states what a
+    causal model rules out, and no head scores a direction above the share of instances that direction can
+    reach (a word's row has no weight after it, so its argmax never lies there; the shares are rounded to 6 places)."""
+    import probes
+    from probe_corpora import probe_run_arguments
+
+    folder = make_checkpoint(family, tmp_path / family, byte_level=True, positions=1024)
+    encoder = probes.load_encoder(str(folder))
+    results = {}
+    for name in CORPUS_PROBES:
+        arguments = probe_run_arguments(name, tmp_path, lambda: shared_corpora)
+        arguments.update(limit=4 if arguments.get("limit") else None, **({"window": 1024, "stride": 512}
+                                                                         if name == "coref" else {}))
+        results[name] = probes.run([name], encoder=encoder, replicates=10, progress=False, **arguments)[name]
+    for name, result in results.items():
+        assert result.overall.scores.shape == (2, 4) and result.info.sentences > 0, name
+        assert result.overall.count > 0 and np.isfinite(result.overall.scores).all(), name
+        assert result.extra["causal_constraint"]["note"].startswith("decoder-only model"), name
+    srl = results["srl"].extra["causal_constraint"]
+    for role, stated in [("overall", srl["overall"]), *srl["labels"].items()]:
+        entry = results["srl"].overall if role == "overall" else results["srl"].labels[role]
+        assert entry.extra["pred_to_arg"].max() <= stated["argument_before_predicate_share"] + 1e-6, role
+        assert entry.extra["arg_to_pred"].max() <= stated["argument_after_predicate_share"] + 1e-6, role
+        assert stated["argument_before_predicate_share"] + stated["argument_after_predicate_share"] >= 1, role
+    frames = results["frames"]
+    stated = frames.extra["causal_constraint"]["overall"]
+    assert frames.overall.extra["accuracy_target_to_fe"].max() <= stated["fe_before_target_share"] + 1e-6
+    assert frames.overall.extra["accuracy_fe_to_target"].max() <= stated["target_before_fe_share"] + 1e-6
+    coref = results["coref"]
+    assert coref.overall.scores.max() <= coref.extra["causal_constraint"]["overall"]["antecedent_before_share"] + 1e-6
+    seg = results["seg"]  # every unit predicted a word end by every head: each head scores the all_ends baseline
+    assert np.allclose(seg.overall.scores, seg.baselines["all_ends"]["word_f1"])
+
+
+def test_earlier_occurrences_from_a_sort_equal_their_definition():
+    """token_pairs finds every (b, i, j), j < i both real with the same id, without a [B,T,T] comparison: on random
+    ids over small vocabularies (many repeats), right-padded, the very triples of the comparison, in its order."""
+    from probes.builtin.causal.token_pairs import earlier_occurrences
+
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(100):
+        b, t, vocabulary = (int(torch.randint(1, n, (1,), generator=generator)) for n in (4, 30, 8))
+        ids = torch.randint(0, vocabulary, (b, t), generator=generator)
+        real = torch.arange(t)[None] < torch.randint(1, t + 1, (b, 1), generator=generator)  # [B,T]
+        positions = torch.arange(t)
+        defined = (ids[:, :, None] == ids[:, None, :]) & (positions[None, :] < positions[:, None]) \
+            & real[:, :, None] & real[:, None, :]  # [B,T,T]
+        found = earlier_occurrences(ids, real)
+        assert all(torch.equal(a, e) for a, e in zip(found, defined.nonzero(as_tuple=True), strict=True))

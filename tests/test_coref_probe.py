@@ -231,3 +231,31 @@ def test_predictions_at_by_hand():
     maps = LayerMaps(hand.batch, 0, hand.attentions[0])
     assert maps.predictions_at(torch.tensor([0, 0, 0]), torch.tensor([2, 1, 4])).tolist() == [[4], [2], [2]]
     assert maps.predictions[0, 0, [2, 1, 4]].tolist() == [4, 2, 2]
+
+
+def test_a_causal_model_states_the_constraint():
+    """a1 (John, column 5) given the antecedent head column 6 instead of He's 1: the only anaphor whose antecedent
+    follows it, so 4 of 5 are reachable. Its offset +1 baseline (5 + 1 = 6) hits, but not under the constraint;
+    the others' hits (test_scores_by_hand: nearest a4, head_match a3 a4, −3 a4, −2 a2) are all before their anaphor."""
+    from types import SimpleNamespace
+
+    probe, ws = windows(window=14, stride=4)
+    ws[0].ann["anaphors"].antecedents[0] = [6]
+    probe.read_model(SimpleNamespace(causal=object()))
+    for b in _batches(ws):
+        feed(probe, b)
+    result = probe.compute(info(1, 2, max_length=512))
+    stated = result.extra["causal_constraint"]
+    assert result.baselines["overall"]["offsets"] == [0.2, 0.2, 0, 0.2, 0, 0]
+    assert stated["overall"]["antecedent_before_share"] == 0.8
+    assert stated["overall"]["causal_baseline"] == {"count": 5, "nearest": 0.2, "head_match": 0.4,
+                                                    "offsets": [0.2, 0.2, 0, 0, 0, 0], "best": 0.4,
+                                                    "best_offset": "head_match"}
+    proper = stated["labels"]["proper"]
+    assert proper["antecedent_before_share"] == 0.0 and proper["causal_baseline"]["best"] == 0.0
+    assert result.baselines["labels"]["proper"]["offsets"][3] == 1.0
+    assert stated["labels"]["nested"]["antecedent_before_share"] == 1.0
+    encoder, ws = windows(window=14, stride=4)
+    for b in _batches(ws):
+        feed(encoder, b)
+    assert "causal_constraint" not in encoder.compute(info(1, 2, max_length=512)).extra

@@ -197,3 +197,21 @@ def test_documents_option(tmp_path):
         FrameElementProbe(1, 1, documents=str(tmp_path / "missing.txt")).reader_options()
     with pytest.raises(InputError, match="--max-fe-words must be 0 or more"):
         FrameElementProbe(1, 1, max_fe_words=-1)
+
+
+def test_a_causal_model_states_the_constraint():
+    """Donor {Kim} and Goods {cars} precede their targets (gave, sold), Theme {flowers} follows gave: target→FE can
+    reach 2 of the 3 instances, FE→target 1."""
+    from types import SimpleNamespace
+
+    probe = FrameElementProbe(1, 2)
+    probe.read_model(SimpleNamespace(causal=object()))
+    for s in (F1, F2):
+        probe.skip_reason(s)
+    feed(probe, batch([F1, F2], [C1, C2], [MAPS[id(F1)][1], MAPS[id(F2)][1]]))
+    stated = probe.compute(INFO).extra["causal_constraint"]
+    assert stated["overall"] == {"fe_before_target_share": round(2 / 3, 6), "target_before_fe_share": round(1 / 3, 6)}
+    assert stated["labels"] == {"Donor": {"fe_before_target_share": 1.0, "target_before_fe_share": 0.0},
+                                "Theme": {"fe_before_target_share": 0.0, "target_before_fe_share": 1.0},
+                                "Goods": {"fe_before_target_share": 1.0, "target_before_fe_share": 0.0}}
+    assert "causal_constraint" not in _result().extra  # an encoder's results: no constraint

@@ -54,3 +54,25 @@ def test_the_copying_score_separates_the_induction_heads(scored):
     assert np.all(np.abs(init["induction"].labels["copying"].scores) < 0.2)
     found = {(h["layer"], h["head"]) for h in induction.extra["induction_heads"]}
     assert {layer for layer, _ in found} == {1} and (1, induction.overall.best.head) in found
+
+
+def test_the_entries_give_the_scores_the_full_maps_give(scored, monkeypatch):
+    """Alone the detectors read each layer's entries only (AttentionEntries from SDPA's logsumexp); beside a probe
+    that reads the whole map (entropy) they read the same entries out of the full maps: the same scores, within
+    float32 rounding, and the same counts."""
+    from probes.causal.capture import AttentionEntries
+
+    trained, _ = scored
+    computed = []
+    at = AttentionEntries.at
+    monkeypatch.setattr(AttentionEntries, "at", lambda self, *entry: computed.append(len(entry[0])) or at(self, *entry))
+    detect(DETECTORS, str(TRAINED), count=2, length=24, sequence_seed=0, progress=False)
+    assert len(computed) == 2 * 4  # 2 layers × (prev_token, duplicate, induction, sink's first: no start token), 1 batch
+    beside = detect([*DETECTORS, "entropy"], str(TRAINED), count=32, length=24, sequence_seed=0, replicates=100,
+                    progress=False)
+    for name in DETECTORS:
+        for label, entry in trained[name].labels.items():
+            assert beside[name].labels[label].count == entry.count, (name, label)
+            np.testing.assert_allclose(beside[name].labels[label].scores, entry.scores, atol=1e-6, rtol=0,
+                                       err_msg=f"{name} {label}")
+    assert len(computed) == 8  # none more: with entropy the maps are full

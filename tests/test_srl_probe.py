@@ -172,3 +172,22 @@ def test_state_merges_saves_and_resets():
     assert r.overall.count == 6 and r.labels["ARG1"].count == 2
     np.testing.assert_array_equal(r.overall.scores, [[4 / 6, 2 / 6], [2 / 6, 4 / 6]])
     assert r.extra == {"predicates": 3, "not_arguments": {"V": 3, "C-V": 1}}  # counted once, not once per layer
+
+
+def test_a_causal_model_states_the_constraint():
+    """S1: ARG0 {Kim} precedes ate, ARG1 {red, apples} follows it; S2: ARGM-TMP {Yesterday} and ARG0 {Kim} precede
+    left. pred_to_arg can reach 3 of the 4 arguments, arg_to_pred 1. Offsets k < 0 only (test_offset_baselines):
+    pred_to_arg: −1 ARG0 ×2, −2 ARGM-TMP → 2/4; arg_to_pred: −1 and −2 ARG1 → 1/4; either: −1 ARG0 ×2 and ARG1 → 3/4."""
+    from types import SimpleNamespace
+
+    probe = _probe([])
+    probe.read_model(SimpleNamespace(causal=object()))
+    feed(probe, batch([S1, S2], [C1, C2], [[H0_S1, H1_S1], [H0_S2, H1_S2]]))
+    stated = probe.compute(INFO).extra["causal_constraint"]
+    assert stated["overall"] == {"argument_before_predicate_share": 0.75, "argument_after_predicate_share": 0.25,
+                                 "causal_offset_baseline": {"either": 0.75, "pred_to_arg": 0.5, "arg_to_pred": 0.25}}
+    assert stated["labels"]["ARG1"] == {"argument_before_predicate_share": 0.0, "argument_after_predicate_share": 1.0,
+                                        "causal_offset_baseline": {"either": 1.0, "pred_to_arg": 0.0,
+                                                                   "arg_to_pred": 1.0}}
+    assert stated["labels"]["ARG0"]["argument_before_predicate_share"] == 1.0
+    assert "causal_constraint" not in _one_batch().extra  # an encoder's results: no constraint

@@ -8,6 +8,10 @@ label of the nearest centroid by cosine similarity; a head's accuracy for a labe
 that label's units predicted right. A scored label with no centroid (absent from the fit corpus)
 can never be predicted: its units count as wrong and it is listed in the result's
 ``labels_without_centroid``.
+
+No pair of words is scored, so a decoder-only model's constraint rules out no direction; what it changes is said in
+its results (``extra["causal_constraint"]``, CAUSAL_NOTE): a word's context vector reads only itself and earlier
+words.
 """
 from __future__ import annotations
 
@@ -24,6 +28,11 @@ from probes.errors import InputError
 from probes.maps import LayerMaps
 from probes.probe import LabelSums, Probe, ratio
 from probes.results import LabelScores, ProbeResult, RunInfo
+
+
+CAUSAL_NOTE = ("decoder-only model: a word's per-head context vector mixes the values of itself and earlier words "
+               "only, so a unit's vector (the mean of its words') holds nothing of the words after it, and its first "
+               "word's nothing of the unit's later words; no pair of words is scored, so no direction is ruled out")
 
 
 class ClusteringProbe(Probe):
@@ -112,9 +121,11 @@ class ClusteringProbe(Probe):
             majority = max(fitted, key=fitted.get)
             right = int(self.units[majority]) if majority in self.units.names else 0
             baselines["majority"] = {"label": majority, "overall": round(right / overall.count, 6)}
+        extra = {"fit": fit, "labels_without_centroid": missing}
+        if self.causal:
+            extra["causal_constraint"] = {"note": CAUSAL_NOTE}
         return attach_intervals(ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels,
-                                            overall=overall, baselines=baselines,
-                                            extra={"fit": fit, "labels_without_centroid": missing}), self.hits, self.units)
+                                            overall=overall, baselines=baselines, extra=extra), self.hits, self.units)
 
 
 def _members(spans: list[list[tuple[str, int, int]]],

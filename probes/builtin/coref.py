@@ -36,6 +36,9 @@ from probes.results import LabelScores, ProbeResult, RunInfo
 from probes.windows import cut, window_sizes
 
 BASELINES = ("nearest", "head_match", *OFFSETS)
+CAUSAL_NOTE = ("decoder-only model: a word attends only to itself and earlier words; an anaphor can be right only "
+               "where an antecedent's head word precedes its own (a nested anaphor's antecedent may not), and the "
+               "baselines reach only such antecedents (offsets k > 0 none)")
 NESTING = ("nested", "non_nested")
 
 
@@ -52,6 +55,8 @@ class CoreferenceProbe(Probe, declared=COREF):
             self.add_state(f"{prefix}hits", LabelSums((layers, heads), replicates=r))  # [labels, L, H] anaphors right
             self.add_state(f"{prefix}baseline_hits", LabelSums((len(BASELINES),), replicates=r))  # [labels, K]
             self.add_state(f"{prefix}anaphors", LabelSums((), replicates=r))  # [labels] anaphors scored
+            self.add_state(f"{prefix}reachable", LabelSums(()))  # [labels] anaphors with an antecedent head before h
+            self.add_state(f"{prefix}causal_baseline_hits", LabelSums((len(BASELINES),)))  # [labels, K] at such a head
         self.add_state("counts", torch.zeros(len(COUNTS), dtype=torch.int64))  # [COUNTS]
 
     def skip_reason(self, sentence: Sentence) -> str | None:
@@ -91,19 +96,28 @@ class CoreferenceProbe(Probe, declared=COREF):
             hits.add(hits.ids(labels), right, at=(maps.layer,), sentences=rows, weights=weights)
         if maps.layer:
             return
-        base_right = _any(member, baselines[member] == columns[:, None], n)  # [N,K]
+        at_antecedent = baselines[member] == columns[:, None]  # [M,K]
+        before = columns < heads[member]  # [M] the antecedent's head word precedes the anaphor's
+        base_right = _any(member, at_antecedent, n)  # [N,K]
+        causal_right = _any(member, at_antecedent & before[:, None], n)  # [N,K] reachable by a causal model too
+        reachable = _any(member, before, n)  # [N]
         for prefix, labels in (("", types), ("nest_", nesting)):
             base, anaphors = getattr(self, f"{prefix}baseline_hits"), getattr(self, f"{prefix}anaphors")
             base.add(base.ids(labels), base_right, sentences=rows, weights=weights)
             anaphors.add(anaphors.ids(labels), torch.ones(n), sentences=rows, weights=weights)
+            for name, values in (("reachable", reachable), ("causal_baseline_hits", causal_right)):
+                state = getattr(self, f"{prefix}{name}")
+                state.add(state.ids(labels), values)
 
     def compute(self, info: RunInfo) -> ProbeResult:
-        labels, per_label = {}, {}
+        labels, per_label, causal = {}, {}, {}
         for prefix in ("", "nest_"):
-            hits, base, anaphors = (getattr(self, f"{prefix}{x}") for x in ("hits", "baseline_hits", "anaphors"))
+            hits, base, anaphors, reachable, causal_base = (getattr(self, f"{prefix}{x}") for x in (
+                "hits", "baseline_hits", "anaphors", "reachable", "causal_baseline_hits"))
             for name in anaphors.names:
                 labels[name] = LabelScores(count=int(anaphors[name]), scores=ratio(hits[name], anaphors[name]))
                 per_label[name] = _baseline(anaphors[name], base[name])
+                causal[name] = _causal_reading(anaphors[name], reachable[name], causal_base[name])
         total = self.anaphors.total()
         overall = LabelScores(count=int(total), scores=ratio(self.hits.total(), total))
         baselines = {"kinds": list(BASELINES), "labels": per_label}
@@ -113,10 +127,22 @@ class CoreferenceProbe(Probe, declared=COREF):
         window, stride = window_sizes(self.config["window"], self.config["stride"], info.settings["max_length"])
         extra = {"coref": {**counts, "window_rule": WINDOW_RULE, "window": window, "stride": stride,
                            "mention_head": self.config["mention_head"], "parser": describe()}}
+        if self.causal and self.anaphors.names:
+            extra["causal_constraint"] = {
+                "note": CAUSAL_NOTE, "labels": causal,
+                "overall": _causal_reading(total, self.reachable.total(), self.causal_baseline_hits.total())}
         result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
                              baselines=baselines, extra=extra)
         attach_intervals(result, self.nest_hits, self.nest_anaphors, self.nest_baseline_hits)
         return attach_intervals(result, self.hits, self.anaphors, self.baseline_hits)
+
+
+def _causal_reading(count: torch.Tensor, reachable: torch.Tensor, hits: torch.Tensor) -> dict:
+    """What a causal model can reach of `count` anaphors: the share with an antecedent head word before their own
+    (reachable), and the baselines (hits [K]) counting only such antecedents."""
+    n = int(count)
+    return {"antecedent_before_share": round(float(reachable) / n, 6) if n else None,
+            "causal_baseline": _baseline(count, hits)}
 
 
 def _baseline(count: torch.Tensor, hits: torch.Tensor) -> dict:

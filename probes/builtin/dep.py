@@ -28,7 +28,7 @@ import torch
 from probes.batching import Batch
 from probes.bootstrap import attach_intervals
 from probes.builtin.declared import DEP
-from probes.builtin.directional import CLAMPED_OFFSETS, OFFSETS, accuracy, offset_baseline
+from probes.builtin.directional import CLAMPED_OFFSETS, OFFSETS, accuracy, causal_constraint, offset_baseline
 from probes.maps import LayerMaps
 from probes.corpus.sentence import Sentence
 from probes.presentation import arc_items
@@ -52,13 +52,9 @@ class DependencyProbe(Probe, declared=DEP):
         self.add_state("baseline_hits", LabelSums((len(WAYS), len(self.offsets)), replicates=r, main=0))  # [labels, 3, offsets]
         self.add_state("arcs", LabelSums((), replicates=r))  # [labels] arc counts
         self.add_state("left_arcs", LabelSums(()))  # [labels] arcs whose head precedes the dependent (root arcs too)
-        self.causal = False  # whether the run's model is decoder-only (read_model): results state the constraint
 
     def reader_options(self):
         return {"subtypes": self.config["subtypes"]}
-
-    def read_model(self, encoder) -> None:
-        self.causal = encoder.causal
 
     def view_items(self, sentence: Sentence) -> list[dict]:
         return arc_items(sentence)
@@ -117,23 +113,13 @@ class DependencyProbe(Probe, declared=DEP):
                                 self.baseline_hits)
 
     def _causal_constraint(self) -> dict:
-        """What a decoder-only model can get right: a word attends only to itself and earlier words, so dep_to_head
-        (pred[d] == h) can be right only where the head precedes the dependent (root arcs: the start column,
-        where there is a start token), head_to_dep only where it follows. Per label and overall: the share of arcs
-        whose head precedes, and the best offset baseline under the same constraint (offsets k < 0 only, each way)."""
-        left = [k < 0 for k in self.offsets]
-
-        def reading(arcs: torch.Tensor, left_arcs: torch.Tensor, baseline_hits: torch.Tensor) -> dict:
-            n = float(arcs)
-            best = (baseline_hits[:, left].max(-1).values / n).tolist() if n else [None] * len(WAYS)  # [3 ways]
-            return {"head_precedes_share": round(float(left_arcs) / n, 6) if n else None,
-                    "causal_offset_baseline": {way: None if b is None else round(b, 6) for way, b in zip(WAYS, best)}}
-
-        return {"note": "decoder-only model: a word attends only to itself and earlier words; dep_to_head can be right "
-                        "only for arcs whose head precedes the dependent, head_to_dep only for the others",
-                "overall": reading(self.arcs.total(), self.left_arcs.total(), self.baseline_hits.total()),
-                "labels": {name: reading(self.arcs[name], self.left_arcs[name], self.baseline_hits[name])
-                           for name in self.arcs.names}}
+        """dep_to_head (pred[d] == h) can be right only where the head precedes the dependent (root arcs: the start
+        column, where there is a start token), head_to_dep only where it follows: the share of arcs whose head
+        precedes ("head_precedes_share"), and the offset baselines under the same constraint."""
+        return causal_constraint("decoder-only model: a word attends only to itself and earlier words; dep_to_head "
+                                 "can be right only for arcs whose head precedes the dependent, head_to_dep only for "
+                                 "the others", self.arcs, self.left_arcs, ("head_precedes",), self.baseline_hits,
+                                 WAYS, self.offsets)
 
 
 def argmax_words(attention: torch.Tensor, zero_self: bool, words_only: bool) -> torch.Tensor:

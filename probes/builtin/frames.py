@@ -36,6 +36,11 @@ Instance filters, the paper's choices by default, applied in this order; the JSO
                         is not a relation)
     adjacent_to_target  an FE word right next to a target word   (--adjacent-fes keeps them)
 
+A decoder-only model's words attend only to themselves and earlier words: the target→FE weight and argmax can be
+nonzero or right only for an instance with an FE word before a target word, FE→target only for one with a target
+word before an FE word. Its results state the share of instances each direction can reach, per FE name and
+overall, in ``extra["causal_constraint"]`` (probes.builtin.directional.causal_constraint).
+
 Words are the FrameNet reader's PTB-style words. Sentences with no instance left are skipped
 before the forward pass (reason ``longer_than_N_words``, ``no_frame_elements`` or
 ``no_frame_instance_left``), so the model only reads sentences that count. ``--documents``
@@ -52,6 +57,7 @@ import torch
 from probes.batching import Batch
 from probes.bootstrap import add_replicates, attach_interval, interval_method, replicate_ratio
 from probes.builtin.declared import FRAMES
+from probes.builtin.directional import causal_constraint
 from probes.corpus.framenet import STANDARD_DEV_DOCUMENTS, STANDARD_TEST_DOCUMENTS, read_document_list
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
@@ -61,6 +67,7 @@ from probes.registry import register
 from probes.results import LabelScores, ProbeResult, RunInfo
 
 FILTERS = ("no_words", "not_core", "sentence_too_long", "fe_too_long", "overlaps_target", "adjacent_to_target")
+DIRECTIONS = ("fe_before_target", "target_before_fe")  # what target→FE, FE→target need on a causal model
 GRIDS = ("score", "weight_target_to_fe", "weight_fe_to_target", "accuracy", "accuracy_target_to_fe",
          "accuracy_fe_to_target")
 DOCUMENT_LISTS = {"standard-test": STANDARD_TEST_DOCUMENTS, "standard-dev": STANDARD_DEV_DOCUMENTS}
@@ -79,6 +86,7 @@ class FrameElementProbe(Probe, declared=FRAMES):
                 raise InputError(f"--{name.replace('_', '-')} must be 0 or more, not {self.config[name]}")
         self.add_state("sums", LabelSums((len(GRIDS), layers, heads)))  # [FE names, 6, L, H] per-instance values
         self.add_state("counts", LabelSums(()))  # [FE names] instances scored
+        self.add_state("reachable", LabelSums((len(DIRECTIONS),)))  # [FE names, 2] an FE word before / after a target word
         # the bootstrap's replicates of the overall score only (FE names are many: per name they would not fit)
         self.add_state("replicate_sums", torch.zeros(self.bootstrap.replicates, layers, heads, dtype=torch.float64))  # [R,L,H]
         self.add_state("replicate_counts", torch.zeros(self.bootstrap.replicates, dtype=torch.float64))  # [R]
@@ -137,6 +145,9 @@ class FrameElementProbe(Probe, declared=FRAMES):
         add_replicates(self.replicate_sums, sentence, per_instance[:, 0], weights, at=(maps.layer,))
         if maps.layer == 0:  # instances are counted once
             self.counts.add(self.counts.ids(labels), torch.ones(len(labels)))
+            sides = torch.stack([f < t, t < f], dim=1).double()  # [P,2]
+            reached = torch.zeros(len(labels), len(DIRECTIONS), dtype=sides.dtype, device=sides.device)
+            self.reachable.add(self.reachable.ids(labels), reached.index_add_(0, instance, sides) > 0)  # [N,2]
             add_replicates(self.replicate_counts, sentence, torch.ones(len(labels)), weights)
 
     def compute(self, info: RunInfo) -> ProbeResult:
@@ -151,6 +162,11 @@ class FrameElementProbe(Probe, declared=FRAMES):
                      "instances_below_min_count": int(sum(int(self.counts[n]) for n in rare))}
         result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
                              extra={"instances": instances})
+        if self.causal and self.counts.names:
+            result.extra["causal_constraint"] = causal_constraint(
+                "decoder-only model: a word attends only to itself and earlier words; the target→FE weight and "
+                "argmax can be nonzero or right only for instances with an FE word before a target word, FE→target "
+                "only for those with a target word before an FE word", self.counts, self.reachable, DIRECTIONS)
         if self.bootstrap.replicates and overall.count:
             replicates = replicate_ratio(self.replicate_sums, self.replicate_counts)  # [R,L,H]
             result.replicates["overall"] = attach_interval(overall, replicates, "bounded")  # means of weights in [0, 1]

@@ -18,6 +18,11 @@ cannot score by it.
 Baselines, as in dep: the "head" that always attends to position i + k, k in −3..+3 (k ≠ 0),
 scored the same three ways per role, so a positional head (arguments often start right after
 the verb) can be told from one that tracks arguments.
+
+A decoder-only model's words attend only to themselves and earlier words: pred_to_arg can be right only for an
+argument with a word before its predicate, arg_to_pred only for one with a word after it. Its results state the
+share of arguments each direction can reach, per role and overall, and the offset baselines under the same
+constraint (k < 0), in ``extra["causal_constraint"]`` (probes.builtin.directional.causal_constraint).
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ import torch
 from probes.batching import Batch
 from probes.bootstrap import attach_intervals
 from probes.builtin.declared import SRL
-from probes.builtin.directional import OFFSETS, accuracy, offset_baseline
+from probes.builtin.directional import OFFSETS, accuracy, causal_constraint, offset_baseline
 from probes.corpus.sentence import Sentence
 from probes.maps import LayerMaps
 from probes.probe import LabelSums, Probe
@@ -34,6 +39,7 @@ from probes.registry import register
 from probes.results import ProbeResult, RunInfo
 
 WAYS = ("either", "pred_to_arg", "arg_to_pred")
+DIRECTIONS = ("argument_before_predicate", "argument_after_predicate")  # what pred_to_arg, arg_to_pred need
 NOT_ARGUMENTS = ("V", "C-V")
 
 
@@ -49,6 +55,7 @@ class SemanticRoleProbe(Probe, declared=SRL):
         self.add_state("hits", LabelSums((len(WAYS), layers, heads), replicates=r, main=0))  # [roles, 3, L, H] arguments right, per way
         self.add_state("baseline_hits", LabelSums((len(WAYS), len(OFFSETS)), replicates=r, main=0))  # [roles, 3, offsets]
         self.add_state("arguments", LabelSums((), replicates=r))  # [roles] argument counts
+        self.add_state("reachable", LabelSums((len(DIRECTIONS),)))  # [roles, 2] arguments with a word before / after p
         self.add_state("not_arguments", LabelSums(()))  # [V / C-V] predicate words left out
         self.add_state("predicates", torch.zeros((), dtype=torch.int64))  # predicates seen
 
@@ -95,6 +102,8 @@ class SemanticRoleProbe(Probe, declared=SRL):
         base_hits = torch.stack([base_into | base_to, base_into, base_to], dim=1)  # [N,3,K]
         self.baseline_hits.add(self.baseline_hits.ids(labels), base_hits, sentences=rows, weights=weights)
         self.arguments.add(self.arguments.ids(labels), torch.ones(n), sentences=rows, weights=weights)
+        sides = torch.stack([column < predicates[member], column > predicates[member]], dim=1)  # [M,2]
+        self.reachable.add(self.reachable.ids(labels), _any(member, sides, n))
 
     def compute(self, info: RunInfo) -> ProbeResult:
         labels = {name: accuracy(self.arguments[name], self.hits[name], WAYS) for name in self.arguments.names}
@@ -106,6 +115,11 @@ class SemanticRoleProbe(Probe, declared=SRL):
             baselines["overall"] = offset_baseline(self.arguments.total(), self.baseline_hits.total(), WAYS)
         extra = {"predicates": int(self.predicates),
                  "not_arguments": {name: int(self.not_arguments[name]) for name in self.not_arguments.names}}
+        if self.causal and self.arguments.names:
+            extra["causal_constraint"] = causal_constraint(
+                "decoder-only model: a word attends only to itself and earlier words; pred_to_arg can be right only "
+                "for arguments with a word before the predicate, arg_to_pred only for those with a word after it",
+                self.arguments, self.reachable, DIRECTIONS, self.baseline_hits, WAYS)
         return attach_intervals(ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels,
                                             overall=overall, baselines=baselines, extra=extra),
                                 self.hits, self.arguments, self.baseline_hits)

@@ -14,19 +14,118 @@ for grouped-query attention as repeat_kv does. The maps are handed on, layer by 
 
 With `stop` the pass ends once the last layer's maps are handed on (``LastLayerRead``): nothing after it is
 computed.
+
+Entries instead of maps (``full=False``, for runs whose probes read a few entries of each map: the causal detectors
+read A[i, i-1], column 0, and the induction and duplicate-token targets). Within the attention function, SDPA's
+own call (torch.nn.functional.scaled_dot_product_attention, as transformers makes it) is intercepted
+(``_FlashWithLogsumexp``): where SDPA would run its CPU flash kernel, the kernel is called directly, with the same
+arguments (a boolean mask made additive as SDPA makes it), so the model's outputs are the very same, and it also
+returns each row's logsumexp lse_i = log Σ_j exp(scale·q_i·k_j + mask_ij). Any entry is then
+exp(scale·q_i·k_j − lse_i) (``AttentionEntries``), O(d) each: the layer's [B,H,T,T] map is never made. Where SDPA
+would run another kernel (another device, a mask it cannot take) the layer's full maps are computed as above.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Callable, Iterator
 
 import torch
+from torch.nn.attention import SDPBackend
+from torch.overrides import TorchFunctionMode
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from probes.errors import InputError
 
-# on_layer(layer, attention [B,H,T,T], context [B,H,T,d] or None), as probes.model.LayerCallback
-OnLayer = Callable[[int, torch.Tensor, "torch.Tensor | None"], None]
+# on_layer(layer, attention [B,H,T,T] or AttentionEntries, context [B,H,T,d] or None), as probes.model.LayerCallback
+OnLayer = Callable[[int, "torch.Tensor | AttentionEntries", "torch.Tensor | None"], None]
+
+
+class AttentionEntries:
+    """One layer's causal attention probabilities without its [B,H,T,T] map, entry by entry (see the module
+    docstring): A[b,h,i,j] = exp(scale·q_i·k_j − lse_i) where key j is allowed to query i (``allowed_keys``), else 0.
+
+    query [B,H,T,d] and key [B,K,T,d] as SDPA was given them (query head h reads key head h // g), logsumexp
+    [B,H,T] from SDPA's flash kernel, real [B,T] bool the real positions (attention_mask), window the layer's
+    sliding window or None."""
+
+    def __init__(self, query: torch.Tensor, key: torch.Tensor, logsumexp: torch.Tensor, scale: float,
+                 real: torch.Tensor, window: int | None):
+        b, h, t, d = query.shape
+        self.shape = (b, h, t, t)  # the map's these entries are of
+        self.device = query.device
+        # position-major copies, [B·T, H·d] and [B·T, K·d] (O(T·H·d), no [T,T] anywhere): an entry's query and key
+        # are one contiguous row each
+        self._query = query.float().transpose(1, 2).reshape(b * t, h * d)
+        self._key = key.float().transpose(1, 2).reshape(b * t, -1)
+        self._logsumexp = logsumexp.transpose(1, 2).reshape(b * t, h)  # [B·T,H]
+        self._heads = h, key.shape[1], d  # H, K, d
+        self._scale, self._real, self._window = scale, real, window
+
+    def at(self, b: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+        """[N,H] float32 A[b[n], h, i[n], j[n]] for every head; b, i, j [N] int64 on the entries' device. O(N·H·d):
+        a query row's logsumexp stands for the rest of its row."""
+        (h, k, d), t, n = self._heads, self.shape[2], len(b)
+        rows, columns = b * t + i, b * t + j  # [N] positions in the flattened batch
+        queries = self._query.index_select(0, rows).view(n * k, h // k, d)  # [N·K,g,d] query head h = (h // g, h % g)
+        keys = self._key.index_select(0, columns).view(n * k, d, 1)  # [N·K,d,1]
+        scores = torch.bmm(queries, keys).view(n, h).mul_(self._scale)  # [N,H]
+        allowed = (j <= i) & self._real[b, i] & self._real[b, j]  # [N]
+        if self._window is not None:
+            allowed &= i - j < self._window
+        # a padding row's logsumexp may be -inf or NaN: its entries are 0 by the mask, not by the product
+        return torch.where(allowed[:, None], torch.exp(scores - self._logsumexp.index_select(0, rows)), 0.0)
+
+
+# whether this torch has the private entry points read here (SDPA's kernel choice and its CPU flash kernel); without
+# them every layer's maps are full
+FLASH_READABLE = hasattr(torch, "_fused_sdp_choice") and hasattr(torch.ops.aten,
+                                                                 "_scaled_dot_product_flash_attention_for_cpu")
+
+
+class _FlashWithLogsumexp(TorchFunctionMode):
+    """Within it, torch.nn.functional.scaled_dot_product_attention runs SDPA's CPU flash kernel itself where SDPA
+    would pick it (``torch._fused_sdp_choice``; no dropout), keeping (query, key, logsumexp [B,H,T]) in ``kept``;
+    elsewhere it runs unchanged and ``kept`` stays None. SDPA makes a boolean mask additive (0 where allowed, -inf
+    where not) before it chooses and calls a kernel: so does this."""
+
+    def __init__(self):
+        super().__init__()
+        self.kept: tuple[torch.Tensor, torch.Tensor, torch.Tensor, float] | None = None  # query, key, lse, scale
+
+    def entries(self, shape: torch.Size, attention_mask: torch.Tensor, window: int | None) -> AttentionEntries | None:
+        """The layer's AttentionEntries, for the layer's queries of `shape` [B,H,T,d], padding `attention_mask`
+        [B,T] and `window`; None where the flash kernel did not run, or ran on other shapes than the layer's
+        (transformers packs one query's grouped heads into its positions)."""
+        if self.kept is None:
+            return None
+        query, key, logsumexp, scale = self.kept
+        if query.shape != shape or key.shape[2] != shape[2]:
+            return None
+        return AttentionEntries(query, key, logsumexp, scale, attention_mask.to(query.device).bool(), window)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is not torch.nn.functional.scaled_dot_product_attention:
+            return func(*args, **kwargs)
+        return self._attention(*args, **kwargs)
+
+    def _attention(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                   attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False,
+                   scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
+        mask = attn_mask
+        if mask is not None and mask.dtype == torch.bool:
+            mask = torch.zeros(mask.shape, dtype=query.dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+        flash = query.device.type == "cpu" and dropout_p == 0.0 and FLASH_READABLE and torch._fused_sdp_choice(
+            query, key, value, mask, dropout_p, is_causal, scale=scale,
+            enable_gqa=enable_gqa) == SDPBackend.FLASH_ATTENTION.value
+        if not flash:
+            return torch.nn.functional.scaled_dot_product_attention(
+                query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                enable_gqa=enable_gqa)
+        out, logsumexp = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            query, key, value, dropout_p, is_causal, attn_mask=mask, scale=scale)
+        self.kept = query, key, logsumexp, query.shape[-1] ** -0.5 if scale is None else scale
+        return out
 
 
 class LastLayerRead(Exception):
@@ -80,10 +179,12 @@ def per_head_context(probabilities: torch.Tensor, value: torch.Tensor) -> torch.
 
 @contextmanager
 def causal_capture(modules: list[torch.nn.Module], windows: list[int | None], attention_mask: torch.Tensor,
-                   on_layer: OnLayer, *, vectors: bool = False, stop: bool = True, name: str = "") -> Iterator[None]:
+                   on_layer: OnLayer, *, vectors: bool = False, stop: bool = True, full: bool = True,
+                   name: str = "") -> Iterator[None]:
     """Within it, the model whose attention modules are `modules` (layers 0..L-1; windows: each layer's sliding
     window or None) hands each layer's maps to `on_layer` as it runs (see the module docstring), for inputs
-    whose padding is `attention_mask` [B,T]. The model must run with attn_implementation "sdpa". Raises
+    whose padding is `attention_mask` [B,T]. The model must run with attn_implementation "sdpa". full=False (with
+    vectors False): each layer's AttentionEntries instead of its map where SDPA runs its CPU flash kernel. Raises
     InputError when a layer's maps come out of order or twice (`name`: the model's, for the message)."""
     layer_of = {id(m): layer for layer, m in enumerate(modules)}
     sdpa = ALL_ATTENTION_FUNCTIONS["sdpa"]
@@ -92,22 +193,28 @@ def causal_capture(modules: list[torch.nn.Module], windows: list[int | None], at
     seen: list[int] = []
 
     def attention(module, query, key, value, mask, dropout: float = 0.0, scaling: float | None = None, **kwargs):
-        out = sdpa(module, query, key, value, mask, dropout=dropout, scaling=scaling, **kwargs)
         layer = layer_of.get(id(module))
         if layer is None:
-            return out
+            return sdpa(module, query, key, value, mask, dropout=dropout, scaling=scaling, **kwargs)
+        flash = None if full or vectors else _FlashWithLogsumexp()
+        with flash or nullcontext():
+            out = sdpa(module, query, key, value, mask, dropout=dropout, scaling=scaling, **kwargs)
         if layer != len(seen):
             raise InputError(f"model {name!r}: layer {layer}'s attention was not captured once, in order (layers "
                              f"seen: {seen}); its attention cannot be captured")
         seen.append(layer)
         window = windows[layer]
-        if window not in masks:
-            allowed = allowed_keys(attention_mask.to(query.device), window)
-            masks[window] = allowed, None if padded else additive_mask(allowed)
-        probabilities = causal_probabilities(query, key, *masks[window][:1],
-                                             query.shape[-1] ** -0.5 if scaling is None else scaling,
-                                             bias=masks[window][1])
-        on_layer(layer, probabilities, per_head_context(probabilities, value) if vectors else None)
+        entries = None if flash is None else flash.entries(query.shape, attention_mask, window)
+        if entries is not None:
+            on_layer(layer, entries, None)
+        else:
+            if window not in masks:
+                allowed = allowed_keys(attention_mask.to(query.device), window)
+                masks[window] = allowed, None if padded else additive_mask(allowed)
+            probabilities = causal_probabilities(query, key, masks[window][0],
+                                                 query.shape[-1] ** -0.5 if scaling is None else scaling,
+                                                 bias=masks[window][1])
+            on_layer(layer, probabilities, per_head_context(probabilities, value) if vectors else None)
         if stop and layer == len(modules) - 1:
             raise LastLayerRead
         return out

@@ -17,10 +17,11 @@ from probes.results import ProbeResult, RunInfo
 
 @register
 class DuplicateTokenProbe(MeanAnalysis, declared=DUPLICATE_TOKEN):
+    reads_entries = True
     measures = ("duplicate",)
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
-        pairs = token_pairs(batch, maps.attention.device)
+        pairs = token_pairs(batch, maps.device)
         add_rows(self, maps, "duplicate", mass_on(maps, pairs.earlier), pairs.earlier_rows)
 
     def compute(self, info: RunInfo) -> ProbeResult:

@@ -30,6 +30,7 @@ from probes.results import LabelScores, ProbeResult, RunInfo
 
 @register
 class InductionProbe(MeanAnalysis, declared=INDUCTION):
+    reads_entries = True
     measures = ("prefix_matching",)
 
     def __init__(self, layers: int, heads: int, **options: Any):
@@ -37,11 +38,12 @@ class InductionProbe(MeanAnalysis, declared=INDUCTION):
         self.copying: np.ndarray | None = None  # [L,H], read from the model's weights (read_model)
 
     def read_model(self, encoder: Any) -> None:
+        super().read_model(encoder)
         scores = encoder.copying_scores()  # None for an encoder: prefix matching only
         self.copying = None if scores is None else scores.numpy()
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
-        pairs = token_pairs(batch, maps.attention.device)
+        pairs = token_pairs(batch, maps.device)
         add_rows(self, maps, "prefix_matching", mass_on(maps, pairs.induction), pairs.induction_rows)
 
     def compute(self, info: RunInfo) -> ProbeResult:

@@ -6,11 +6,9 @@ of a sequence, row 0 included, so its score is this one × (T-1)/T). Bootstrap i
 """
 from __future__ import annotations
 
-import torch
-
 from probes.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
-from probes.builtin.causal.token_pairs import add_rows, token_pairs
+from probes.builtin.causal.token_pairs import add_rows, previous_token, token_pairs
 from probes.builtin.declared import PREV_TOKEN
 from probes.maps import LayerMaps
 from probes.registry import register
@@ -19,12 +17,12 @@ from probes.results import ProbeResult, RunInfo
 
 @register
 class PrevTokenProbe(MeanAnalysis, declared=PREV_TOKEN):
+    reads_entries = True
     measures = ("previous",)
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
-        pairs = token_pairs(batch, maps.attention.device)
-        previous = torch.nn.functional.pad(maps.attention.float().diagonal(-1, -2, -1), (1, 0))  # [B,H,T] A[i, i-1]
-        add_rows(self, maps, "previous", previous, pairs.previous)
+        pairs = token_pairs(batch, maps.device)
+        add_rows(self, maps, "previous", previous_token(maps), pairs.previous)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         overall = self.mean("previous")

@@ -8,9 +8,10 @@ layer and detector of the run.
     induction  key k = j + 1 < i follows an earlier occurrence j of query i's token: induction targets
 (each a list of (sequence, query, key) indices, with the rows that have at least one)
 
-The attention on a set of targets is read at the targets alone (``mass_on``: a gather of their N entries per head
-and a scatter-add into the rows, O(N·H)), not by a product with the whole [B,H,T,T] map: on random tokens
-repeated a row has one target or two.
+The attention on a set of targets is read at the targets alone (``mass_on``: their N entries per head,
+``LayerMaps.entries``, scatter-added into the rows, O(N·H)), not by a product with the whole [B,H,T,T] map: on
+random tokens repeated a row has one target or two. The detectors read nothing else of the maps
+(``Probe.reads_entries``), so a causal model's capture computes those entries alone (probes.causal.capture).
 """
 from __future__ import annotations
 
@@ -47,33 +48,66 @@ def token_pairs(batch: Batch, device: torch.device) -> TokenPairs:
 def _build(batch: Batch, device: torch.device) -> TokenPairs:
     ids = batch.input_ids.to(device)  # [B,T]
     real = batch.attention_mask.to(device).bool()  # [B,T]
-    t = ids.shape[1]
+    b, t = ids.shape
     positions = torch.arange(t, device=device)  # [T]
-    before = positions[None, :] < positions[:, None]  # [T,T] j < i
-    pair = real[:, :, None] & real[:, None, :]  # [B,T,T] both real
-    earlier = (ids[:, :, None] == ids[:, None, :]) & before & pair  # [B,T,T]
-    induction = torch.nn.functional.pad(earlier[:, :, :-1], (1, 0)) & before  # [B,T,T] key k: an occurrence at k - 1
-    return TokenPairs(real=real, previous=real & (positions >= 1), earlier=earlier.nonzero(as_tuple=True),
-                      earlier_rows=earlier.any(-1), induction=induction.nonzero(as_tuple=True),
-                      induction_rows=induction.any(-1))
+    earlier = earlier_occurrences(ids, real)
+    follows = earlier[2] + 1 < earlier[1]  # [N] the key after the occurrence, k = j + 1, is before the query
+    induction = (earlier[0][follows], earlier[1][follows], earlier[2][follows] + 1)
+    return TokenPairs(real=real, previous=real & (positions >= 1), earlier=earlier,
+                      earlier_rows=_rows(earlier, b, t), induction=induction, induction_rows=_rows(induction, b, t))
+
+
+def earlier_occurrences(ids: torch.Tensor, real: torch.Tensor) -> Targets:
+    """Every (b, i, j) with j < i real positions of sequence b holding the same id, in (b, i, j) order; from a stable
+    sort of the real positions by (sequence, id), in which each position's earlier occurrences are the ones just
+    before it in its group: O(N + B·T·log(B·T)), never a [B,T,T] comparison."""
+    t = ids.shape[1]
+    flat = real.flatten().nonzero().squeeze(1)  # [P] real positions b·T + i
+    keys = ids.flatten()[flat] + (flat // t) * (int(ids.max()) + 1) if len(flat) else flat  # [P] (sequence, id)
+    order = torch.sort(keys, stable=True).indices  # [P] by (sequence, id), positions in order within each
+    sorted_keys = keys[order]
+    start = torch.searchsorted(sorted_keys, sorted_keys)  # [P] where each one's group starts
+    counts = torch.arange(len(order), device=ids.device) - start  # [P] earlier occurrences of each
+    query = torch.repeat_interleave(torch.arange(len(order), device=ids.device), counts)  # [N] sorted index
+    first = torch.cumsum(counts, 0) - counts  # [P] each one's first pair
+    partner = start[query] + torch.arange(len(query), device=ids.device) - first[query]  # [N] sorted index
+    i, j = flat[order[query]], flat[order[partner]]  # [N] b·T + position each
+    pairs = torch.sort(i * t + j % t).values  # [N] (b, i, j) order
+    return pairs // (t * t), pairs // t % t, pairs % t
+
+
+def _rows(targets: Targets, b: int, t: int) -> torch.Tensor:
+    """[B,T] bool: the query rows with at least one of `targets`."""
+    rows = torch.zeros(b, t, dtype=torch.bool, device=targets[0].device)
+    rows[targets[0], targets[1]] = True
+    return rows
 
 
 def mass_on(maps: LayerMaps, targets: Targets) -> torch.Tensor:
     """[B,H,T] each query row's attention on its targets, Σ_k A[b,h,i,k] over the targets (b, i, k) of row i."""
-    attention = maps.attention  # [B,H,T,T]
     b, i, k = targets
-    values = attention[b, :, i, k].float()  # [N,H]
-    rows = values.new_zeros(attention.shape[0], attention.shape[2], attention.shape[1])  # [B,T,H]
-    return rows.index_put_((b, i), values, accumulate=True).transpose(1, 2)  # [B,H,T]
+    rows = torch.zeros(*maps.batch.attention_mask.shape, maps.shape[1], device=maps.device)  # [B,T,H]
+    if len(b):  # (no start token: sink's "start" has none)
+        rows.index_put_((b, i), maps.entries(b, i, k), accumulate=True)
+    return rows.transpose(1, 2)  # [B,H,T]
 
 
 def mass_on_keys(maps: LayerMaps, keys: torch.Tensor) -> torch.Tensor:
     """[B,H,T] each query row's attention on the key positions `keys` [B,T] bool (the same keys for every row of a
     sequence), Σ_j A[b,h,i,j]·keys[b,j], from those columns alone."""
-    attention = maps.attention  # [B,H,T,T]
+    t = keys.shape[1]
     b, j = keys.nonzero(as_tuple=True)  # [N] each
-    columns = attention[b, :, :, j].float()  # [N,H,T]
-    return columns.new_zeros(attention.shape[:3]).index_add_(0, b, columns)  # [B,H,T]
+    rows = torch.arange(t, device=keys.device).repeat(len(b))  # [N·T] every query row of each key
+    return mass_on(maps, (b.repeat_interleave(t), rows, j.repeat_interleave(t)))
+
+
+def previous_token(maps: LayerMaps) -> torch.Tensor:
+    """[B,H,T] A[b,h,i,i-1], the attention on the token before (0 at i = 0)."""
+    b, t = maps.batch.attention_mask.shape
+    i = torch.arange(1, t, device=maps.device).repeat(b)  # [B·(T-1)]
+    sequences = torch.arange(b, device=maps.device).repeat_interleave(t - 1)  # [B·(T-1)]
+    values = maps.entries(sequences, i, i - 1).view(b, t - 1, -1)  # [B,T-1,H]
+    return torch.nn.functional.pad(values.transpose(1, 2), (1, 0))  # [B,H,T]
 
 
 def add_rows(probe: MeanAnalysis, maps: LayerMaps, measure: str, values: torch.Tensor, rows: torch.Tensor) -> None:

@@ -20,6 +20,11 @@ per unit per head (ensemble_size 0 keeps none), and shards merge by concatenatio
 (probes.builtin.seg.kept). The segmentations of every head for the first `examples` sentences
 are kept for `probes show`.
 
+A decoder-only model's units attend only to themselves and earlier units: pred[i] is never i + 1 nor an end special
+after the sentence, so every head predicts a word end at every unit, under either end rule, and its scores are the
+all_ends baseline's: seg says nothing of segmentation on such a model, and its results say so
+(``extra["causal_constraint"]``).
+
 Gold segmentation: CoNLL-U FORMs or a SIGHAN file (--format segmented). For Chinese use
 ``--tokenize text`` so the model reads the raw characters and never sees the gold boundaries.
 """
@@ -44,6 +49,9 @@ from probes.registry import register
 from probes.results import LabelScores, ProbeResult, RunInfo
 
 EXTRA_COLUMNS = ("all_ends", "no_ends", "union_oracle", "union_any_end")
+CAUSAL_NOTE = ("decoder-only model: a unit attends only to itself and earlier units, never to the next unit nor to an "
+               "end special after the sentence, so every head predicts a word end at every unit: its scores are the "
+               "all_ends baseline's, and say nothing of segmentation")
 
 
 @register
@@ -163,6 +171,8 @@ class SegmentationProbe(Probe, declared=SEG):
         union = {rule: _scalars(scores, column[f"union_{rule}"]) for rule in COMBINE_RULES}
         extra = {"units": totals, "union": union, "ensembles": self._ensembles(totals),
                  "examples": sorted(self.examples.items, key=lambda e: e["index"])}
+        if self.causal:
+            extra["causal_constraint"] = {"note": CAUSAL_NOTE}
         result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
                              baselines=baselines, extra=extra)
         if self.bootstrap.replicates and overall.count:  # word F1 = 2 right / (predicted + gold), per replicate
