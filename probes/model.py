@@ -91,6 +91,7 @@ class Encoder:
     attention_modules: list[torch.nn.Module] = field(default_factory=list, repr=False)  # per layer, in order
     family: Family | None = None  # its entry in the family table (probes.families); None: all-maps mode only
     windows: list[int | None] = field(default_factory=list, repr=False)  # a causal model's sliding window per layer
+    _copying: torch.Tensor | None = field(default=None, init=False, repr=False)  # copying_scores(), once computed
 
     @torch.inference_mode()
     def layerwise(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
@@ -185,9 +186,15 @@ class Encoder:
     @torch.inference_mode()
     def copying_scores(self) -> torch.Tensor | None:
         """[L,H] the OV circuit's copying score of every head of a causal model over its vocabulary without the
-        special tokens (probes.causal.families.copying_scores); None for an encoder."""
+        special tokens (probes.causal.families.copying_scores); None for an encoder. Computed once per loaded
+        model and kept: the weights it reads do not change (over Llama's 32,000 tokens it takes about 0.1 s)."""
         if not self.causal:
             return None
+        if self._copying is None:
+            self._copying = self._copying_scores()
+        return self._copying.clone()
+
+    def _copying_scores(self) -> torch.Tensor:
         special = torch.tensor(sorted(set(self.tokenizer.all_special_ids)), dtype=torch.long)
         embedding = self.model.get_input_embeddings().weight  # [V,D]
         unembedding = self.model.get_output_embeddings().weight  # [V,D]
