@@ -79,6 +79,7 @@ def test_mass_one_sentence():
         np.testing.assert_allclose(r.labels[label].scores, [values], atol=1e-6, err_msg=label)
     np.testing.assert_allclose(r.overall.scores, [[0.6, 0.4]], atol=1e-6)
     assert r.overall.count == 5 and r.labels["prev"].count == 4 and r.labels["next"].count == 4
+    assert "causal_constraint" not in r.extra  # an encoder's analyses state no causal constraint
 
 
 def test_mass_two_sentences_and_padding():

@@ -144,6 +144,10 @@ def test_every_probe_of_the_bundled_sample_runs_on_each_family(family, tmp_path)
     for name, result in results.items():
         assert result.overall.scores.shape == (2, 4), name
         assert result.info.sentences > 0, name
+    for name in ["trees", "mass", "entropy", "positional", "rare", "patterns", "head_distance", "word_order"]:
+        assert results[name].extra["causal_constraint"]["note"].startswith("decoder-only model"), name
+    assert np.nanmax(results["mass"].labels["next"].scores) == 0  # 0 by construction, as the note says
+    assert np.nanmin(results["mass"].labels["prev"].scores) >= 0
     stated = results["dep"].extra["causal_constraint"]["overall"]  # no head above what its direction can reach
     assert results["dep"].overall.extra["dep_to_head"].max() <= stated["head_precedes_share"] + 1e-6
     assert results["dep"].overall.extra["head_to_dep"].max() <= 1 - stated["head_precedes_share"] + 1e-6

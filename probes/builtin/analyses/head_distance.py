@@ -38,6 +38,7 @@ import torch
 
 from probes.batching import Batch
 from probes.builtin.analyses.head_layout import cluster_heads, head_distance_figures
+from probes.builtin.analyses.mean_analysis import CAUSAL_NOTE
 from probes.builtin.declared import HEAD_DISTANCE
 from probes.maps import LayerMaps
 from probes.probe import Probe
@@ -139,8 +140,10 @@ class HeadDistance(Probe, declared=HEAD_DISTANCE):
         mean = np.nanmean(others, 1).reshape(grid) if n > 1 else np.full(grid, np.nan)
         nearest = np.nanmin(others, 1).reshape(grid) if n > 1 else np.full(grid, np.nan)
         clustering = cluster_heads(d, self.layers, self.heads, self.config["clusters"], self.config["linkage"])
+        extra = {"head_names": clustering["head_names"], "distance": d.tolist(),
+                 "clusters": clustering["clusters"].reshape(grid).tolist(), "linkage": clustering["linkage"],
+                 "layout": clustering["layout"]}
+        if self.causal:
+            extra["causal_constraint"] = {"note": CAUSAL_NOTE}
         return ProbeResult(probe=self.name, info=info, options=dict(self.config),
-                           labels={"nearest": LabelScores(count, nearest)}, overall=LabelScores(count, mean),
-                           extra={"head_names": clustering["head_names"], "distance": d.tolist(),
-                                  "clusters": clustering["clusters"].reshape(grid).tolist(),
-                                  "linkage": clustering["linkage"], "layout": clustering["layout"]})
+                           labels={"nearest": LabelScores(count, nearest)}, overall=LabelScores(count, mean), extra=extra)

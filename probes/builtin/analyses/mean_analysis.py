@@ -11,6 +11,12 @@ from probes.maps import LayerMaps
 from probes.probe import Probe, ratio
 from probes.results import LabelScores, ProbeResult, RunInfo
 
+# what a decoder-only model's analyses mean (extra["causal_constraint"] of every analysis, Probe.causal)
+CAUSAL_NOTE = ("decoder-only model: each position attends only to itself and earlier positions, so attention to "
+               "later words (the next word, positive offsets, the end special) is 0 by construction, not a property "
+               "of a head, and an earlier word's distribution spreads over fewer positions (the first word's over "
+               "itself and the start token only)")
+
 
 class MeanAnalysis(Probe):
     """An analysis whose scores are means. Subclasses name three kinds of state and fill them from ``update``:
@@ -87,6 +93,8 @@ class MeanAnalysis(Probe):
         after a measure, and the overall grid when it is `overall_measure`'s mean, get bootstrap intervals."""
         result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
                              **fields)
+        if self.causal:
+            result.extra["causal_constraint"] = {"note": CAUSAL_NOTE}
         if self.bootstrap.replicates:
             named = [(name, entry, name) for name, entry in labels.items() if name in self.measures]
             for name, entry, measure in [*named, *([("overall", overall, overall_measure)] if overall_measure else [])]:

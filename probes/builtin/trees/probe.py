@@ -43,6 +43,12 @@ from probes.results import LabelScores, ProbeResult, RunInfo
 
 MAIN = "cle_attention"
 BASELINES = ("right_branching", "left_branching")
+# what a decoder-only model's trees mean (extra["causal_constraint"], Probe.causal)
+CAUSAL_NOTE = ("decoder-only model: a word attends only to itself and earlier words, so the attention form's "
+               "arcs from a word to a later head weigh 0: its directed trees hang words from earlier words (or the "
+               "root), and take a later head only where a tree must (the one word attached to the root, ties at 0); "
+               "directed UAS is then about bounded by dep's head_precedes_share; the symmetrised form (A + Aᵀ) "
+               "reads each pair both ways and is not bounded by direction")
 
 
 @register
@@ -162,8 +168,9 @@ class TreesProbe(Probe, declared=TREES):
                         "undirected_uas": _share(self.ensemble_hits[1], arcs), "count": arcs,
                         "selected_on": info.settings.get("fit"), "sample_sentences": len(self.sample),
                         "sample_limit": self.config["select_sentences"]}
+        extra = {"main": MAIN, "ensemble": ensemble, **({"causal_constraint": {"note": CAUSAL_NOTE}} if self.causal else {})}
         result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
-                             baselines=baselines, extra={"main": MAIN, "ensemble": ensemble})
+                             baselines=baselines, extra=extra)
         return attach_intervals(result, self.relation_hits, self.relation_arcs)  # overall: every relation's arcs
 
 
