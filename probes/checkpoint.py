@@ -137,7 +137,6 @@ def weights_sha256(model: str) -> str:
     return _DIGESTS[key]
 
 
-
 def _cached_snapshot(name: str) -> Path:
     from huggingface_hub import try_to_load_from_cache
 

@@ -194,6 +194,26 @@ def test_weights_sha256_of_a_folder(source, tmp_path):
     assert weights_sha256(str(folder)) == _sha256(whole)  # safetensors first: the .bin is not read
 
 
+def test_weights_sha256_is_read_again_when_a_file_changes(tmp_path):
+    """Kept once a process per (path, size, modification time): a file rewritten is hashed again, whether its size
+    changes or only its time; a file left as it was is not read again (its bytes changed behind a restored time)."""
+    import os
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    weights = folder / "pytorch_model.bin"
+    weights.write_bytes(b"first")
+    assert weights_sha256(str(folder)) == _sha256(b"first")
+    weights.write_bytes(b"second, longer")
+    assert weights_sha256(str(folder)) == _sha256(b"second, longer")
+    stat = weights.stat()
+    weights.write_bytes(b"third, longer!")  # the same size
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert weights_sha256(str(folder)) == _sha256(b"third, longer!")
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # size and time as when "second" was read
+    assert weights_sha256(str(folder)) == _sha256(b"second, longer")  # kept: the file is not read again
+
+
 def test_weights_sha256_of_a_cached_hub_snapshot(source, tmp_path, monkeypatch):
     """A hub name: the files of the snapshot its "main" ref points to in the local hub cache."""
     import huggingface_hub.constants
