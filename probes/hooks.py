@@ -9,6 +9,7 @@ context (the head masker, the shared prefix, the gates, the norm-based weights).
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Callable
 
 import torch
@@ -41,15 +42,15 @@ class HookSet:
         self.remove()
 
 
-class Hooked:
+class Hooked(ABC):
     """A context manager whose hooks (``add_hooks``) are added on entry and removed on exit, after which its
     per-pass state is forgotten (``clear``)."""
 
     _hooks: HookSet | None = None
 
+    @abstractmethod
     def add_hooks(self, hooks: HookSet) -> None:
         """Add this context's hooks to `hooks`."""
-        raise NotImplementedError
 
     def clear(self) -> None:
         """Forget what the passes inside the context left behind (nothing by default)."""

@@ -76,8 +76,8 @@ class DependencyProbe(Probe, declared=DEP):
             to_dep = looked_at.transpose(1, 2)[rows, dependents].cpu() == heads[:, None]  # [N,H]
         self.keep_view(maps.layer, rows, right=to_head | to_dep)
         weights = self.bootstrap.weights(batch)  # [R,B] or None
-        right = batch.memo(("dep.right", id(self)), lambda: torch.empty(len(labels), len(WAYS), self.layers,
-                                                                         self.heads, dtype=torch.bool))  # [N,3,L,H]
+        right = self.batch_buffer(batch, "dep.right", (len(labels), len(WAYS), self.layers, self.heads),
+                                  torch.bool)  # [N,3,L,H]
         right[:, :, maps.layer] = torch.stack([to_head | to_dep, to_head, to_dep], dim=1)
         if maps.layer == self.layers - 1:  # the batch's hits added at once, every layer's (one product, not L)
             self.hits.add(self.hits.ids(labels), right, sentences=rows, weights=weights)

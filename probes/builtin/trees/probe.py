@@ -74,7 +74,6 @@ class TreesProbe(Probe, declared=TREES):
         self.add_state("sample", SelectionSample(self.config["select_sentences"], layers, heads), fit=True)
         self._ensemble: list[tuple[int, int, float]] | None = None  # chosen from `sample` when first needed
         self._pending: torch.Tensor | None = None  # [B,M,M] this batch's sum of the ensemble heads' attention
-        self._relations: torch.Tensor | None = None  # [N,L,H] this batch's main-variant hits, by layer so far
 
     def view_items(self, sentence: Sentence) -> list[dict]:
         return arc_items(sentence)
@@ -102,11 +101,10 @@ class TreesProbe(Probe, declared=TREES):
             self.arcs += len(labels)
             self.relation_arcs.add(self.relation_arcs.ids(labels), torch.ones(len(labels)), sentences=rows, weights=weights)
             self.baseline_hits += _baselines(dependents, heads, batch.n_words[rows])
-            self._relations = torch.empty((len(labels), self.layers, self.heads), dtype=torch.bool)  # [N,L,H]
-        self._relations[:, maps.layer] = directed[0, 0].T  # the main variant; added per relation at the last layer
+        relations = self.batch_buffer(batch, "trees.relations", (len(labels), self.layers, self.heads), torch.bool)
+        relations[:, maps.layer] = directed[0, 0].T  # [N,L,H] the main variant; added per relation at the last layer
         if maps.layer == self.layers - 1:
-            self.relation_hits.add(self.relation_hits.ids(labels), self._relations, sentences=rows, weights=weights)
-            self._relations = None
+            self.relation_hits.add(self.relation_hits.ids(labels), relations, sentences=rows, weights=weights)
         self._ensemble_update(attention, batch.n_words, maps.layer, rows, dependents, heads)
 
     def _ensemble_update(self, attention: torch.Tensor, n_words: torch.Tensor, layer: int, rows: torch.Tensor,
@@ -139,7 +137,7 @@ class TreesProbe(Probe, declared=TREES):
 
     def reset(self) -> None:
         super().reset()
-        self._ensemble = self._pending = self._relations = None
+        self._ensemble = self._pending = None
 
     def load_state_dict(self, state) -> None:
         super().load_state_dict(state)
@@ -168,7 +166,9 @@ class TreesProbe(Probe, declared=TREES):
                         "undirected_uas": _share(self.ensemble_hits[1], arcs), "count": arcs,
                         "selected_on": info.settings.get("fit"), "sample_sentences": len(self.sample),
                         "sample_limit": self.config["select_sentences"]}
-        extra = {"main": MAIN, "ensemble": ensemble, **({"causal_constraint": {"note": CAUSAL_NOTE}} if self.causal else {})}
+        extra = {"main": MAIN, "ensemble": ensemble}
+        if self.causal:
+            extra["causal_constraint"] = {"note": CAUSAL_NOTE}
         result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
                              baselines=baselines, extra=extra)
         return attach_intervals(result, self.relation_hits, self.relation_arcs)  # overall: every relation's arcs
