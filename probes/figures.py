@@ -6,22 +6,37 @@ into one folder (``probes.save_result``; ``ProbeResult.save`` writes the data fi
 """
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
+from probes.builtin.declared import BUILTIN
 from probes.files import write_result_files
+from probes.options import Declaration
 from probes.presentation import Presentation
 from probes.registry import declared, get_probe
 from probes.results import ProbeResult
 
 
 def presentation_of(result: ProbeResult) -> type[Presentation]:
-    """The class presenting `result`: its probe's class when that probe is registered, else the defaults
-    (an array file loaded as a result, or a plugin's result read without its code). Only that probe's code is
-    imported (a run of dep that saves its figures imports no other probe)."""
+    """The class presenting `result`: for a built-in probe, the Presentation its declaration names (the probe's class
+    inherits it), so that showing its result imports neither torch nor any probe's code; for a plugin probe, its
+    class, when registered (only that probe's code is imported); else the defaults (an array file loaded as a
+    result, or a plugin's result read without its code)."""
     if result.info.provenance.get("array_file"):  # named after its file, whatever probe that name may be
         return Presentation
+    if result.probe in BUILTIN:
+        return builtin_presentation(BUILTIN[result.probe])
     cls = get_probe(result.probe) if result.probe in declared() else None
     return cls if isinstance(cls, type) and issubclass(cls, Presentation) else Presentation
+
+
+def builtin_presentation(declaration: Declaration) -> type[Presentation]:
+    """The Presentation subclass a built-in probe's declaration names (its class inherits it: a test checks), or
+    the default."""
+    if declaration.presentation is None:
+        return Presentation
+    module, name = declaration.presentation.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def figures_of(result: ProbeResult, kind: str = "overview") -> dict[str, bytes]:

@@ -19,7 +19,7 @@ import torch
 
 from probes.batching import Batch
 from probes.causal.capture import AttentionEntries
-from probes.pooling import Segments, pool_attention, pool_vectors
+from probes.pooling import per_head, pool_attention, pool_vectors
 from probes.scratch import scratch_from
 
 
@@ -79,8 +79,11 @@ class LayerMaps:
     def word_attention(self) -> torch.Tensor:
         """[B,H,C,C] word-level attention (rows: from, columns: to), in memory the next layer reuses
         (Batch.scratch): a probe that keeps any of it past its ``update`` keeps a copy (``.clone()``)."""
-        query, key = self.batch.segments(self.attention.device)
-        return pool_attention(self.attention, query, key, self.scratch, self.batch.scratch)
+        device, heads, dtype = self.attention.device, self.attention.shape[1], self.attention.dtype
+        query, key = self.batch.pooling(device)
+        queries = self.batch.memo(("pooling.per_head", device, heads, dtype), lambda: per_head(query, heads, dtype))
+        return pool_attention(self.attention, query, key, self.scratch, self.batch.scratch,
+                              segmented=lambda: self.batch.segments(device), queries=queries)
 
     @cached_property
     def word_vectors(self) -> torch.Tensor:
@@ -102,19 +105,18 @@ class LayerMaps:
 
     def word_attention_of(self, rows: list[int]) -> torch.Tensor:
         """[len(rows),H,C,C] ``word_attention[rows]``: the batch's where it is pooled already, else those rows'
-        alone, the same segment sums row by row (the views of a run's first sentences pool no more than
+        alone, the same arithmetic row by row (the views of a run's first sentences pool no more than
         their own rows: a batch of long windows holds one of them and thirty others)."""
         if "word_attention" in self.__dict__ or len(rows) == len(self.batch.sentences):
             return self.word_attention[rows]
         index = torch.tensor(rows, device=self.attention.device)
-        query, key = (Segments(s.word[index], None if s.weight is None else s.weight[index], s.width)
-                      for s in self.batch.segments(self.attention.device))
+        query, key = (p[index] for p in self.batch.pooling(self.attention.device))
         return pool_attention(self.attention[index], query, key)
 
     def predictions_at(self, rows: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
         """[N,H] ``predictions[rows, :, words]``: where word column words[n] of sentence rows[n] attends most,
-        pooled from those words' subword rows alone (the same segment sums as ``word_attention``, key side then
-        query side), without the whole batch's [B,H,C,C] map: for probes that read a few rows of long inputs
+        pooled from those words' subword rows alone (segment sums, key side then query side, as
+        ``word_attention`` for wide batches), without the whole batch's [B,H,C,C] map: for probes that read a few rows of long inputs
         (coref: the anaphors' head words of windows of hundreds of words). rows, words [N] on any device."""
         query, key = self.batch.segments(self.attention.device)
         device = self.attention.device

@@ -52,9 +52,13 @@ class Option:
 class Declaration:
     """A built-in probe as the command line knows it before its code is imported (probes.builtin.declared):
     `probes list` prints `name` and `description`; `options` become flags of `probes run` and `probes ablate`.
-    The class in `module` takes it with ``class DependencyProbe(Probe, declared=DEP)``, so it has exactly these."""
+    The class in `module` takes it with ``class DependencyProbe(Probe, declared=DEP)``, so it has exactly these.
+    `presentation` names the probes.presentation.Presentation subclass that the class inherits where it shows more
+    than the default (``probes show``'s lines, its figures), in a module that imports neither torch nor the
+    probe's code, so that showing a result loads neither (probes.figures.presentation_of)."""
 
     name: str
     module: str  # imported when the probe is run: it registers the class
     description: str
     options: tuple[Option, ...] = ()
+    presentation: str | None = None  # "module:Class": how its results are shown, importable without torch or the probe

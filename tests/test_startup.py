@@ -53,17 +53,40 @@ def test_version_answers_in_well_under_two_seconds():
     assert elapsed < 1.5, f"probes --version took {elapsed:.2f} s"
 
 
-def test_saving_a_results_figures_imports_only_its_own_probe(tmp_path):
-    """figures_of imports the result's probe alone: a dep run's figures import no other probe (trees' numba,
-    head_distance's scipy), which cost a dep run more than drawing its overview did."""
+def test_showing_a_builtin_probes_result_imports_no_probe_code_nor_torch(tmp_path):
+    """A built-in probe's result is presented by the Presentation its declaration names, which its class inherits
+    without overriding (checked for every built-in probe), so drawing its figures and `probes show` import none of
+    the probes' code, nor torch or transformers (which made `probes show` take ~5 s)."""
+    import probes
     from probes.builtin.declared import BUILTIN
+    from probes.figures import builtin_presentation
+    from probes.presentation import Presentation
     from probes.results import LabelScores, ProbeResult, RunInfo
 
+    classes = probes.available()
+    for name, declaration in BUILTIN.items():
+        shown = builtin_presentation(declaration)
+        assert issubclass(classes[name], shown), name
+        for method in ("details", "figures"):
+            unbound = [getattr(f, "__func__", f) for f in (getattr(classes[name], method), getattr(shown, method))]
+            assert unbound[0] is unbound[1], (name, method)
+    assert sorted(n for n in BUILTIN if builtin_presentation(BUILTIN[n]) is not Presentation) == \
+        ["con", "head_distance", "ner", "pos", "seg", "trees"]
     scores = LabelScores(30, np.array([[0.25, 0.5], [0.75, 0.125]]))
-    ProbeResult("dep", RunInfo("m", ["c.conllu"], 2, 2, 30, {}, {}, {}), {}, {"nsubj": scores}, scores).save(tmp_path)
-    code = (f"import json, sys\nfrom probes.figures import figures_of\nfrom probes.results import load_result\n"
-            f"figures_of(load_result({str(tmp_path / 'dep.json')!r}))\n"
-            f"print(json.dumps(sorted(m for m in sys.modules if m.startswith('probes.builtin.'))))")
-    modules = json.loads(_python(code))
-    assert "probes.builtin.dep" in modules
-    assert [BUILTIN[n].module for n in BUILTIN if BUILTIN[n].module in modules] == ["probes.builtin.dep"]
+    for probe in ("dep", "trees", "seg", "pos", "head_distance"):
+        ProbeResult(probe, RunInfo("m", ["c.conllu"], 2, 2, 30, {}, {}, {}), {}, {"nsubj": scores}, scores).save(
+            tmp_path)
+    path = str(tmp_path / "dep.json")
+    code = (f"import json, sys\nfrom probes.figures import figures_of, presentation_of\n"
+            f"from probes.results import load_result\nfrom probes.cli import main\n"
+            f"figures_of(load_result({path!r}))\nmain(['show', {path!r}])\n"
+            f"shown = [presentation_of(load_result({str(tmp_path)!r} + f'/{{p}}.json')).__name__ for p in "
+            f"('trees', 'seg', 'pos', 'head_distance')]\n"
+            f"print(json.dumps([shown, sorted(m for m in sys.modules if m.startswith('probes.builtin.') or m in "
+            f"('torch', 'transformers', 'pandas'))]))")
+    shown, modules = json.loads(_python(code).splitlines()[-1])
+    assert shown == ["TreesPresentation", "SegPresentation", "FitPresentation", "HeadDistancePresentation"]
+    presenting = ("probes.builtin.declared", "probes.builtin.trees.details", "probes.builtin.seg.show",
+                  "probes.builtin.fitted", "probes.builtin.analyses.head_layout")
+    packages = ("probes.builtin.trees", "probes.builtin.seg", "probes.builtin.analyses")  # their empty __init__
+    assert [m for m in modules if m not in presenting + packages] == []

@@ -22,6 +22,7 @@ import torch
 
 from probes.batching import Batch
 from probes.bootstrap import attach_intervals
+from probes.builtin.fitted import FitPresentation
 from probes.centroids import Centroids
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
@@ -35,14 +36,13 @@ CAUSAL_NOTE = ("decoder-only model: a word's per-head context vector mixes the v
                "word's nothing of the unit's later words; no pair of words is scored, so no direction is ruled out")
 
 
-class ClusteringProbe(Probe):
+class ClusteringProbe(FitPresentation, Probe):
     """Nearest-centroid accuracy per label per head. Subclasses say what the units are (`spans`)."""
 
     needs_vectors = True
     needs_fit = True
     unit = "units"  # what the units are, for messages ("words", "entities", "phrases")
     view = "units"
-    details = classmethod(lambda cls, result, head=None, sentences=3: format_fit(result))  # under `probes show`
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
@@ -152,22 +152,3 @@ def _members(spans: list[list[tuple[str, int, int]]],
 
 def _scores(count: torch.Tensor, hits: torch.Tensor) -> LabelScores:
     return LabelScores(count=int(count), scores=ratio(hits, count))
-
-
-def format_fit(result: ProbeResult) -> str:
-    """Lines under the table: what the centroids were fitted on, the majority-label baseline."""
-    fit = result.extra["fit"]
-    units = fit.get("units", {})
-    where = "the --fit corpus" if fit.get("on") == "fit" else "the scored corpus itself (same split)"
-    lines = [f"centroids fitted on {where}: {', '.join(fit.get('corpus', []))} ({fit.get('sentences', '?')} "
-             f"sentences, {sum(units.values())} units, {len(units)} labels)"]
-    if str(fit.get("chosen_by", "")).startswith("default"):
-        lines[0] += "; give --fit DEV_FILE to fit on another split"
-    majority = result.baselines.get("majority")
-    if majority:
-        lines.append(f"baseline, always the fit corpus' most frequent label ({majority['label']}): "
-                     f"{majority['overall']:.3f}")
-    missing = result.extra.get("labels_without_centroid") or []
-    if missing:
-        lines.append(f"labels with no centroid (never predicted): {', '.join(missing)}")
-    return "\n".join(lines)

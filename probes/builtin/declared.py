@@ -27,7 +27,8 @@ SEG = Declaration("seg", "probes.builtin.seg.probe", "word segmentation: heads t
            "when it is the end special token [SEP] (sep)", str, END_RULES),
     Option("ensemble_size", 10, "largest greedy best-k head ensemble; 0 for none (otherwise every head's "
            "prediction is kept in memory, 1 bit per token per head)", int),
-    Option("examples", 10, "keep every head's segmentation of the first N sentences for `probes show`", int)))
+    Option("examples", 10, "keep every head's segmentation of the first N sentences for `probes show`", int)),
+    presentation="probes.builtin.seg.show:SegPresentation")
 
 SRL = Declaration("srl", "probes.builtin.srl", "predicate-argument: does the predicate attend into an argument, or "
                   "an argument word to the predicate", (
@@ -46,24 +47,28 @@ FRAMES = Declaration("frames", "probes.builtin.frames", "FrameNet: largest atten
 POS = Declaration("pos", "probes.builtin.pos", "part-of-speech tags: nearest per-head centroid of word context "
                   "vectors (He & Choi 2021)", (
     Option("tagset", "upos", "pos tags to probe: upos (CoNLL-U column 4) or xpos (column 5, PTB tags)", str,
-           ("upos", "xpos")),))
+           ("upos", "xpos")),),
+    presentation="probes.builtin.fitted:FitPresentation")
 
 NER = Declaration("ner", "probes.builtin.ner", "named-entity types: nearest per-head centroid of entity-span context "
                   "vectors (He & Choi 2021)", (
     Option("repair_i_after_o", False, "IOB2: read an I- tag that follows O (or another type) as B- instead of "
-           "stopping with an error", bool),))
+           "stopping with an error", bool),),
+    presentation="probes.builtin.fitted:FitPresentation")
 
 CON = Declaration("con", "probes.builtin.con", "constituent labels: nearest per-head centroid of phrase context "
                   "vectors (He & Choi 2021)", (
     Option("phrases", "lowest", "lowest = phrases whose children are all preterminals (height-3 subtrees, He & "
-           "Choi 2021); all = every phrase", str, ("lowest", "all")),))
+           "Choi 2021); all = every phrase", str, ("lowest", "all")),),
+    presentation="probes.builtin.fitted:FitPresentation")
 
 TREES = Declaration("trees", "probes.builtin.trees.probe", "dependency trees decoded from each head's attention "
                     "(Chu–Liu–Edmonds, Eisner): UAS per head", (
     Option("ensemble_heads", 4, "trees: most heads in the greedy head ensemble, chosen on the selection split "
            "(--select-on); 0: no ensemble and no selection pass", int),
     Option("select_sentences", 500, "trees: most sentences of the selection split kept to choose the ensemble "
-           "on (a hash-chosen sample)", int)))
+           "on (a hash-chosen sample)", int)),
+    presentation="probes.builtin.trees.details:TreesPresentation")
 
 MASS = Declaration("mass", "probes.builtin.analyses.mass", "mean attention on [CLS], [SEP], punctuation, self, "
                    "previous and next token (Clark et al. 2019)")
@@ -92,7 +97,8 @@ HEAD_DISTANCE = Declaration("head_distance", "probes.builtin.analyses.head_dista
            int),
     SEED,
     Option("clusters", 8, "head_distance: number of flat clusters cut from the hierarchy", int),
-    Option("linkage", "average", "head_distance: hierarchical clustering method", str, LINKAGES)))
+    Option("linkage", "average", "head_distance: hierarchical clustering method", str, LINKAGES)),
+    presentation="probes.builtin.analyses.head_layout:HeadDistancePresentation")
 
 WORD_ORDER = Declaration("word_order", "probes.builtin.analyses.word_order", "how much each head's attention moves "
                          "when the words are shuffled (second forward pass)", (SEED,))

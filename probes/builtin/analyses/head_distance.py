@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
-from probes.builtin.analyses.head_layout import cluster_heads, head_distance_figures
+from probes.builtin.analyses.head_layout import HeadDistancePresentation, cluster_heads
 from probes.builtin.analyses.mean_analysis import CAUSAL_NOTE
 from probes.builtin.declared import HEAD_DISTANCE
 from probes.maps import LayerMaps
@@ -50,8 +50,7 @@ TINY = 1e-30
 
 
 @register
-class HeadDistance(Probe, declared=HEAD_DISTANCE):
-    figures = staticmethod(head_distance_figures)  # the heatmaps, the 2-D layout, dendrogram and distance matrix
+class HeadDistance(HeadDistancePresentation, Probe, declared=HEAD_DISTANCE):
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)

@@ -108,3 +108,9 @@ def head_distance_figures(result: ProbeResult, kind: str = "overview") -> dict[s
 def _png(fig) -> bytes:
     fig.tight_layout()
     return closed_png(fig)
+
+
+class HeadDistancePresentation(Presentation):
+    """head_distance's figures (``head_distance_figures``) instead of the default's."""
+
+    figures = staticmethod(head_distance_figures)

@@ -40,7 +40,7 @@ from probes.bootstrap import add_replicates, attach_interval, interval_method, r
 from probes.builtin.declared import SEG
 from probes.builtin.seg.kept import Examples, KeptEnds
 from probes.builtin.seg.scoring import COMBINE_RULES, STATS, greedy, metrics, tally, union_ends
-from probes.builtin.seg.show import format_seg
+from probes.builtin.seg.show import SegPresentation
 from probes.builtin.seg.units import COUNTS, LENGTH_LABELS, BatchUnits, batch_units, unit_surfaces
 from probes.errors import InputError
 from probes.maps import LayerMaps
@@ -55,9 +55,8 @@ CAUSAL_NOTE = ("decoder-only model: a unit attends only to itself and earlier un
 
 
 @register
-class SegmentationProbe(Probe, declared=SEG):
+class SegmentationProbe(SegPresentation, Probe, declared=SEG):
     corpus_format = "segmented"
-    details = staticmethod(format_seg)  # under `probes show`'s table: baselines, ensembles, segmented examples
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)

@@ -3,7 +3,9 @@ ensemble beside the gold segmentation (`probes show DIR/seg.json`)."""
 from __future__ import annotations
 
 from probes.errors import InputError
+from probes.presentation import Presentation
 from probes.results import ProbeResult
+
 
 _COLUMNS = (("word_f1", "word F1"), ("word_precision", "word P"), ("word_recall", "word R"),
             ("boundary_accuracy", "bnd acc"), ("boundary_f1", "bnd F1"), ("boundary_accuracy_known", "acc known"))
@@ -93,3 +95,10 @@ def _examples(result: ProbeResult, head: tuple[int, int], ensembles: dict, n: in
         lines.append(f"  {'gold':<16}{' '.join(first['gold'])}")
         lines += [f"  {name:<16}{' '.join(segs[i]['predicted'])}" for name, segs in rows]
     return lines
+
+
+class SegPresentation(Presentation):
+    """The default presentation, with ``format_seg``'s lines under the table: baselines, ensembles, segmented
+    examples."""
+
+    details = staticmethod(format_seg)

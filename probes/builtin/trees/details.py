@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from probes.presentation import Presentation
 from probes.results import ProbeResult, best_head
+
+
+class TreesPresentation(Presentation):
+    """The default presentation, with ``format_trees``'s lines under the table."""
+
+    details = classmethod(lambda cls, result, head=None, sentences=3: format_trees(result))
 
 
 def format_trees(result: ProbeResult) -> str:

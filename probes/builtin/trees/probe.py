@@ -29,7 +29,7 @@ from probes.batching import Batch
 from probes.bootstrap import attach_intervals
 from probes.builtin.declared import TREES
 from probes.builtin.trees.decoders import DECODERS, decode
-from probes.builtin.trees.details import format_trees
+from probes.builtin.trees.details import TreesPresentation
 from probes.builtin.trees.ensemble import decode_main, select_heads
 from probes.builtin.trees.sample import SelectionSample, sentence_keys
 from probes.builtin.trees.scoring import FORMS, attached
@@ -52,11 +52,10 @@ CAUSAL_NOTE = ("decoder-only model: a word attends only to itself and earlier wo
 
 
 @register
-class TreesProbe(Probe, declared=TREES):
+class TreesProbe(TreesPresentation, Probe, declared=TREES):
     needs = ("head", "deprel")
     needs_fit = True  # the selection split of the head ensemble (an instance with no ensemble needs none)
     view = "arcs"
-    details = classmethod(lambda cls, result, head=None, sentences=3: format_trees(result))
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
