@@ -187,7 +187,7 @@ class Encoder:
     def copying_scores(self) -> torch.Tensor | None:
         """[L,H] the OV circuit's copying score of every head of a causal model over its vocabulary without the
         special tokens (probes.causal.families.copying_scores); None for an encoder. Computed once per loaded
-        model and kept: the weights it reads do not change (over Llama's 32,000 tokens it takes about 0.1 s)."""
+        model and kept: the weights it reads do not change (over Llama's 32,000 tokens at width 256 it takes about 0.03 s)."""
         if not self.causal:
             return None
         if self._copying is None:
@@ -198,10 +198,9 @@ class Encoder:
         special = torch.tensor(sorted(set(self.tokenizer.all_special_ids)), dtype=torch.long)
         embedding = self.model.get_input_embeddings().weight  # [V,D]
         unembedding = self.model.get_output_embeddings().weight  # [V,D]
-        tokens = torch.ones(min(len(embedding), len(unembedding)), dtype=torch.bool)
-        tokens[special[special < len(tokens)]] = False
-        return copying_scores(self.family, self.attention_modules, embedding[:len(tokens)][tokens],
-                              unembedding[:len(tokens)][tokens], self.heads, kv_heads(self.model.config))
+        size = min(len(embedding), len(unembedding))
+        return copying_scores(self.family, self.attention_modules, embedding[:size], unembedding[:size], self.heads,
+                              kv_heads(self.model.config), excluded=special[special < size])
 
     @property
     def causal(self) -> bool:

@@ -47,7 +47,8 @@ def test_compare_worked_example(tmp_path):
     assert row["mean_delta"] == pytest.approx(0.5 / 6)
     assert row["gained"] == "L1-H0 +0.600; L1-H2 +0.100" and row["lost"] == "L0-H1 -0.200"
     layers = c.layer_changes()  # mean |Δ| per layer over the two labels: L0 (0 + .2 + 0) / 3, L1 (.6 + 0 + .1) / 3
-    np.testing.assert_allclose(layers["mean_abs_delta"], [0.2 / 3, 0.7 / 3])
+    np.testing.assert_allclose([r["mean_abs_delta"] for r in layers], [0.2 / 3, 0.7 / 3])
+    assert c.to_table().to_csv() == c.to_frame().to_csv(index=False)  # the CSV without pandas, as pandas writes it
     assert main(["compare", str(a), str(b), "--out", str(tmp_path / "out")]) == 0
     data = json.loads((tmp_path / "out" / "compare.json").read_text())
     assert [d["label"] for d in data["labels"]] == ["nsubj", "overall"]

@@ -176,4 +176,4 @@ def test_a_decoder_family_from_a_plugin_file_with_only_a_table_entry(olmo, tmp_p
             eigen = torch.linalg.eigvals(circuit)  # [V']
             copying[layer, head] = float(eigen.sum().real / eigen.abs().sum())
     induction = load_result(tmp_path / "out" / "induction.json")
-    assert np.allclose(induction.labels["copying"].scores, copying, atol=1e-9, rtol=0)
+    assert np.allclose(induction.labels["copying"].scores, copying, atol=1e-6, rtol=0)  # W_E·W_U summed in float32

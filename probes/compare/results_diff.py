@@ -30,7 +30,7 @@ from probes.bootstrap import paired_delta
 from probes.choices import COMPARE_SORTS
 from probes.compare.grids import load_any
 from probes.errors import InputError
-from probes.files import json_grid, safe_name, write_result_files
+from probes.files import Table, json_grid, safe_name, write_result_files
 from probes.results import BestHead, ProbeResult, Reported, best_head, results_in
 
 TOP = 3  # heads listed as gained / lost most
@@ -128,32 +128,37 @@ class Comparison:
     left_out: list[str] = field(default_factory=list)  # probes only one side holds, e.g. "pos (only in B)"
 
     def to_frame(self):
-        """One row per probe × label (the CSV's rows)."""
+        """One row per probe × label (the CSV's rows), as a pandas DataFrame."""
         import pandas as pd
 
         return pd.DataFrame([d.row() for d in self.labels])
 
-    def layer_changes(self):
-        """Per probe and layer, the mean absolute change over its heads and labels."""
-        import pandas as pd
+    def to_table(self) -> Table:
+        """The CSV's rows (``to_frame``'s, without pandas)."""
+        rows = [d.row() for d in self.labels]
+        columns = list(rows[0]) if rows else []
+        return Table(columns, [[r[c] for c in columns] for r in rows])
 
+    def layer_changes(self) -> list[dict]:
+        """Per probe and layer, the mean absolute change over its heads and labels: rows {probe, layer,
+        mean_abs_delta}, probes in the order of their labels."""
         rows = []
         for probe in dict.fromkeys(d.probe for d in self.labels):
             stack = np.stack([np.abs(d.delta) for d in self.labels if d.probe == probe])  # [labels,L,H]
             for layer, value in enumerate(np.nanmean(stack, axis=(0, 2))):
                 rows.append({"probe": probe, "layer": layer, "mean_abs_delta": float(value)})
-        return pd.DataFrame(rows)
+        return rows
 
     def to_json(self) -> dict:
         return {"a": self.a, "b": self.b, "model_a": self.model_a, "model_b": self.model_b, "notes": self.notes,
                 "left_out": self.left_out,
                 "labels": [{**_clean(d.row()), "delta": json_grid(d.delta)} for d in self.labels],
-                "layers": [_clean(r) for r in self.layer_changes().to_dict("records")]}
+                "layers": [_clean(r) for r in self.layer_changes()]}
 
     def save(self, directory: str | Path, *, plots: bool = True, all_labels: bool = False) -> list[Path]:
         """compare.json, compare.csv (every label) and (optionally) one delta heatmap per probe and label
         (``figures``)."""
-        return write_result_files(directory, {"compare.json": self.to_json(), "compare.csv": self.to_frame(),
+        return write_result_files(directory, {"compare.json": self.to_json(), "compare.csv": self.to_table(),
                                               **(self.figures(all_labels) if plots else {})})
 
     def figures(self, all_labels: bool = False) -> dict[str, bytes]:
@@ -207,9 +212,10 @@ class Comparison:
         header = (f"{'probe':<14}{'label':<18}{'n A':>6}{'n B':>6}  {'best A':<9}{'score':>7}  {'best B':<9}"
                   f"{'score':>7}{'Δbest':>8}" + (f"  {'95% interval':<17}{'flat':<5}" if paired else "") +
                   f"{'A-best in B':>13}  {'lost':<5}{'few':<4} gained most")
-        for probe, layers in self.layer_changes().groupby("probe", sort=False):
-            lines.append(f"{probe}: mean |B − A| by layer: " +
-                         ", ".join(f"L{r.layer} {r.mean_abs_delta:.3f}" for r in layers.itertuples()))
+        changes = self.layer_changes()
+        for probe in dict.fromkeys(r["probe"] for r in changes):
+            lines.append(f"{probe}: mean |B − A| by layer: " + ", ".join(
+                f"L{r['layer']} {r['mean_abs_delta']:.3f}" for r in changes if r["probe"] == probe))
         lines += [header, "-" * len(header)]
         shown = [d for d in self.ordered(sort) if all_labels or d.frequent]
         for d in shown:
