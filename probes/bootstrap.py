@@ -230,15 +230,13 @@ def variance_count(replicates: np.ndarray, scores: np.ndarray, count: float) -> 
     A head whose instances err together in a sentence (pos: the words of a sentence) is worth fewer trials
     than it has instances; the Wilson interval at that n keeps the binomial's skew near 0 and 1 (its variance
     grows with p below 1/2), which the percentile interval of a chunk that came out low by chance lacks."""
-    values = np.asarray(replicates, dtype=float)
-    valid = ~np.isnan(values)
-    n = valid.sum(0)  # [...] replicates with a value
-    mean = np.where(valid, values, 0).sum(0) / np.maximum(n, 1)
-    variance = np.where(valid, (values - mean) ** 2, 0).sum(0) / np.maximum(n - 1, 1)  # [...]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a cell with fewer than two replicates: NaN
+        variance = np.nanvar(np.asarray(replicates, dtype=float), axis=0, ddof=1)  # [...]
     p = np.asarray(scores, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         worth = np.clip(p * (1 - p) / variance, 1.0, float(count))
-    return np.where((n > 1) & (variance > 0) & np.isfinite(worth), worth, float(count))
+    return np.where((variance > 0) & np.isfinite(worth), worth, float(count))
 
 
 def head_interval(replicates: np.ndarray, scores: np.ndarray, count: float, kind: str,
