@@ -8,8 +8,9 @@ one corpus (two checkpoints) reweight each sentence alike: every comparison of t
 
 Intervals (95%; replicates in which a label has no instance are left out) never have width 0 where the
 score is not exactly determined: each head's interval is the percentile interval over the R replicates
-widened to the Wilson score interval where the score is a binomial share, or replaced by it where a
-bounded mean's replicates have no spread (SCORE_KINDS, ``head_interval``). A best head's interval accounts
+widened to the Wilson score interval where the score is a binomial share (n = what its instances are worth as
+independent trials, from the replicates' variance: Korn & Graubard's effective sample size), or replaced by it
+where a bounded mean's replicates have no spread (SCORE_KINDS, ``head_interval``). A best head's interval accounts
 for its selection (BEST_METHOD): the head picked best may be the luckiest of several close heads, so its
 lower bound is the score minus the largest replicate deviation among the heads in contention (97.5th
 percentile); its upper bound is its own (selection only pushes a score up). The margin over the label's
@@ -137,9 +138,11 @@ def add_replicates(table: torch.Tensor, sentences: torch.Tensor, values: torch.T
 # How each kind of score gets its per-head interval (``head_interval``; the results' "interval_method")
 SCORE_KINDS = {
     "binomial": "hits / count (each instance right or not): the hull of the percentile bootstrap interval and the "
-                "Wilson score interval of the score with n = the label's instances; where the replicates have no spread "
-                "(a head right on every instance or on none), n = what the instances are worth as independent "
-                "sentences, count² / the variance of the replicate counts (Kish's effective sample size; never width 0)",
+                "Wilson score interval of the score p with n = what the instances are worth as independent trials, "
+                "p(1 - p) / the variance of the replicate scores, at most the label's instances (Korn & Graubard's "
+                "effective sample size: Wilson's skew where p is near 0 or 1, the sentences' clustering from the "
+                "bootstrap); where the replicates have no spread (a head right on every instance or on none), "
+                "n = count² / the variance of the replicate counts (Kish's effective sample size; never width 0)",
     "bounded": "a mean of values in [0, 1]: the percentile bootstrap interval, or where its replicates have no "
                "spread the Wilson score interval of the mean with n = the instances (no variable in [0, 1] of "
                "mean p varies more than a binomial one)",
@@ -191,15 +194,15 @@ def percentile_interval(replicates: np.ndarray, level: float = LEVEL) -> tuple[n
     return quantile(tail), quantile(1 - tail)
 
 
-def wilson_interval(scores: np.ndarray, count: float, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
-    """The Wilson score interval of proportions `scores` (any shape) of `count` trials: (p + z²/2n ± z·√(p(1−p)/n
-    + z²/4n²)) / (1 + z²/n), z the normal quantile of (1 + level)/2; [0, z²/(n + z²)] at p = 0. NaN where
-    the score is NaN or count is 0."""
+def wilson_interval(scores: np.ndarray, count: float | np.ndarray,
+                    level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
+    """The Wilson score interval of proportions `scores` (any shape) of `count` trials (a number, or an array
+    broadcast with the scores): (p + z²/2n ± z·√(p(1−p)/n + z²/4n²)) / (1 + z²/n), z the normal quantile of
+    (1 + level)/2; [0, z²/(n + z²)] at p = 0. NaN where the score is NaN or the count is not above 0."""
     p = np.asarray(scores, dtype=float)
-    if count <= 0:
-        return np.full(p.shape, np.nan), np.full(p.shape, np.nan)
     z = NormalDist().inv_cdf(1 - (1 - level) / 2)
-    n, z2 = float(count), z * z
+    n, z2 = np.asarray(count, dtype=float), z * z
+    n = np.broadcast_to(np.where(n > 0, n, np.nan), np.broadcast_shapes(p.shape, n.shape))
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     with np.errstate(invalid="ignore"):  # p outside [0, 1] cannot happen; NaN passes through
         half = z * np.sqrt(np.clip(p * (1 - p), 0, None) / n + z2 / (4 * n * n)) / (1 + z2 / n)
@@ -220,21 +223,36 @@ def effective_count(count: float, replicate_counts: np.ndarray | torch.Tensor | 
     return float(count) if spread <= 0 else float(np.clip(float(count) ** 2 / spread, 1.0, float(count)))
 
 
+def variance_count(replicates: np.ndarray, scores: np.ndarray, count: float) -> np.ndarray:
+    """[...] How many independent trials each binomial score p of [...] `scores` is worth, from its replicates
+    [R, ...] (Korn & Graubard's effective sample size): p(1 − p) / Var_r(p_r) (ddof 1, NaN replicates left out),
+    between 1 and `count` (the instances); `count` where the replicates have no spread or fewer than two values.
+    A head whose instances err together in a sentence (pos: the words of a sentence) is worth fewer trials
+    than it has instances; the Wilson interval at that n keeps the binomial's skew near 0 and 1 (its variance
+    grows with p below 1/2), which the percentile interval of a chunk that came out low by chance lacks."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a cell with fewer than two replicates: NaN
+        variance = np.nanvar(np.asarray(replicates, dtype=float), axis=0, ddof=1)  # [...]
+    p = np.asarray(scores, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        worth = np.clip(p * (1 - p) / variance, 1.0, float(count))
+    return np.where((variance > 0) & np.isfinite(worth), worth, float(count))
+
+
 def head_interval(replicates: np.ndarray, scores: np.ndarray, count: float, kind: str,
                   level: float = LEVEL, effective: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each head's interval of its score (SCORE_KINDS[kind]): replicates [R,L,H], scores [L,H], count the
     label's instances, `effective` what they are worth as independent units (``effective_count``; default
     `count`), the n of the Wilson interval where the replicates have no spread (a head right on all instances
     or none: the sentences hold no information on how often it errs, and their instances err together).
-    Returns (low, high) [L,H]."""
+    Where a binomial score's replicates spread, Wilson's n is ``variance_count``. Returns (low, high) [L,H]."""
     low, high = percentile_interval(replicates, level)
     if kind == "mean":
         return low, high
     flat = ~(high > low)  # no spread (or no replicate)
-    floor_low, floor_high = wilson_interval(scores, count, level)
-    if effective is not None and effective < count:
-        flat_low, flat_high = wilson_interval(scores, effective, level)
-        floor_low, floor_high = np.where(flat, flat_low, floor_low), np.where(flat, flat_high, floor_high)
+    flat_count = count if effective is None else min(effective, count)
+    spread_count = variance_count(replicates, scores, count) if kind == "binomial" else count
+    floor_low, floor_high = wilson_interval(scores, np.where(flat, flat_count, spread_count), level)
     if kind == "binomial":
         return np.fmin(low, floor_low), np.fmax(high, floor_high)
     return np.where(flat, floor_low, low), np.where(flat, floor_high, high)

@@ -20,7 +20,7 @@ import probes
 from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
 from probes.bootstrap import (POISSON_CDF, Bootstrap, attach_interval, effective_count, head_interval, paired_delta,
                               percentile_interval, poisson_quantile, replicate_ratio, replicate_weights,
-                              wilson_interval)
+                              variance_count, wilson_interval)
 from probes.builtin.dep import DependencyProbe
 from probes.cli import main
 from probes.corpus import read_corpus
@@ -188,6 +188,41 @@ def test_no_zero_width_intervals():
     np.testing.assert_array_equal(low, [[1.0, 0.0, 0.3]])
 
 
+def test_wilson_counts_broadcast():
+    """An array of counts gives each score its own n: 5 of 10 and 0 of 100 side by side are the bounds worked out
+    in test_wilson_bounds_by_hand; a count of 0 gives no interval in its cell alone."""
+    low, high = wilson_interval(np.array([0.5, 0.0, 0.5]), np.array([10.0, 100.0, 0.0]))
+    np.testing.assert_allclose(low[:2], [0.236593, 0.0], atol=1e-6)
+    np.testing.assert_allclose(high[:2], [0.763407, 0.036994], atol=1e-6)
+    assert np.isnan(low[2]) and np.isnan(high[2])
+
+
+def test_variance_count_by_hand():
+    """Korn & Graubard's effective sample size p(1 − p) / Var_r(p_r): replicates 0.05, 0.15, 0.05, 0.15 (a NaN
+    one left out) have variance 4·0.05² / 3 = 1/300, so a score of 0.1 is worth 0.09·300 = 27 trials; capped at
+    the 20 instances of a smaller label; replicates 0, 1, 0, 1 (variance 1/3) make 0.5 worth 0.75 → at least 1;
+    no spread: the count."""
+    spread = np.array([0.05, 0.15, 0.05, 0.15, np.nan])[:, None, None]  # [R=5,1,1]
+    assert variance_count(spread, np.array([[0.1]]), 100)[0, 0] == pytest.approx(27.0)
+    assert variance_count(spread, np.array([[0.1]]), 20)[0, 0] == 20.0
+    assert variance_count(np.array([[0.0], [1], [0], [1]]), np.array([0.5]), 100)[0] == 1.0
+    assert variance_count(np.full((4, 1), 0.3), np.array([0.3]), 100)[0] == 100.0
+
+
+def test_binomial_interval_keeps_the_skew_near_zero():
+    """A head right on 10% of a label's 100 instances whose sentences make its replicates swing 0.05–0.15: the
+    percentile interval is [0.05, 0.15], symmetric about the score, and Wilson's at n = the 100 instances,
+    [0.055229, 0.174366], is narrower than the bootstrap says; Wilson's at the 27 trials the variance is worth
+    (test_variance_count_by_hand), (0.1 + z²/54 ± z·√(0.09/27 + z²/2916)) / (1 + z²/27) = [0.032808, 0.266836],
+    reaches further above the score (0.167) than below (0.067), as a share near 0 varies more upwards, and is
+    the interval (the hull of it and the percentile one)."""
+    spread = np.array([0.05, 0.15, 0.05, 0.15, np.nan])[:, None, None]
+    low, high = head_interval(spread, np.array([[0.1]]), 100, "binomial")
+    np.testing.assert_allclose([low[0, 0], high[0, 0]], [0.032808, 0.266836], atol=1e-6)
+    np.testing.assert_allclose(np.ravel(percentile_interval(spread)), [0.05, 0.15])
+    np.testing.assert_allclose(wilson_interval(np.array(0.1), 100), [0.055229, 0.174366], atol=1e-6)
+
+
 def test_effective_count_and_heads_without_spread():
     """Kish's effective count n² / Var_r(n_r): replicate counts 57, 63, 57, 63 have variance 12 (ddof 1), so 60
     instances are worth 60² / 12 = 300 → capped at 60; counts 30, 90, 30, 90 (variance 1200) are worth 3. A head
@@ -219,14 +254,15 @@ def test_best_head_interval_counts_the_selection():
     # what pairs: head 0's own pivots (0.5 minus its deviation), then the contenders' (0.5 minus the largest)
     np.testing.assert_allclose(pivots, [0.5, 0.6, 0.4, 0.5, np.nan, 0.5, 0.3, 0.4, 0.4, np.nan])
     assert (entry.best.layer, entry.best.head, entry.best.score) == (0, 0, 0.5)
-    # own intervals: head 0's replicates sort to 0.4, 0.5, 0.5, 0.6: [0.4075, 0.5925] (wider than Wilson's [0.469,
-    # 0.531] at n = 1000); head 1's the same, widened below to Wilson's 0.3700 (0.4 of 1000)
-    np.testing.assert_allclose(entry.ci_high, [[0.5925, 0.5925]])
-    assert entry.ci_low[0, 0] == pytest.approx(0.4075)
-    assert entry.ci_low[0, 1] == pytest.approx(wilson_interval(np.array(0.4), 1000)[0]) and entry.ci_low[0, 1] < 0.371
-    # both heads contend (head 1's interval reaches 0.4075); deviations: head 0 0, −0.1, 0.1, 0; head 1 0, 0.2, 0.1,
+    # own intervals: head 0's replicates sort to 0.4, 0.5, 0.5, 0.6: percentiles [0.4075, 0.5925], their variance
+    # 0.02 / 3, so Wilson's n = 0.25 / (0.02 / 3) = 37.5 (below the 1000 instances): 0.5 ± z·√(0.25/37.5 +
+    # z²/5625) / (1 + z²/37.5) = 0.5 ± 0.152414, wider; head 1's percentiles the same, n = 0.24 / (0.02 / 3) = 36:
+    # (0.4 + z²/72 ± z·√(0.24/36 + z²/5184)) / (1 + z²/36) = [0.257217, 0.562067], the hull [0.257217, 0.5925]
+    np.testing.assert_allclose(entry.ci_low, [[0.347586, 0.257217]], atol=1e-6)
+    np.testing.assert_allclose(entry.ci_high, [[0.652414, 0.5925]], atol=1e-6)
+    # both heads contend (head 1's interval reaches 0.3476); deviations: head 0 0, −0.1, 0.1, 0; head 1 0, 0.2, 0.1,
     # 0.1: the largest 0, 0.2, 0.1, 0.1; 0.5 − those sorted 0.3, 0.4, 0.4, 0.5: 2.5% → 0.3 + 0.075·0.1
-    assert entry.best.ci_low == pytest.approx(0.3075) and entry.best.ci_high == pytest.approx(0.5925)
+    assert entry.best.ci_low == pytest.approx(0.3075) and entry.best.ci_high == pytest.approx(0.652414, abs=1e-6)
     # offsets' winners 0, 0, 1, 0: shifts −0.05, 0.05, 0.05, 0.15. Each head's margin pivots: margin − its deviation
     # + offset shift: head 0 (0.25) 0.2, 0.4, 0.2, 0.4; head 1 (0.15) 0.1, 0.0, 0.1, 0.2
     np.testing.assert_allclose(entry.margins["margin"], [[0.25, 0.15]])
