@@ -35,7 +35,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import probes  # noqa: E402
-from probes.bootstrap import paired_delta  # noqa: E402
+from probes.intervals import paired_delta  # noqa: E402
 from probes.chunks import Pass  # noqa: E402
 from probes.corpus import read_corpus  # noqa: E402
 from probes.defaults import default_model  # noqa: E402

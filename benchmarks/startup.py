@@ -1,5 +1,7 @@
 """How soon the command line answers (issue 25 item 6): the median wall time of 5 fresh processes each for
-`probes --version`, `--help`, `probes list` and an argument error (`probes run dep --limt 50`).
+`probes --version`, `--help`, `probes list`, an argument error (`probes run dep --limt 50`), and the commands that
+read a result without a model: `probes show`, `probes compare` and `probes report` of a small dep result written
+first (2 labels, 6 × 12 heads, 100 replicates).
 
     python benchmarks/startup.py [REPEATS]
 """
@@ -9,7 +11,11 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
+
+import numpy as np
 
 COMMANDS = {"--version": ["--version"], "--help": ["--help"], "list": ["list"],
             "argument error": ["run", "dep", "--limt", "50"]}
@@ -25,8 +31,26 @@ def seconds(argv: list[str]) -> tuple[float, float]:
     return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
+def result_commands(folder: Path) -> dict[str, list[str]]:
+    """A dep result with intervals saved in `folder`, and the commands that read it."""
+    from probes.intervals import attach_interval
+    from probes.results import LabelScores, ProbeResult, RunInfo
+
+    generator = np.random.default_rng(0)
+    entries = {}
+    for label in ("nsubj", "overall"):
+        entries[label] = LabelScores(200, generator.uniform(0, 1, (6, 12)))
+        attach_interval(entries[label], np.clip(entries[label].scores + generator.normal(0, 0.03, (100, 6, 12)), 0, 1))
+    ProbeResult("dep", RunInfo("m", ["c.conllu"], 6, 12, 100, {}, {}, {}), {}, {"nsubj": entries["nsubj"]},
+                entries["overall"]).save(folder)
+    path = str(folder / "dep.json")
+    return {"show RESULT": ["show", path], "compare A B": ["compare", path, path],
+            "report DIR": ["report", str(folder), "--out", str(folder / "report.html")]}
+
+
 def main(repeats: int = 5) -> None:
-    for name, argv in COMMANDS.items():
+    folder = Path(tempfile.mkdtemp())
+    for name, argv in {**COMMANDS, **result_commands(folder)}.items():
         walls, cpus = zip(*(seconds(argv) for _ in range(repeats)))
         print(f"probes {name}: median {statistics.median(walls):.3f} s wall, {statistics.median(cpus):.3f} s CPU "
               f"of {repeats} (wall min {min(walls):.3f}, max {max(walls):.3f})")

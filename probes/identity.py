@@ -12,7 +12,7 @@ Not the annotation (``Sentence.ann``) either, though probes read it: what a read
 options and the probes asked for (``--subtypes`` keeps ``nmod:poss``, srl reads the same CoNLL-U file as
 Universal PropBank, ner joins a layer of entities, ``--annotate`` adds silver tags), and a key made of it
 would give the same sentence of the same file other replicate weights in two such runs, which
-``probes compare`` (probes.bootstrap.paired_delta, which checks the corpus files' sha256) would then pair as
+``probes compare`` (probes.intervals.paired_delta, which checks the corpus files' sha256) would then pair as
 if they were one draw. Two sentences with the same words but another annotation are told apart as
 duplicates are, by their occurrence.
 

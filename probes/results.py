@@ -94,7 +94,7 @@ class LabelScores:
     "margin", "margin_low", "margin_high"}, or {"reason"} where that split names no head; probes.fitting.
     choose_heads).
     With the bootstrap (probes.bootstrap): ci_low, ci_high [L,H], each head's 95% interval of the main score
-    (probes.bootstrap.head_interval), and `best`, the best head with its selection-aware interval; None without
+    (probes.intervals.head_interval), and `best`, the best head with its selection-aware interval; None without
     replicates. `margins`: where the probe has offset baselines, every head's margin over the best one with its
     paired interval ({"margin", "margin_low", "margin_high"}: [L,H] each), kept for ``choose_heads``, not saved."""
 
@@ -247,7 +247,7 @@ class ProbeResult:
     overall: LabelScores
     baselines: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
-    # label (and "overall") → [R] the bootstrap replicates' best-head scores (probes.bootstrap.paired_delta);
+    # label (and "overall") → [R] the bootstrap replicates' best-head scores (probes.intervals.paired_delta);
     # in the JSON as base64 float32 ("replicates": {label: ...}; to float32 precision), so results read back pair
     replicates: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 

@@ -18,14 +18,14 @@ import torch
 
 import probes
 from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
-from probes.bootstrap import (POISSON_CDF, Bootstrap, attach_interval, effective_count, head_interval, paired_delta,
-                              percentile_interval, poisson_quantile, replicate_ratio, replicate_weights,
-                              variance_count, wilson_interval)
+from probes.bootstrap import POISSON_CDF, Bootstrap, poisson_quantile, replicate_ratio, replicate_weights
 from probes.builtin.dep import DependencyProbe
 from probes.cli import main
 from probes.corpus import read_corpus
 from probes.fitting import choose_heads
 from probes.identity import sentence_key
+from probes.intervals import (attach_interval, effective_count, head_interval, paired_delta, percentile_interval,
+                              variance_count, wilson_interval)
 from probes.probe import LabelSums
 from probes.results import LabelScores, ProbeResult
 from probes.state_files import Shard, split

@@ -19,7 +19,7 @@ FLOORS = {
     "settings": ["probes.settings", "probes.registry", "probes.builtin.declared"],
     "capture": ["probes.families", "probes.causal.capture", "probes.causal.families", "probes.hooks", "probes.model", "probes.maps", "probes.norms", "probes.eager", "probes.ablation.masks",
                 "probes.ablation.masking", "probes.ablation.sharing"],
-    "results": ["probes.results", "probes.bootstrap", "probes.fitting", "probes.plots", "probes.presentation",
+    "results": ["probes.results", "probes.intervals", "probes.bootstrap", "probes.fitting", "probes.plots", "probes.presentation",
                 "probes.examples", "probes.figures", "probes.builtin.fitted", "probes.builtin.trees.details",
                 "probes.builtin.seg.show", "probes.builtin.analyses.head_layout"],
     "probes": ["probes.probe", "probes.centroids", "probes.builtin"],

@@ -55,8 +55,9 @@ def test_version_answers_in_well_under_two_seconds():
 
 def test_showing_a_builtin_probes_result_imports_no_probe_code_nor_torch(tmp_path):
     """A built-in probe's result is presented by the Presentation its declaration names, which its class inherits
-    without overriding (checked for every built-in probe), so drawing its figures and `probes show` import none of
-    the probes' code, nor torch or transformers (which made `probes show` take ~5 s)."""
+    without overriding (checked for every built-in probe), so drawing its figures, `probes show`, `probes compare`
+    and `probes report` import none of the probes' code, nor torch, transformers or pandas (`probes show` took ~5 s,
+    compare and report ~2 s: the intervals' code now lives apart from the replicate sums' torch, probes.intervals)."""
     import probes
     from probes.builtin.declared import BUILTIN
     from probes.figures import builtin_presentation
@@ -79,7 +80,8 @@ def test_showing_a_builtin_probes_result_imports_no_probe_code_nor_torch(tmp_pat
     path = str(tmp_path / "dep.json")
     code = (f"import json, sys\nfrom probes.figures import figures_of, presentation_of\n"
             f"from probes.results import load_result\nfrom probes.cli import main\n"
-            f"figures_of(load_result({path!r}))\nmain(['show', {path!r}])\n"
+            f"figures_of(load_result({path!r}))\nmain(['show', {path!r}])\nmain(['compare', {path!r}, {path!r}])\n"
+            f"main(['report', {str(tmp_path)!r}, '--out', {str(tmp_path / 'report.html')!r}])\n"
             f"shown = [presentation_of(load_result({str(tmp_path)!r} + f'/{{p}}.json')).__name__ for p in "
             f"('trees', 'seg', 'pos', 'head_distance')]\n"
             f"print(json.dumps([shown, sorted(m for m in sys.modules if m.startswith('probes.builtin.') or m in "

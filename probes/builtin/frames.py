@@ -55,12 +55,13 @@ from pathlib import Path
 import torch
 
 from probes.batching import Batch
-from probes.bootstrap import add_replicates, attach_interval, interval_method, replicate_ratio
+from probes.bootstrap import add_replicates, replicate_ratio
 from probes.builtin.declared import FRAMES
 from probes.builtin.directional import causal_constraint
 from probes.corpus.framenet import STANDARD_DEV_DOCUMENTS, STANDARD_TEST_DOCUMENTS, read_document_list
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
+from probes.intervals import attach_interval, interval_method
 from probes.maps import LayerMaps
 from probes.probe import LabelSums, Probe, ratio
 from probes.registry import register

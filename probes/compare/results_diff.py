@@ -8,9 +8,9 @@ delta = B − A per head, as an [L,H] grid (and a heatmap).
 Minimum counts (the larger of the two runs' ``--min-count``): ``label_lost`` marks a label at or
 above it in A but absent or below it in B, ``few`` a delta resting on fewer instances on either side;
 the table on screen leaves out the labels below it on both sides unless asked (``all_labels``). Where both runs
-kept bootstrap replicates over the same corpus with the same seed (probes.bootstrap), the change of the best
+kept bootstrap replicates over the same corpus with the same seed (probes.bootstrap, probes.intervals), the change of the best
 score gets a paired 95% interval (the best head chosen again in each replicate of each side and its winner's
-curse taken off, probes.bootstrap.paired_delta; the sentences reweighted alike on both), and ``flat`` marks a change whose interval contains 0. The probes both sides hold are
+curse taken off, probes.intervals.paired_delta; the sentences reweighted alike on both), and ``flat`` marks a change whose interval contains 0. The probes both sides hold are
 compared (those only one side holds are left out and listed in ``left_out``); each must have been
 run with the same options, on models of one architecture (same layers × heads and family): heads
 are matched by position, which means something only between checkpoints of one model (a
@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from probes.bootstrap import paired_delta
 from probes.choices import COMPARE_SORTS
 from probes.compare.grids import load_any
 from probes.errors import InputError
 from probes.files import Table, json_grid, safe_name, write_result_files
+from probes.intervals import paired_delta
 from probes.results import BestHead, ProbeResult, Reported, best_head, results_in
 
 TOP = 3  # heads listed as gained / lost most
@@ -291,7 +291,7 @@ def compare_results(a: str | Path | dict[str, ProbeResult], b: str | Path | dict
 
 
 def _paired(ra: ProbeResult, rb: ProbeResult, label: str, notes: list[str]) -> tuple[float, float] | None:
-    """The paired interval of B's best score − A's for `label` (probes.bootstrap.paired_delta), or None where a
+    """The paired interval of B's best score − A's for `label` (probes.intervals.paired_delta), or None where a
     side kept no replicates of it; where both kept some that cannot be paired, a note says why."""
     if label not in ra.replicates or label not in rb.replicates:
         return None

@@ -6,7 +6,8 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from probes.bootstrap import add_replicates, attach_interval, interval_method, replicate_ratio
+from probes.bootstrap import add_replicates, replicate_ratio
+from probes.intervals import attach_interval, interval_method
 from probes.maps import LayerMaps
 from probes.probe import Probe, ratio
 from probes.results import LabelScores, ProbeResult, RunInfo

@@ -36,13 +36,14 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
-from probes.bootstrap import add_replicates, attach_interval, interval_method, replicate_ratio, weighted_sums
+from probes.bootstrap import add_replicates, replicate_ratio, weighted_sums
 from probes.builtin.declared import SEG
 from probes.builtin.seg.kept import Examples, KeptEnds
 from probes.builtin.seg.scoring import COMBINE_RULES, STATS, greedy, metrics, tally, union_ends
 from probes.builtin.seg.show import SegPresentation
 from probes.builtin.seg.units import COUNTS, LENGTH_LABELS, BatchUnits, batch_units, unit_surfaces
 from probes.errors import InputError
+from probes.intervals import attach_interval, interval_method
 from probes.maps import LayerMaps
 from probes.probe import Probe, ratio
 from probes.registry import register
