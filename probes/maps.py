@@ -115,9 +115,9 @@ class LayerMaps:
 
     def predictions_at(self, rows: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
         """[N,H] ``predictions[rows, :, words]``: where word column words[n] of sentence rows[n] attends most,
-        pooled from those words' subword rows alone (segment sums, key side then query side, as
-        ``word_attention`` for wide batches), without the whole batch's [B,H,C,C] map: for probes that read a few rows of long inputs
-        (coref: the anaphors' head words of windows of hundreds of words). rows, words [N] on any device."""
+        pooled from those words' subword rows alone (segment sums, key side then query side, as ``word_attention``
+        for wide batches), without the whole batch's [B,H,C,C] map: for probes that read a few rows of long
+        inputs (coref: the anaphors' head words of windows of hundreds of words). rows, words [N] on any device."""
         query, key = self.batch.segments(self.attention.device)
         device = self.attention.device
         rows, words = rows.to(device), words.to(device)
