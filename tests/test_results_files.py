@@ -123,10 +123,13 @@ def test_show_a_folder(tmp_path, capsys):
 
 
 def test_presentation_belongs_to_the_probe_class(tmp_path):
-    from probes.builtin.clustering import format_fit
+    """A built-in probe's results are shown by the Presentation its declaration names, which its class inherits
+    (seg's SegPresentation); a plugin's by its class (tests/test_plugins.py), an unknown one's by the default."""
+    from probes.builtin.fitted import format_fit
     from probes.builtin.seg.probe import SegmentationProbe
+    from probes.builtin.seg.show import SegPresentation
 
-    assert presentation_of(hand_result("seg")) is SegmentationProbe
+    assert presentation_of(hand_result("seg")) is SegPresentation and issubclass(SegmentationProbe, SegPresentation)
     assert presentation_of(hand_result("not_loaded_plugin")) is Presentation
     array = hand_result("seg")
     array.info.provenance["array_file"] = "seg.npy"  # an array file named seg.npy is not a seg result
