@@ -4,7 +4,8 @@ forward, each a fresh process that loads the model and reads the corpus.
     python benchmarks/whole_process.py [--repeats N] CORPUS [RUN ARGS...]
 
 runs N (default 3) pairs, bare process then run, and prints each pair's wall times and ratio, then the median
-ratio of wall time and of CPU time (user + system of the process: less moved by other work on a busy machine);
+ratio of wall time and of CPU time (user + system of the process: less moved by other work on a busy machine), and
+the ratio of the fastest run to the fastest bare process (interference from other work only slows a process);
 the bare process reads and tokenises the corpus like the run, then runs the model's plain forward over the run's
 own length-sorted batches (benchmarks.harness).
 """
@@ -39,17 +40,19 @@ def seconds(command: list[str]) -> tuple[float, float]:
 def main(*argv: str) -> None:
     repeats = int(argv[1]) if argv[0] == "--repeats" else 3
     corpus, *extra = argv[2:] if argv[0] == "--repeats" else argv
-    walls, cpus = [], []
+    walls, cpus, fastest = [], [], [float("inf"), float("inf")]
     for _ in range(repeats):
         bare = seconds([sys.executable, "-c", BARE, corpus])
         with tempfile.TemporaryDirectory() as out:
             run = seconds([sys.executable, "-m", "probes", "run", "dep", "--corpus", corpus, "--out", out, "--quiet",
                            *extra])
         walls.append(run[0] / bare[0])
+        fastest = [min(fastest[0], bare[0]), min(fastest[1], run[0])]
         cpus.append(run[1] / bare[1])
         print(f"bare forward {bare[0]:.1f} s ({bare[1]:.1f} CPU-s) · probes run dep --out {' '.join(extra)} "
               f"{run[0]:.1f} s ({run[1]:.1f} CPU-s) · ratio {walls[-1]:.3f} (CPU {cpus[-1]:.3f})", flush=True)
-    print(f"median of {repeats}: ratio {statistics.median(walls):.3f} wall, {statistics.median(cpus):.3f} CPU")
+    print(f"median of {repeats}: ratio {statistics.median(walls):.3f} wall, {statistics.median(cpus):.3f} CPU; "
+          f"fastest run / fastest bare: {fastest[1]:.1f} s / {fastest[0]:.1f} s = {fastest[1] / fastest[0]:.3f}")
 
 
 if __name__ == "__main__":
