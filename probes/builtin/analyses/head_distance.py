@@ -51,6 +51,7 @@ TINY = 1e-30
 
 @register
 class HeadDistance(HeadDistancePresentation, Probe, declared=HEAD_DISTANCE):
+    """Its figures: HeadDistancePresentation (the heatmaps, the 2-D layout, dendrogram and distance matrix)."""
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)

@@ -6,7 +6,6 @@ from probes.errors import InputError
 from probes.presentation import Presentation
 from probes.results import ProbeResult
 
-
 _COLUMNS = (("word_f1", "word F1"), ("word_precision", "word P"), ("word_recall", "word R"),
             ("boundary_accuracy", "bnd acc"), ("boundary_f1", "bnd F1"), ("boundary_accuracy_known", "acc known"))
 
