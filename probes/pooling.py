@@ -121,7 +121,7 @@ def _segment_sum(values: torch.Tensor, pooling: Segments, dim: int, in_place: bo
                  scratch: Scratch | None = None, name: str = "") -> torch.Tensor:
     """Σ along `dim` (T subwords) of values [B,H,.,.] weighted by `pooling`, into C words along `dim`.
     in_place: the weights multiply `values` itself (a temporary of the caller's) rather than a copy of it.
-    scratch: the sums go to scratch(name, ...), zeroed first, instead of a fresh tensor."""
+    scratch: the sums go to scratch(name, ...), zeroed first (None: a fresh tensor, ``_fresh``)."""
     shape = [values.shape[0], 1, 1, 1]
     shape[dim] = values.shape[dim]
     if pooling.weight is not None:
@@ -129,10 +129,7 @@ def _segment_sum(values: torch.Tensor, pooling: Segments, dim: int, in_place: bo
         values = values.mul_(weight) if in_place else values * weight
     sized = list(values.shape)
     sized[dim] = pooling.width + 1
-    if scratch is None:
-        summed = values.new_zeros(sized)
-    else:
-        summed = scratch(name, tuple(sized), values.dtype, values.device).zero_()
+    summed = (scratch or _fresh)(name, tuple(sized), values.dtype, values.device).zero_()
     summed.scatter_add_(dim, pooling.word.view(shape).expand_as(values), values)
     return summed.narrow(dim, 0, pooling.width)
 
