@@ -2,13 +2,13 @@
 
     python benchmarks/gpu_check.py [--dry-run] [--out DIR]
 
-Four steps, one JSON report (DIR/gpu_check.json) and a short table on stdout:
+Six steps, one JSON report (DIR/gpu_check.json) and a short table on stdout:
  1. cuda_tests: the test files of tests/ that need CUDA (a ``cuda`` marker, or ``skipif(not torch.cuda.is_available``),
     run through pytest in a subprocess: passed / failed / skipped counts.
- 2. cuda_vs_cpu: dep with the packaged MiniLM on EWT dev (--dry-run: the bundled sample, 20 sentences) on the
-    device and on the CPU: per probe the largest |Δscore| over every label's [L,H] grid, the cells that differ at
-    all and those beyond TOLERANCE (a cell moves only where a near-tie's argmax flipped between the two devices'
-    float32 maps; see tests/test_invariance_and_minilm.py).
+ 2. cuda_vs_cpu: dep, pos, trees, mass, entropy and positional with the packaged MiniLM on EWT dev (--dry-run: the
+    bundled sample, 20 sentences) on the device and on the CPU, each side timed: per probe the largest |Δscore|
+    over every label's [L,H] grid, the cells that differ at all and those beyond TOLERANCE (a cell moves only where
+    a near-tie's argmax flipped between the two devices' float32 maps; see tests/test_invariance_and_minilm.py).
  3. large_model: a randomly initialised BERT-large-shaped model (24 layers × 16 heads, hidden 1024; --dry-run: 2
     layers, sentences of 128 subwords) with the MiniLM tokenizer, on sentences of 512 subwords: the default
     max_tokens the run recorded (probes.batching.default_max_tokens of its shape), the largest batch run, and
@@ -17,6 +17,16 @@ Four steps, one JSON report (DIR/gpu_check.json) and a short table on stdout:
     for OOM_HEADROOM before a run whose one batch cannot fit (--dry-run: Encoder.layerwise raises OutOfMemoryError
     on more than half the batch, as tests/test_capture_invariance.py does); the stderr line "ran out of memory"
     must come, and the scores are compared with an undisturbed run's.
+ 5. device_speed: dep alone on step 2's corpus on the device, against the bare forward over the same batches there
+    (benchmarks.harness, synchronised): the ratio the CPU benchmarks report, on the GPU.
+ 6. decoders: the four causal detectors on the trained 2-layer GPT-2 of tests/data/induction-gpt2 (64 sequences
+    of 24 random tokens repeated, as the README's table; --dry-run: 8 of 16), on the device (whole maps from another SDPA kernel) and on
+    the CPU (entries read beside its flash kernel): per detector the largest |Δscore| and each one's best head on
+    the device; then a randomly initialised GPT-2 of 12 layers × 16 heads, width 1024 (--dry-run: 2 × 4, width 64)
+    on contexts of 4,096 tokens (--dry-run: 128): sequences per second and the device's peak memory.
+
+Each step's failure is recorded in the report (its error's last lines) and the next step still runs; the report
+is written after every step, so a run cut short still leaves what it measured.
 
 Without a CUDA device and without --dry-run it exits 2 with one line.
 """
@@ -33,14 +43,17 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import numpy as np
 import torch
 
 import probes
+from benchmarks.harness import bare_forward_seconds
 from probes.batching import default_max_tokens, total_memory
-from probes.defaults import default_model
+from probes.causal.detect import detect
+from probes.defaults import bundled_corpus, default_model
 from probes.model import Encoder
 from probes.runner import Feed
 
@@ -52,6 +65,11 @@ OOM_HEADROOM = 2 << 30  # bytes left free on the device for the split run: one 5
 LARGE = {"layers": 24, "heads": 16, "hidden": 1024, "length": 512, "sentences": 256, "oom_sentences": 64}
 REHEARSAL = {"layers": 2, "heads": 16, "hidden": 1024, "length": 128, "sentences": 20, "oom_sentences": 20}
 WORDS = "the cat sat on a mat and the dog ran to it .".split()  # one subword each in the MiniLM vocabulary
+STEP2 = ["dep", "pos", "trees", "mass", "entropy", "positional"]  # the probes that read EWT dev, argmax and mean
+INDUCTION = ROOT / "tests" / "data" / "induction-gpt2"  # the trained 2-layer GPT-2 (benchmarks/train_induction.py)
+DETECTORS = ["prev_token", "duplicate_token", "induction", "sink"]
+DECODER = {"layers": 12, "heads": 16, "hidden": 1024, "length": 2048, "count": 16, "sequences": 64}  # T = 4,096
+DECODER_REHEARSAL = {"layers": 2, "heads": 4, "hidden": 64, "length": 64, "count": 4, "sequences": 8}
 
 
 def cuda_tests(dry_run: bool) -> dict:
@@ -65,6 +83,10 @@ def cuda_tests(dry_run: bool) -> dict:
         summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         for count, word in re.findall(r"(\d+) (passed|failed|skipped|errors?)", summary):
             counts["errors" if word.startswith("error") else word] += int(count)
+        failures = [line for line in done.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+        if failures:  # which, and the end of pytest's report of them
+            counts["failures"] = failures
+            counts["output_tail"] = "\n".join(done.stdout.splitlines()[-80:])
     return {"files": files, **counts, "simulated": False,
             "note": "on the CPU the CUDA tests skip" if dry_run else ""}
 
@@ -95,11 +117,35 @@ def score_delta(a: dict, b: dict) -> dict:
 
 
 def cuda_vs_cpu(device: str, dry_run: bool, corpus: str | None) -> dict:
-    """Step 2: dep with MiniLM on `corpus` (None: the bundled sample) on the device and on the CPU, same batching."""
+    """Step 2: STEP2's probes with MiniLM on `corpus` (None: the bundled sample) on the device and on the CPU, same
+    batching, each side timed."""
     limit = REHEARSAL["sentences"] if dry_run else None
-    ours, cpu = (probes.run(["dep"], corpus=corpus, limit=limit, device=d, progress=False) for d in (device, "cpu"))
-    return {"corpus": corpus or "bundled sample", "devices": [device, "cpu"],
+    runs, seconds = [], []
+    for d in (device, "cpu"):  # warm-up on each side: CUDA's context and kernels, numba's compiled trees
+        probes.run(STEP2, corpus=corpus, limit=4, device=d, progress=False)
+    for d in (device, "cpu"):
+        start = time.perf_counter()
+        runs.append(probes.run(STEP2, corpus=corpus, limit=limit, device=d, progress=False))
+        seconds.append(time.perf_counter() - start)
+    ours, cpu = runs
+    return {"corpus": corpus or "bundled sample", "devices": [device, "cpu"], "seconds": seconds,
             "sentences": cpu["dep"].info.sentences, "probes": score_delta(ours, cpu),
+            "simulated": dry_run}
+
+
+def device_speed(device: str, dry_run: bool, corpus: str | None) -> dict:
+    """Step 5: dep alone on `corpus` on the device against the bare forward over the same batches (best of 3)."""
+    limit = REHEARSAL["sentences"] if dry_run else None
+    encoder = probes.load_encoder(default_model(), device=device)
+    paths = [corpus or bundled_corpus()]
+    probes.run(["dep"], corpus=corpus, limit=limit, encoder=encoder, progress=False)  # warm-up: kernels, caches
+    runs = []
+    for _ in range(3):
+        start = time.perf_counter()
+        probes.run(["dep"], corpus=corpus, limit=limit, encoder=encoder, progress=False)
+        runs.append(time.perf_counter() - start)
+    bare = bare_forward_seconds(encoder, paths, limit=limit, repeats=3)
+    return {"device": device, "run_seconds": min(runs), "bare_seconds": bare, "ratio": min(runs) / bare,
             "simulated": dry_run}
 
 
@@ -207,22 +253,114 @@ def oom_split(model: Path, corpus: Path, device: str, shape: dict, dry_run: bool
             "probes": score_delta(split, undisturbed), "simulated": dry_run}
 
 
+def build_decoder(out: Path, shape: dict) -> Path:
+    """A GPT-2 of `shape` (random init, seed 0) with the trained model's tokenizer, positions for 2 × length."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    tokenizer = AutoTokenizer.from_pretrained(INDUCTION)
+    tokenizer.model_max_length = 2 * shape["length"]
+    config = GPT2Config(vocab_size=len(tokenizer), n_embd=shape["hidden"], n_layer=shape["layers"],
+                        n_head=shape["heads"], n_positions=2 * shape["length"],
+                        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(0)
+    GPT2LMHeadModel(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def decoders(device: str, dry_run: bool, tmp: Path) -> dict:
+    """Step 6: the detectors on the trained GPT-2, device against CPU; then a larger random GPT-2's speed."""
+    count, length = (8, 16) if dry_run else (32, 24)  # the README's table: 32 sequences of 24 tokens, seed 0
+    runs = {d: detect(DETECTORS, str(INDUCTION), count=count, length=length, sequence_seed=0, device=d,
+                      progress=False) for d in (device, "cpu")}
+    best = {}
+    for name, result in runs[device].items():
+        for label, cell in result.labels.items():
+            scores = np.nan_to_num(cell.scores, nan=-np.inf)  # [L,H]
+            layer, head = np.unravel_index(int(np.argmax(scores)), scores.shape)
+            best[f"{name}/{label}"] = {"head": f"L{layer}-H{head}", "score": float(scores[layer, head]),
+                                       "count": int(cell.count)}
+    shape = DECODER_REHEARSAL if dry_run else DECODER
+    model = build_decoder(tmp / "decoder", shape)
+    encoder = probes.load_encoder(str(model), device=device)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    detect(DETECTORS, encoder=encoder, count=shape["sequences"], length=shape["length"], sequence_seed=0,
+           batch_size=shape["count"], progress=False)
+    seconds = time.perf_counter() - start
+    peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
+    return {"trained": {"count": count, "length": length, "probes": score_delta(runs[device], runs["cpu"]),
+                        "best_on_device": best},
+            "large": {**shape, "context": 2 * shape["length"], "seconds": seconds,
+                      "sequences_per_second": shape["sequences"] / seconds, "peak_bytes": peak},
+            "simulated": dry_run}
+
+
 def table(report: dict) -> str:
-    """The report's main figures, a line per step."""
-    tests, devices, large, oom = (report[k] for k in ("cuda_tests", "cuda_vs_cpu", "large_model", "oom_split"))
+    """The report's main figures, a line per step (a failed step: its error's last line)."""
     mark = {True: " (simulated)", False: ""}
-    dep, split_dep = devices["probes"]["dep"], oom["probes"]["dep"]
+
+    def line(number: int, key: str, say) -> str:
+        step = report.get(key)
+        if step is None:
+            return f"{number} {key}: not run"
+        if "error" in step:
+            return f"{number} {key}: FAILED {step['error'].strip().splitlines()[-1]}"
+        return f"{number} {say(step)}" + "".join(f"\n    {f}" for f in step.get("failures", []))
+
+    def devices(d: dict) -> str:
+        dep = d["probes"]["dep"]
+        worst = max(d["probes"].items(), key=lambda kv: kv[1]["max_abs_delta"])
+        return (f"{d['devices'][0]} vs cpu{mark[d['simulated']]}: dep max |Δ| {dep['max_abs_delta']:.3g}, "
+                f"{dep['cells_differ']} of {dep['cells']} cells differ, {dep['cells_beyond_tolerance']} beyond "
+                f"{TOLERANCE}; largest over {len(d['probes'])} probes {worst[1]['max_abs_delta']:.3g} ({worst[0]}); "
+                f"{d['seconds'][0]:.1f} s against {d['seconds'][1]:.1f} s")
+
+    def decoded(d: dict) -> str:
+        worst = max(d["trained"]["probes"].items(), key=lambda kv: kv[1]["max_abs_delta"])
+        large = d["large"]
+        peak = "" if large["peak_bytes"] is None else f", peak {large['peak_bytes'] / 2**30:.1f} GiB"
+        return (f"decoders{mark[d['simulated']]}: trained GPT-2 detectors max |Δ| {worst[1]['max_abs_delta']:.3g} "
+                f"({worst[0]}); {large['layers']}x{large['heads']} h{large['hidden']} at {large['context']} tokens "
+                f"{large['sequences_per_second']:.3g} sequences/s{peak}")
+
     return "\n".join([
         f"device: {report['device']}{' (dry run)' if report['dry_run'] else ''}",
-        f"1 cuda tests{mark[tests['simulated']]}: {len(tests['files'])} files, {tests['passed']} passed, "
-        f"{tests['failed']} failed, {tests['skipped']} skipped, {tests['errors']} errors",
-        f"2 {devices['devices'][0]} vs cpu{mark[devices['simulated']]}: dep max |Δ| {dep['max_abs_delta']:.3g}, "
-        f"{dep['cells_differ']} of {dep['cells']} cells differ, {dep['cells_beyond_tolerance']} beyond {TOLERANCE}",
-        f"3 large {large['layers']}x{large['heads']} h{large['hidden']} at {large['length']}{mark[large['simulated']]}: "
-        f"default max_tokens {large['max_tokens']}, largest batch {large['largest_batch']}, "
-        f"{large['sentences_per_second']:.3g} sentences/s",
-        f"4 out of memory{mark[oom['simulated']]}: split {'yes' if oom['split'] else 'NO'}, batches {oom['batches']}, "
-        f"dep max |Δ| {split_dep['max_abs_delta']:.3g} ({split_dep['cells_differ']} cells differ)"])
+        line(1, "cuda_tests", lambda t: f"cuda tests{mark[t['simulated']]}: {len(t['files'])} files, {t['passed']} "
+                                        f"passed, {t['failed']} failed, {t['skipped']} skipped, {t['errors']} errors"),
+        line(2, "cuda_vs_cpu", devices),
+        line(3, "large_model", lambda g: f"large {g['layers']}x{g['heads']} h{g['hidden']} at {g['length']}"
+                                         f"{mark[g['simulated']]}: default max_tokens {g['max_tokens']}, largest "
+                                         f"batch {g['largest_batch']}, {g['sentences_per_second']:.3g} sentences/s"),
+        line(4, "oom_split", lambda o: f"out of memory{mark[o['simulated']]}: split "
+                                       f"{'yes' if o['split'] else 'NO'}, batches {o['batches']}, dep max |Δ| "
+                                       f"{o['probes']['dep']['max_abs_delta']:.3g} "
+                                       f"({o['probes']['dep']['cells_differ']} cells differ)"),
+        line(5, "device_speed", lambda v: f"dep on the {v['device']}{mark[v['simulated']]}: {v['run_seconds']:.2f} s "
+                                          f"against a bare forward of {v['bare_seconds']:.2f} s, ratio "
+                                          f"{v['ratio']:.2f}"),
+        line(6, "decoders", decoded)])
+
+
+def write(report: dict, out: Path) -> None:
+    """The report as it stands, atomically, to out/gpu_check.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / "gpu_check.json"
+    partial = target.with_suffix(".json.partial")
+    partial.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    os.replace(partial, target)
+
+
+def step(report: dict, key: str, out: Path, measure) -> None:
+    """report[key] = measure(), or its error's last lines; the report written either way."""
+    print(f"... {key}", file=sys.stderr, flush=True)
+    try:
+        report[key] = measure()
+    except Exception:  # noqa: BLE001 - a check: record the failure, go on to the next step
+        report[key] = {"error": "".join(traceback.format_exc().splitlines(keepends=True)[-12:])}
+        print(report[key]["error"], file=sys.stderr, flush=True)
+    write(report, out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,20 +383,27 @@ def main(argv: list[str] | None = None) -> int:
     device = "cpu" if args.dry_run else "cuda"
     shape = REHEARSAL if args.dry_run else LARGE
     report = {"dry_run": args.dry_run, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-              "torch_threads": torch.get_num_threads(), "cuda_tests": cuda_tests(args.dry_run),
-              "cuda_vs_cpu": cuda_vs_cpu(device, args.dry_run, corpus)}
-    with tempfile.TemporaryDirectory() as tmp:
-        model = build_large(Path(tmp) / "large", shape)
-        long = long_corpus(Path(tmp) / "long.conllu", shape["sentences"], shape["length"])
-        report["large_model"] = large_model(model, long, device, shape, args.dry_run)
-        report["oom_split"] = oom_split(model, long, device, shape, args.dry_run)
-    args.out.mkdir(parents=True, exist_ok=True)
-    target = args.out / "gpu_check.json"
-    partial = target.with_suffix(".json.partial")
-    partial.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    os.replace(partial, target)
+              "torch": torch.__version__, "torch_threads": torch.get_num_threads()}
+    step(report, "cuda_tests", args.out, lambda: cuda_tests(args.dry_run))
+    step(report, "cuda_vs_cpu", args.out, lambda: cuda_vs_cpu(device, args.dry_run, corpus))
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        built = {}
+
+        def made() -> tuple[Path, Path]:
+            if not built:
+                built["model"] = build_large(tmp / "large", shape)
+                built["long"] = long_corpus(tmp / "long.conllu", shape["sentences"], shape["length"])
+            return built["model"], built["long"]
+
+        step(report, "large_model", args.out, lambda: large_model(*made(), device, shape, args.dry_run))
+        step(report, "oom_split", args.out, lambda: oom_split(*made(), device, shape, args.dry_run))
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        step(report, "device_speed", args.out, lambda: device_speed(device, args.dry_run, corpus))
+        step(report, "decoders", args.out, lambda: decoders(device, args.dry_run, tmp))
     print(table(report))
-    return 0
+    return 0 if not any("error" in v for v in report.values() if isinstance(v, dict)) else 1
 
 
 if __name__ == "__main__":

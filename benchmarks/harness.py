@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 
 import psutil
+import torch
 
 from probes.batching import Batch, length_sorted_batches
 from probes.corpus import read_corpus
@@ -58,6 +59,8 @@ def bare_forward_over(encoder, sentences, *, batch_size: int = 32, repeats: int 
                 encoder.layerwise(b.input_ids, b.attention_mask, lambda layer, attention, context: None)
             else:
                 encoder.bare_forward(b.input_ids, b.attention_mask)
+        if encoder.device.type == "cuda":
+            torch.cuda.synchronize(encoder.device)  # the kernels queued, not only launched
         best = min(best, time.perf_counter() - start)
     return best
 

@@ -191,7 +191,7 @@ class Encoder:
         if not self.causal:
             return None
         if self._copying is None:
-            self._copying = self._copying_scores()
+            self._copying = self._copying_scores().cpu()  # [L,H] on the host, where the probes' results are made
         return self._copying.clone()
 
     def _copying_scores(self) -> torch.Tensor:

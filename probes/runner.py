@@ -199,20 +199,25 @@ class Feed:
         retry = self.retry_on_cpu or self.encoder.device.type != "cpu"
         before = [p.state_dict() for p in probes] if retry else None
         try:
-            batch = Batch.from_encoded(sentences, items, self.encoder.tokenizer, self.pool, shuffle_seed=_twin_seed(probes))
-            self._forward(batch, probes, method)
+            self._forward(Batch.from_encoded(sentences, items, self.encoder.tokenizer, self.pool,
+                                             shuffle_seed=_twin_seed(probes)), probes, method)
+            return
         except torch.OutOfMemoryError:
             if len(items) == 1 or before is None:
                 raise
-            for p, state in zip(probes, before):
-                p.load_state_dict(state)
-            if not self.split_told:
-                print(f"probes: a batch of {len(items)} sentences ran out of memory on {self.encoder.device}; "
-                      "splitting such batches in two and retrying (a lower --max-tokens avoids this)", file=sys.stderr)
-                self.split_told = True
-            half = len(items) // 2
-            self.batch(probes, method, sentences[:half], items[:half])
-            self.batch(probes, method, sentences[half:], items[half:])
+        # The halves run after the except block: until it ends, its exception's traceback holds the failed pass's
+        # tensors (the batch's maps and pooling matrices), and on a full device the halves need that memory back.
+        if self.encoder.device.type == "cuda":
+            torch.cuda.empty_cache()  # the failed pass's cached blocks, for the halves' other shapes
+        for p, state in zip(probes, before):
+            p.load_state_dict(state)
+        if not self.split_told:
+            print(f"probes: a batch of {len(items)} sentences ran out of memory on {self.encoder.device}; "
+                  "splitting such batches in two and retrying (a lower --max-tokens avoids this)", file=sys.stderr)
+            self.split_told = True
+        half = len(items) // 2
+        self.batch(probes, method, sentences[:half], items[:half])
+        self.batch(probes, method, sentences[half:], items[half:])
 
     def _forward(self, batch: Batch, probes: list[Probe], method: str) -> None:
         b = len(batch.indices)

@@ -11,6 +11,7 @@ A batch that runs out of memory, split in two and retried, leaves the scores of 
 from __future__ import annotations
 
 import dataclasses
+import weakref
 
 import pytest
 import torch
@@ -104,6 +105,32 @@ def test_a_batch_out_of_memory_is_split_and_retried_without_counting_twice(minil
     assert capsys.readouterr().err.count("ran out of memory") == 1
     for name in names:
         same(grids(undisturbed[name]), grids(split[name]), f"{name}: split", atol=0, rtol=FLOAT32_ROUNDING)
+
+
+def test_a_failed_pass_is_freed_before_its_halves_run(minilm, monkeypatch, capsys):
+    """The halves of a batch that ran out of memory need its memory back: when they run, the failed pass's maps are
+    gone (inside the except block its exception's traceback still held them: on a real GPU, filled but 2 GiB,
+    every half ran out of memory in turn; benchmarks/gpu_check.py step 4)."""
+    layerwise = Encoder.layerwise
+    failed: list[weakref.ref] = []
+    alive_when_retried: list[bool] = []
+
+    def short_of_memory(self, input_ids, attention_mask, on_layer, **kwargs):
+        alive_when_retried.extend(ref() is not None for ref in failed)
+
+        def failing(layer, attention, context):
+            on_layer(layer, attention, context)
+            if layer == 1 and input_ids.shape[0] > 2:
+                failed.append(weakref.ref(attention))
+                raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+        return layerwise(self, input_ids, attention_mask, failing, **kwargs)
+
+    monkeypatch.setattr(Encoder, "layerwise", short_of_memory)
+    monkeypatch.setattr(Feed, "retry_on_cpu", True)
+    probes.run(["dep"], encoder=minilm, progress=False, limit=4, batch_size=4)
+    assert len(failed) == 1 and alive_when_retried == [False, False]  # the batch of 4 failed; its halves of 2 ran
+    assert capsys.readouterr().err.count("ran out of memory") == 1
 
 
 def test_a_single_sentence_out_of_memory_is_raised(minilm, monkeypatch):

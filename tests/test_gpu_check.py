@@ -51,8 +51,26 @@ def test_dry_run_reports_every_step(tmp_path):
     assert oom["stderr"].count("ran out of memory") == 1
     assert oom["probes"]["dep"]["cells_beyond_tolerance"] == 0
 
+    assert set(devices["probes"]) == {"dep", "pos", "trees", "mass", "entropy", "positional"}
+    assert all(p["max_abs_delta"] == 0 and p["cells"] > 0 for p in devices["probes"].values())
+
+    speed = report["device_speed"]  # dep alone against the bare forward over the same 20 sentences
+    assert speed["device"] == "cpu" and speed["ratio"] == pytest.approx(speed["run_seconds"] / speed["bare_seconds"])
+    assert 0.5 < speed["ratio"] < 20
+
+    decoders = report["decoders"]  # the trained GPT-2's detectors, CPU against CPU: the same bits
+    trained = decoders["trained"]
+    assert set(trained["probes"]) == {"prev_token", "duplicate_token", "induction", "sink"}
+    assert all(p["max_abs_delta"] == 0 and p["cells"] > 0 for p in trained["probes"].values())
+    assert trained["best_on_device"]["prev_token/previous"]["head"] == "L0-H2"  # as the README's table says
+    assert trained["best_on_device"]["induction/copying"]["head"] == "L1-H2"
+    large = decoders["large"]
+    assert (large["layers"], large["heads"], large["context"]) == (2, 4, 128) and large["peak_bytes"] is None
+    assert large["sequences_per_second"] == pytest.approx(8 / large["seconds"])
+    assert not any("error" in step for step in report.values() if isinstance(step, dict))
+
     lines = done.stdout.splitlines()  # the table: the device, then a line per step
-    assert lines[0] == "device: cpu (dry run)" and [line[:2] for line in lines[1:]] == ["1 ", "2 ", "3 ", "4 "]
+    assert lines[0] == "device: cpu (dry run)" and [line[:2] for line in lines[1:]] == ["1 ", "2 ", "3 ", "4 ", "5 ", "6 "]
     assert "split yes, batches [20, 10, 10]" in lines[4]
 
 

@@ -1,0 +1,155 @@
+"""On a CUDA device (benchmarks/gpu_check.py runs this file where there is one): the maps, context vectors, head
+masking and causal detectors of every encoder and decoder family equal the CPU's within float32 rounding.
+
+Only values with no argmax behind them are compared (maps, context vectors, hidden states, mean attention): the
+two devices' float32 products differ in the last bits, and an argmax over a near-tie may flip between them. The
+tiny random models are built in the tests (tests/tiny_models.py, tests/causal_models.py).
+
+PROBES_TEST_DEVICE=cpu runs the same comparisons CPU against CPU (a rehearsal of this file without a GPU)."""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import probes
+from causal_models import CONFIGS, make_checkpoint
+from probe_corpora import CORPORA, probe_run_arguments
+from probes.ablation.masking import HeadMasker
+from probes.causal.detect import detect
+
+DEVICE = os.environ.get("PROBES_TEST_DEVICE") or ("cuda" if torch.cuda.is_available() else None)
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(DEVICE is None, reason="needs a CUDA device")]
+
+ENCODERS = ["bert", "roberta", "electra", "deberta-v2", "deberta"]
+WORDS = [["the", "cat", "sat", "on", "the", "mat"], ["dogs", "bark"], ["we", "went", "home", "late", "."]]
+DETECTORS = ["prev_token", "duplicate_token", "induction", "sink"]
+ATOL = 1e-5  # float32 maps and mean attention: the devices' products differ in the last bits
+
+
+def _pair(folder) -> tuple[probes.Encoder, probes.Encoder]:
+    return probes.load_encoder(str(folder)), probes.load_encoder(str(folder), device=DEVICE)
+
+
+def _close(cpu: torch.Tensor, device: torch.Tensor, atol: float = ATOL) -> None:
+    assert device.device.type == torch.device(DEVICE).type
+    torch.testing.assert_close(device.cpu(), cpu, atol=atol, rtol=1e-4)
+
+
+@pytest.mark.parametrize("family", ENCODERS)
+def test_encoder_maps_and_context_vectors_equal_the_cpu(tiny_model, family):
+    cpu, dev = _pair(tiny_model(family))
+    assert dev.device.type == torch.device(DEVICE).type
+    batch = cpu.tokenizer(WORDS, is_split_into_words=True, padding=True, return_tensors="pt")
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    ours, theirs = cpu.forward(ids, mask, vectors=True), dev.forward(ids, mask, vectors=True)
+    assert len(theirs.attentions) == len(ours.attentions) == cpu.layers
+    for a, b in zip(ours.attentions, theirs.attentions, strict=True):  # [B,H,T,T]
+        _close(a, b)
+    for a, b in zip(ours.context, theirs.context, strict=True):  # [B,H,T,d]
+        _close(a, b, atol=1e-4)
+    handed: list[tuple[int, torch.Tensor]] = []  # the runner's path: one layer at a time, stopped after the last
+    dev.layerwise(ids, mask, lambda layer, a, c: handed.append((layer, a.clone())))
+    assert [layer for layer, _ in handed] == list(range(cpu.layers))
+    for (_, a), b in zip(handed, theirs.attentions, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("mode", ["zero", "uniform"])
+@pytest.mark.parametrize("family", ENCODERS)
+def test_head_masking_equals_the_cpu(tiny_model, family, mode):
+    """A [B,L,H] mask made on the CPU disables the same heads on the device: the hidden states agree."""
+    cpu, dev = _pair(tiny_model(family))
+    batch = cpu.tokenizer(WORDS, is_split_into_words=True, padding=True, return_tensors="pt")
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    disabled = torch.zeros(len(WORDS), cpu.layers, cpu.heads, dtype=torch.bool)  # [B,L,H]
+    disabled[0, 0, 1] = disabled[1, 1, 2] = disabled[1, 0, 3] = True
+    hidden = []
+    for encoder in (cpu, dev):
+        with HeadMasker(encoder.model, encoder.attention_modules, encoder.heads, encoder.head_dim, mode) as masker:
+            masker.set(disabled)
+            hidden.append(encoder.bare_forward(ids, mask))  # [B,T,D]
+    plain = cpu.bare_forward(ids, mask)
+    assert (hidden[0] - plain).abs().max() > 1e-5  # the mask changed something (tiny models attend near-uniformly)
+    _close(hidden[0], hidden[1], atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def minilm_on_device(minilm):
+    from probes.defaults import default_model
+
+    return probes.load_encoder(default_model(), device=DEVICE)
+
+
+def _cells(result) -> dict:
+    return {**{label: (cell.count, cell.scores) for label, cell in result.labels.items()},
+            "(overall)": (result.overall.count, result.overall.scores)}
+
+
+def _groups() -> list[tuple[str, ...]]:
+    """The probes reading the bundled sample together (pos fits on it), every other probe alone on its corpus."""
+    return [tuple(n for n in probes.available() if n not in CORPORA),
+            *[(n,) for n in probes.available() if n in CORPORA]]
+
+
+@pytest.mark.parametrize("names", _groups(), ids=lambda names: "+".join(names) if len(names) < 3 else "bundled")
+def test_every_probe_runs_on_the_device_as_on_the_cpu(names, minilm, minilm_on_device, tmp_path, request):
+    """Every registered probe on its small real corpus (tests/probe_corpora.py), MiniLM on the device against the
+    CPU: the same sentences, skips, labels and counts; each score within one instance of the CPU's (an argmax over
+    a near-tie may flip between the devices' float32 maps: at most 1/count per cell), and most cells equal."""
+    if names == ("coref",) and importlib.util.find_spec("spacy") is None:
+        pytest.skip("coref's mention heads need spaCy, which this machine lacks")
+    kwargs = probe_run_arguments(names[0], tmp_path, lambda: request.getfixturevalue("shared_corpora"))
+    runs = [probes.run(list(names), encoder=e, progress=False, **kwargs) for e in (minilm, minilm_on_device)]
+    for name in names:
+        ours, theirs = runs[0][name], runs[1][name]
+        assert theirs.info.settings["device"] == str(minilm_on_device.device), name
+        assert (theirs.info.sentences, theirs.info.skipped) == (ours.info.sentences, ours.info.skipped), name
+        cpu, device = _cells(ours), _cells(theirs)
+        assert cpu.keys() == device.keys(), name
+        moved = total = 0
+        for label, (count, scores) in cpu.items():
+            assert device[label][0] == count, (name, label)
+            x, y = np.asarray(scores, dtype=float), np.asarray(device[label][1], dtype=float)
+            assert np.array_equal(np.isnan(x), np.isnan(y)), (name, label)
+            delta = np.abs(np.nan_to_num(x) - np.nan_to_num(y))  # [L,H]
+            assert delta.max() <= 1 / max(count, 1) + 1e-4, (name, label, float(delta.max()), count)
+            moved, total = moved + int((delta > 1e-4).sum()), total + delta.size
+        assert moved <= 0.05 * total, (name, moved, total)
+
+
+@pytest.fixture(scope="module")
+def decoders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cuda-decoders")
+    return {family: make_checkpoint(family, root / family) for family in CONFIGS}
+
+
+@pytest.mark.parametrize("family", list(CONFIGS))
+def test_decoder_maps_equal_the_cpu(decoders, family):
+    cpu, dev = _pair(decoders[family])
+    words = [[f"t{i}" for i in (5, 9, 17, 5, 9, 33, 2, 40, 5, 9, 17)], [f"t{i}" for i in (8, 8, 3, 60, 12, 3, 7)]]
+    batch = cpu.tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    real = mask.bool()[:, None, :, None]  # [B,1,T,1] real query rows
+    for a, b in zip(cpu.forward(ids, mask).attentions, dev.forward(ids, mask).attentions, strict=True):
+        _close(a * real, b * real.to(b.device))
+        assert torch.triu(b[0], diagonal=1).abs().max() == 0  # causal on the device too
+
+
+@pytest.mark.parametrize("family", list(CONFIGS))
+def test_detectors_equal_the_cpu(decoders, family):
+    """The four detectors: the CPU reads entries from its flash kernel, the device computes whole maps (another
+    SDPA kernel); mean attention agrees within rounding, the copying score (eigenvalues) within 1e-4."""
+    runs = [detect(DETECTORS, str(decoders[family]), count=6, length=10, sequence_seed=5, replicates=20,
+                   batch_size=4, device=device, progress=False) for device in ("cpu", DEVICE)]
+    for name in DETECTORS:
+        ours, theirs = runs[0][name], runs[1][name]
+        assert ours.labels.keys() == theirs.labels.keys() and theirs.info.settings["device"] == DEVICE
+        for label, cell in ours.labels.items():
+            assert theirs.labels[label].count == cell.count, (name, label)
+            atol = 1e-4 if label == "copying" else ATOL
+            np.testing.assert_allclose(theirs.labels[label].scores, cell.scores, atol=atol, rtol=0,
+                                       err_msg=f"{name} {label}")
