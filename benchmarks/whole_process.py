@@ -1,13 +1,16 @@
 """Whole-process plot benchmark (issue 13, issue 25 item 6): `probes run dep --out DIR` against a bare eager
 forward, each a fresh process that loads the model and reads the corpus.
 
-    python benchmarks/whole_process.py [--repeats N] CORPUS [RUN ARGS...]
+    python benchmarks/whole_process.py [--repeats N] [--bare-collector] CORPUS [RUN ARGS...]
 
 runs N (default 3) pairs, bare process then run, and prints each pair's wall times and ratio, then the median
 ratio of wall time and of CPU time (user + system of the process: less moved by other work on a busy machine), and
 the ratio of the fastest run to the fastest bare process (interference from other work only slows a process);
 the bare process reads and tokenises the corpus like the run, then runs the model's plain forward over the run's
-own length-sorted batches (benchmarks.harness).
+own length-sorted batches (benchmarks.harness). --bare-collector gives the bare process the garbage-collector
+handling of the `probes` command (probes.collector: off while torch and transformers import, what they made frozen
+after, everything frozen at the end), about 1 s less on this machine: the ratio then shows what the run's own work
+and outputs cost, without the process-level saving that the command has and a plain script lacks.
 """
 from __future__ import annotations
 
@@ -25,6 +28,18 @@ from probes.defaults import default_model
 from probes.model import load_encoder
 bare_forward_seconds(load_encoder(default_model()), [sys.argv[1]])
 """
+BARE_COLLECTOR = """
+import gc
+import sys
+gc.disable()
+from benchmarks.harness import bare_forward_seconds
+from probes.defaults import default_model
+from probes.model import load_encoder
+gc.freeze()
+gc.enable()
+bare_forward_seconds(load_encoder(default_model()), [sys.argv[1]])
+gc.freeze()
+"""
 
 
 def seconds(command: list[str]) -> tuple[float, float]:
@@ -38,11 +53,14 @@ def seconds(command: list[str]) -> tuple[float, float]:
 
 
 def main(*argv: str) -> None:
+    argv = list(argv)
     repeats = int(argv[1]) if argv[0] == "--repeats" else 3
-    corpus, *extra = argv[2:] if argv[0] == "--repeats" else argv
+    argv = argv[2:] if argv[0] == "--repeats" else argv
+    bare_script = BARE_COLLECTOR if argv[0] == "--bare-collector" else BARE
+    corpus, *extra = argv[1:] if argv[0] == "--bare-collector" else argv
     walls, cpus, fastest = [], [], [float("inf"), float("inf")]
     for _ in range(repeats):
-        bare = seconds([sys.executable, "-c", BARE, corpus])
+        bare = seconds([sys.executable, "-c", bare_script, corpus])
         with tempfile.TemporaryDirectory() as out:
             run = seconds([sys.executable, "-m", "probes", "run", "dep", "--corpus", corpus, "--out", out, "--quiet",
                            *extra])

@@ -1,5 +1,3 @@
-import sys
+from probes.cli import entry
 
-from probes.cli import main
-
-sys.exit(main())
+entry()

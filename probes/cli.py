@@ -10,15 +10,21 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
+from contextlib import nullcontext
+from typing import TYPE_CHECKING
 
 from probes.ablation.commands import COMMANDS as ABLATION_COMMANDS
 from probes.ablation.commands import add_commands as add_ablation_commands
 from probes.argtypes import check_output_file, check_output_folder, input_path, parse_head
 from probes.arguments import add_code_argument, add_probe_options, add_settings, chosen_options, chosen_settings
 from probes.choices import DEFAULT_SENTENCES, PLOT_KINDS
+from probes.collector import loading, process
 from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
 from probes.compare.commands import add_commands as add_compare_commands
 from probes.errors import InputError, StudyFailed
+
+if TYPE_CHECKING:
+    from probes.drawing import Drawing
 
 PROBE_OPTION_COMMANDS = ("run", "ablate")  # the commands that take every registered probe's options
 
@@ -202,6 +208,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entry() -> None:
+    """The `probes` command (its console script, and python -m probes): main() as the process's own, Python's
+    garbage collector managed for a process that ends with the command (probes.collector)."""
+    with process():
+        code = main()
+    sys.exit(code)
+
+
 def _preload_code(argv: list[str]) -> None:
     """Import --code files before building the parser, so their probes and options are known."""
     from probes.registry import load_code
@@ -214,41 +228,47 @@ def _preload_code(argv: list[str]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from probes.registry import get_probe
-    from probes.runner import run
-    from probes.settings import RunSettings
-    from probes.studies.models import model_folders, run_models
+    from probes.drawing import Drawing
 
-    options = chosen_options(args)
-    views = options.get("examples", DEFAULT_SENTENCES)  # --examples: the views' sentences, and seg's own option
-    if not any(o.name == "examples" for name in args.probes for o in get_probe(name).options):
-        options.pop("examples", None)
-    settings = RunSettings(**chosen_settings(args), views=views)
-    progress = False if args.quiet else None
     plots = "none" if args.no_plots else args.plots
-    if args.model and len(args.model) > 1:  # a small study, one results folder per model under --out
-        done = run_models(args.probes, args.model, args.corpus, settings, out=args.out, plots=plots, progress=progress,
-                          **options)
-        folders = model_folders(args.model)
-        for model, results in done.items():
-            if args.out:
-                print(f"{model}: {', '.join(results)} in {args.out / model}")
-            else:
-                print(f"== {model} ({folders[model]})")
-                _report(results, None, plots)
+    # the figures' child process imports matplotlib on the other core while this one imports torch (probes.drawing)
+    with Drawing() if args.out and plots != "none" else nullcontext() as drawing:
+        with loading():
+            from probes.registry import get_probe
+            from probes.runner import run
+            from probes.settings import RunSettings
+            from probes.studies.models import model_folders, run_models
+
+        options = chosen_options(args)
+        views = options.get("examples", DEFAULT_SENTENCES)  # --examples: the views' sentences, and seg's own option
+        if not any(o.name == "examples" for name in args.probes for o in get_probe(name).options):
+            options.pop("examples", None)
+        settings = RunSettings(**chosen_settings(args), views=views)
+        progress = False if args.quiet else None
+        if args.model and len(args.model) > 1:  # a small study, one results folder per model under --out
+            done = run_models(args.probes, args.model, args.corpus, settings, out=args.out, plots=plots,
+                              progress=progress, **options)
+            folders = model_folders(args.model)
+            for model, results in done.items():
+                if args.out:
+                    print(f"{model}: {', '.join(results)} in {args.out / model}")
+                else:
+                    print(f"== {model} ({folders[model]})")
+                    _report(results, None, plots)
+            return 0
+        results = run(args.probes, args.model[0] if args.model else None, args.corpus, settings, progress=progress,
+                      **options)
+        if settings.state:
+            shard = f"shard {args.set_shard} " if args.set_shard else ""
+            print(f"saved the {shard}states of {', '.join(results)} to {settings.state}")
+        if args.out or not settings.state:
+            _report(results, args.out, plots, args.all_labels, drawing=drawing)
         return 0
-    results = run(args.probes, args.model[0] if args.model else None, args.corpus, settings, progress=progress,
-                  **options)
-    if settings.state:
-        shard = f"shard {args.set_shard} " if args.set_shard else ""
-        print(f"saved the {shard}states of {', '.join(results)} to {settings.state}")
-    if args.out or not settings.state:
-        _report(results, args.out, plots, args.all_labels)
-    return 0
 
 
 def cmd_study(args: argparse.Namespace) -> int:
-    from probes.studies import study
+    with loading():
+        from probes.studies import study
 
     done = study(args.study_file, args.out, engine=args.engine, workers=args.workers, address=args.address,
                  plots="none" if args.no_plots else args.plots, progress=False if args.quiet else None)
@@ -260,21 +280,22 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from probes.state_files import merge
+    with loading():
+        from probes.state_files import merge
 
     _report(merge(args.states), args.out, not args.no_plots)  # main imported the --code files
     return 0
 
 
-def _report(results: dict, out, plots: bool | str, all_labels: bool = False) -> None:
-    """Save each result to `out`, or print its table (labels below the minimum count only with `all_labels`)
-    where no folder is given."""
-    from probes.figures import save_result
+def _report(results: dict, out, plots: bool | str, all_labels: bool = False, drawing: Drawing | None = None) -> None:
+    """Save each result to `out` (its figures drawn by `drawing` where given), or print its table (labels below the
+    minimum count only with `all_labels`) where no folder is given."""
+    from probes.figures import figures_of, save_result
     from probes.show import format_result
 
     for name, result in results.items():
         if out:
-            written = save_result(result, out, plots=plots)
+            written = save_result(result, out, plots=plots, draw=drawing.figures if drawing else figures_of)
             print(f"{name}: {result.info.sentences} sentences scored, {sum(result.info.skipped.values())} skipped; "
                   f"wrote {len(written)} files to {out}")
             if note := result.info.skip_note():
@@ -284,8 +305,9 @@ def _report(results: dict, out, plots: bool | str, all_labels: bool = False) -> 
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
-    from probes.corpus.conllu_writer import write_conllu
-    from probes.corpus.spacy_text import describe, read_spacy
+    with loading():
+        from probes.corpus.conllu_writer import write_conllu
+        from probes.corpus.spacy_text import describe, read_spacy
 
     corpora = [read_spacy(path, pipeline=args.pipeline) for path in args.text]
     sentences = [s for c in corpora for s in c.sentences]
@@ -327,4 +349,4 @@ COMMANDS = {"run": cmd_run, "study": cmd_study, "report": cmd_report, "merge": c
             **ABLATION_COMMANDS}
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -7,6 +7,7 @@ into one folder (``probes.save_result``; ``ProbeResult.save`` writes the data fi
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 
 from probes.builtin.declared import BUILTIN
@@ -45,8 +46,10 @@ def figures_of(result: ProbeResult, kind: str = "overview") -> dict[str, bytes]:
     return presentation_of(result).figures(result, kind)
 
 
-def save_result(result: ProbeResult, directory: str | Path, *, plots: bool | str = True) -> list[Path]:
+def save_result(result: ProbeResult, directory: str | Path, *, plots: bool | str = True,
+                draw: Callable[[ProbeResult, str], dict[str, bytes]] = figures_of) -> list[Path]:
     """Write `result`'s JSON, CSV and figures into `directory`; return the paths written. plots: a kind of
-    ``figures_of`` ("overview", "labels", "all-labels", "none"); True is "overview", False "none"."""
+    ``figures_of`` ("overview", "labels", "all-labels", "none"); True is "overview", False "none". draw: what
+    draws them (``figures_of``; the command's probes.drawing.Drawing.figures, the same pictures)."""
     kind = ("overview" if plots else "none") if isinstance(plots, bool) else plots
-    return write_result_files(directory, {**result.data_files(), **figures_of(result, kind)})
+    return write_result_files(directory, {**result.data_files(), **draw(result, kind)})

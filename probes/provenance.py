@@ -24,8 +24,8 @@ def provenance(encoder, files: list[str], elapsed: float, **extra: Any) -> dict[
     import transformers
 
     return {
-        "probes": probes_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-        "tokenizers": tokenizers.__version__, "python": platform.python_version(), "platform": platform.platform(),
+        "probes": probes_version(), "torch": str(torch.__version__), "transformers": str(transformers.__version__),
+        "tokenizers": str(tokenizers.__version__), "python": platform.python_version(), "platform": platform.platform(),
         "command": shlex.join(sys.argv),
         "model_class": type(encoder.model).__name__, "model_type": encoder.model.config.model_type,
         "model_commit": getattr(encoder.model.config, "_commit_hash", None),

@@ -11,7 +11,7 @@ from test_package_structure import PACKAGE, cycles, imported, modules
 # floor -> the modules on it, by prefix (the longest prefix that names a module decides); lowest first
 FLOORS = {
     "base": ["probes", "probes.errors", "probes.choices", "probes.defaults", "probes.provenance", "probes.checkpoint",
-             "probes.packing", "probes.options", "probes.allocator", "probes.progress", "probes.scratch",
+             "probes.packing", "probes.options", "probes.allocator", "probes.collector", "probes.progress", "probes.scratch",
              "probes.exports", "probes.argtypes", "probes.files", "probes.registries", "probes.protocols", "probes.ablation",
              "probes.compare", "probes.studies"],
     "reader": ["probes.corpus"],
@@ -20,7 +20,7 @@ FLOORS = {
     "capture": ["probes.families", "probes.causal.capture", "probes.causal.families", "probes.hooks", "probes.model", "probes.maps", "probes.norms", "probes.eager", "probes.ablation.masks",
                 "probes.ablation.masking", "probes.ablation.sharing"],
     "results": ["probes.results", "probes.intervals", "probes.bootstrap", "probes.fitting", "probes.plots", "probes.presentation",
-                "probes.examples", "probes.figures", "probes.builtin.fitted", "probes.builtin.trees.details",
+                "probes.examples", "probes.figures", "probes.drawing", "probes.builtin.fitted", "probes.builtin.trees.details",
                 "probes.builtin.seg.show", "probes.builtin.analyses.head_layout"],
     "probes": ["probes.probe", "probes.centroids", "probes.builtin"],
     "runner": ["probes.chunks", "probes.state_files", "probes.runner"],
