@@ -231,8 +231,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from probes.drawing import Drawing
 
     plots = "none" if args.no_plots else args.plots
-    # the figures' child process imports matplotlib on the other core while this one imports torch (probes.drawing)
-    with Drawing() if args.out and plots != "none" else nullcontext() as drawing:
+    # the figures' child process imports matplotlib on the other core while this one imports torch (probes.drawing);
+    # a run of several models saves each model's results as it goes (probes.studies.models), in this process
+    several = bool(args.model) and len(args.model) > 1
+    with Drawing() if args.out and plots != "none" and not several else nullcontext() as drawing:
         with loading():
             from probes.registry import get_probe
             from probes.runner import run
@@ -245,7 +247,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             options.pop("examples", None)
         settings = RunSettings(**chosen_settings(args), views=views)
         progress = False if args.quiet else None
-        if args.model and len(args.model) > 1:  # a small study, one results folder per model under --out
+        if several:  # a small study, one results folder per model under --out
             done = run_models(args.probes, args.model, args.corpus, settings, out=args.out, plots=plots,
                               progress=progress, **options)
             folders = model_folders(args.model)
