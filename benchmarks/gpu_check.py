@@ -55,6 +55,7 @@ from probes.batching import default_max_tokens, total_memory
 from probes.causal.detect import detect
 from probes.defaults import bundled_corpus, default_model
 from probes.model import Encoder
+from probes.results import best_head
 from probes.runner import Feed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -276,10 +277,9 @@ def decoders(device: str, dry_run: bool, tmp: Path) -> dict:
     best = {}
     for name, result in runs[device].items():
         for label, cell in result.labels.items():
-            scores = np.nan_to_num(cell.scores, nan=-np.inf)  # [L,H]
-            layer, head = np.unravel_index(int(np.argmax(scores)), scores.shape)
-            best[f"{name}/{label}"] = {"head": f"L{layer}-H{head}", "score": float(scores[layer, head]),
-                                       "count": int(cell.count)}
+            named = best_head(cell.scores, label, cell.count)  # no head named on a tie, at 0 or without instances
+            best[f"{name}/{label}"] = {"head": named.name, "score": named.score, "count": int(cell.count),
+                                       "reason": named.reason}
     shape = DECODER_REHEARSAL if dry_run else DECODER
     model = build_decoder(tmp / "decoder", shape)
     encoder = probes.load_encoder(str(model), device=device)

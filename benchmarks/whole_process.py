@@ -23,22 +23,14 @@ import time
 
 BARE = """
 import sys
-from benchmarks.harness import bare_forward_seconds
-from probes.defaults import default_model
-from probes.model import load_encoder
-bare_forward_seconds(load_encoder(default_model()), [sys.argv[1]])
-"""
-BARE_COLLECTOR = """
-import gc
-import sys
-gc.disable()
-from benchmarks.harness import bare_forward_seconds
-from probes.defaults import default_model
-from probes.model import load_encoder
-gc.freeze()
-gc.enable()
-bare_forward_seconds(load_encoder(default_model()), [sys.argv[1]])
-gc.freeze()
+from contextlib import nullcontext
+from probes.collector import loading, process
+with process() if sys.argv[2:] == ["collector"] else nullcontext():  # --bare-collector: the command's handling
+    with loading():
+        from benchmarks.harness import bare_forward_seconds
+        from probes.defaults import default_model
+        from probes.model import load_encoder
+    bare_forward_seconds(load_encoder(default_model()), [sys.argv[1]])
 """
 
 
@@ -56,11 +48,11 @@ def main(*argv: str) -> None:
     argv = list(argv)
     repeats = int(argv[1]) if argv[0] == "--repeats" else 3
     argv = argv[2:] if argv[0] == "--repeats" else argv
-    bare_script = BARE_COLLECTOR if argv[0] == "--bare-collector" else BARE
-    corpus, *extra = argv[1:] if argv[0] == "--bare-collector" else argv
+    collector = ["collector"] if argv[0] == "--bare-collector" else []
+    corpus, *extra = argv[1:] if collector else argv
     walls, cpus, fastest = [], [], [float("inf"), float("inf")]
     for _ in range(repeats):
-        bare = seconds([sys.executable, "-c", bare_script, corpus])
+        bare = seconds([sys.executable, "-c", BARE, corpus, *collector])
         with tempfile.TemporaryDirectory() as out:
             run = seconds([sys.executable, "-m", "probes", "run", "dep", "--corpus", corpus, "--out", out, "--quiet",
                            *extra])

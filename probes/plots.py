@@ -7,15 +7,14 @@ image drawn by a single ``imshow``. ``lines_png`` draws values against checkpoin
 """
 from __future__ import annotations
 
-import gc
 import io
 import json
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
+from probes.collector import collection_paused
 from probes.results import Reported, best_head
 
 @dataclass
@@ -237,20 +236,3 @@ def closed_png(fig, text: dict[str, str] | None = None) -> bytes:
     data = png_bytes(fig, text)
     pyplot().close(fig)
     return data
-
-
-@contextmanager
-def collection_paused():
-    """Importing matplotlib and drawing allocate many small objects; in a run's process, which holds the model
-    (torch and transformers: some 400,000 objects), the full collections they trigger each walk all of those, and
-    cost as much as the drawing itself. The objects there before are frozen meanwhile (gc.freeze: left out of
-    every collection), and unfrozen after, so a collection walks only what the drawing made (where the process
-    froze objects of its own, they are left as they are)."""
-    freeze = gc.get_freeze_count() == 0
-    if freeze:
-        gc.freeze()
-    try:
-        yield
-    finally:
-        if freeze:
-            gc.unfreeze()
