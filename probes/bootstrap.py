@@ -69,11 +69,12 @@ class Bootstrap:
         check_bootstrap(self.replicates, self.seed)
 
     def weights(self, batch: Batch) -> torch.Tensor | None:
-        """[R,B] float64 replicate weights of the batch's sentences (made once per batch), or None without replicates."""
+        """[R,B] float32 replicate weights of the batch's sentences (made once per batch; small integers, exact in
+        any float type), or None without replicates."""
         if not self.replicates:
             return None
         return batch.memo(("bootstrap.weights", self.replicates, self.seed), lambda: torch.from_numpy(
-            replicate_weights([sentence_key(s) for s in batch.sentences], self.replicates, self.seed)).double())
+            replicate_weights([sentence_key(s) for s in batch.sentences], self.replicates, self.seed)).float())
 
 
 def weighted_sums(groups: torch.Tensor, count: int, sentences: torch.Tensor, values: torch.Tensor,
@@ -81,30 +82,34 @@ def weighted_sums(groups: torch.Tensor, count: int, sentences: torch.Tensor, val
     """[R,count,F] replicate sums of items: Σ_i [groups[i] = g] · weights[r, sentences[i]] · values[i, f].
 
     groups, sentences [N]: each item's group (label) and batch row; values [N,F]; weights [R,B]. The items
-    are first summed per (group, sentence) in float64 (``_per_group``), then weighted by one matrix product in
-    `dtype` (float32 is exact for counts: integer weights and sums below 2^24)."""
-    b = weights.shape[1]
-    per_sentence = _per_group(groups, count, sentences, values, b).transpose(0, 1).reshape(b, -1)  # [B,count·F]
+    are first summed per (sentence, group) in float64 (``_per_sentence``), then weighted by one matrix product
+    in `dtype` (float32 is exact for counts: integer weights and sums below 2^24)."""
+    per_sentence = _per_sentence(groups, count, sentences, values, weights.shape[1])  # [B,count·F]
     return (weights.to(dtype) @ per_sentence.to(dtype)).view(len(weights), count, -1)
 
 
 def add_weighted_sums(table: torch.Tensor, groups: torch.Tensor, sentences: torch.Tensor, values: torch.Tensor,
                       weights: torch.Tensor) -> None:
-    """table[g, r, f] += Σ_i [groups[i] = g] · weights[r, sentences[i]] · values[i, f], in place: ``weighted_sums``
-    written straight into a [count,R,F] table (a view of a probe's state), one batched product in the table's
-    dtype with no [R,count,F] result to copy (float32 is exact for counts: integer weights and sums below 2^24).
-    groups, sentences [N], values [N,F], weights [R,B]."""
-    count, b = table.shape[0], weights.shape[1]
-    per_group = _per_group(groups, count, sentences, values, b)  # [count,B,F]
-    table.baddbmm_(weights.to(table.dtype).expand(count, -1, -1), per_group.to(table.dtype))
+    """table[r, g] += Σ_i [groups[i] = g] · weights[r, sentences[i]] · values[i], in place: ``weighted_sums`` added
+    to a [R,count,...] table (a view of a probe's state, values [N, ...] of its trailing shape; groups, sentences
+    [N], weights [R,B]) in the table's dtype (float32 is exact for counts: integer weights and sums below 2^24).
+    Where each replicate's [count,...] slice is contiguous (a whole replicate-major table), the product
+    [R,B] × [B,count·F] is written into the table itself; otherwise (one layer's slice) it is added to it."""
+    r, count = table.shape[:2]
+    per_sentence = _per_sentence(groups, count, sentences, values.reshape(len(values), -1), weights.shape[1])
+    left, right = weights.to(table.dtype), per_sentence.to(table.dtype)  # [R,B], [B,count·F]
+    if table[0].is_contiguous():
+        table.view(r, -1).addmm_(left, right)
+    else:
+        table += (left @ right).view(table.shape)
 
 
-def _per_group(groups: torch.Tensor, count: int, sentences: torch.Tensor, values: torch.Tensor,
-               b: int) -> torch.Tensor:
-    """[count,B,F] float64: the items' values [N,F] summed per (group, sentence); groups, sentences [N]."""
-    summed = torch.zeros(count * b, values.shape[1], dtype=torch.float64)
-    summed.index_add_(0, groups.cpu() * b + sentences.cpu(), values.cpu().double())
-    return summed.view(count, b, -1)
+def _per_sentence(groups: torch.Tensor, count: int, sentences: torch.Tensor, values: torch.Tensor,
+                  b: int) -> torch.Tensor:
+    """[B,count·F] float64: the items' values [N,F] summed per (sentence, group); groups, sentences [N]."""
+    summed = torch.zeros(b * count, values.shape[1], dtype=torch.float64)
+    summed.index_add_(0, sentences.cpu() * count + groups.cpu(), values.cpu().double())
+    return summed.view(b, -1)
 
 
 def add_replicates(table: torch.Tensor, sentences: torch.Tensor, values: torch.Tensor, weights: torch.Tensor | None,

@@ -47,8 +47,14 @@ def content_digest(sentence: Sentence) -> bytes:
 def sentence_key(sentence: Sentence, digest: bytes | None = None) -> int:
     """A 256-bit number naming the sentence: SHA-256 of its content digest (`digest`, computed where not given)
     and its occurrence (8 bytes, big-endian); a window of a document, its document's (``Sentence.unit``)."""
+    unit = sentence.unit()
+    known = unit.identity  # made once, where the run numbered its corpus; made again if the words or occurrence moved
+    if digest is None and known is not None and known[0] == unit.occurrence and known[1] == unit.words:
+        return known[2]
     digest = content_digest(sentence) if digest is None else digest
-    return int.from_bytes(hashlib.sha256(digest + sentence.unit().occurrence.to_bytes(8, "big")).digest(), "big")
+    key = int.from_bytes(hashlib.sha256(digest + unit.occurrence.to_bytes(8, "big")).digest(), "big")
+    unit.identity = (unit.occurrence, list(unit.words), key)
+    return key
 
 
 class Occurrences:

@@ -61,18 +61,22 @@ def percentile_interval(replicates: np.ndarray, level: float = LEVEL) -> tuple[n
 
     Each bound is numpy's default ("linear") quantile of the valid values, v[⌊p⌋] + (p − ⌊p⌋)(v[⌊p⌋+1] − v[⌊p⌋])
     at p = q·(n − 1) over the n sorted values; computed for every cell at once (np.nanquantile loops over cells)."""
-    values = np.sort(np.asarray(replicates, dtype=float), axis=0)  # NaN sorts last
-    n = (~np.isnan(values)).sum(0)  # [...] valid replicates per cell
+    values = np.asarray(replicates, dtype=float)
+    shape = values.shape[1:]
+    cells = np.sort(values.reshape(len(values), -1).T, axis=1) if len(values) else np.empty((int(np.prod(shape)), 0))
+    # [cells, R] each cell's replicates in a row, sorted (NaN last: a cell has one only if its last value is)
+    n = (~np.isnan(cells)).sum(1) if cells.size and np.isnan(cells[:, -1]).any() else np.full(len(cells), cells.shape[1])
     tail = (1 - level) / 2
 
     def quantile(q: float) -> np.ndarray:
         position = q * np.maximum(n - 1, 0)
         low = np.floor(position).astype(int)
         high = np.minimum(low + 1, np.maximum(n - 1, 0))
-        below, above = (np.take_along_axis(values, i[None], 0)[0] for i in (low, high))
+        below, above = (np.take_along_axis(cells, i[:, None], 1)[:, 0] if cells.size else np.full(len(cells), np.nan)
+                        for i in (low, high))
         with np.errstate(invalid="ignore"):  # inf − inf where a bound is infinite
             between = np.where(above == below, below, below + (position - low) * (above - below))
-        return np.where(n > 0, between, np.nan)
+        return np.where(n > 0, between, np.nan).reshape(shape)
 
     return quantile(tail), quantile(1 - tail)
 
@@ -115,7 +119,8 @@ def variance_count(replicates: np.ndarray, scores: np.ndarray, count: float) -> 
     grows with p below 1/2), which the percentile interval of a chunk that came out low by chance lacks."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a cell with fewer than two replicates: NaN
-        variance = np.nanvar(np.asarray(replicates, dtype=float), axis=0, ddof=1)  # [...]
+        values = np.asarray(replicates, dtype=float)
+        variance = (np.nanvar if np.isnan(values).any() else np.var)(values, axis=0, ddof=1)  # [...]
     p = np.asarray(scores, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         worth = np.clip(p * (1 - p) / variance, 1.0, float(count))

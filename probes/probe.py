@@ -211,23 +211,40 @@ class LabelSums:
         self._last: tuple[list[str] | None, torch.Tensor | None] = (None, None)  # the labels last asked, their ids
         self.sums = torch.zeros((0, *shape), dtype=dtype)  # [labels, *shape]
         self.replicates, self.main_index = replicates, main
-        main_shape = self.shape if main is None else self.shape[1:]
-        self.replicas = torch.zeros((0, replicates, *main_shape), dtype=replicate_dtype)  # [labels, R, *main shape]
+        self._main_shape = self.shape if main is None else self.shape[1:]
+        # [R, room, *main shape]: replicate-major, so that a batch's sums go in as one [R,B] × [B, labels·F] product;
+        # rows past the labels' are room for labels yet to come (see ids)
+        self._replicas = torch.zeros((replicates, 0, *self._main_shape), dtype=replicate_dtype)
+
+    @property
+    def replicas(self) -> torch.Tensor:
+        """[labels, R, *main shape] the replicate sums: a view of the state (kept replicate-major)."""
+        return self._replicas[:, : len(self.names)].transpose(0, 1)
 
     def ids(self, labels: list[str]) -> torch.Tensor:
         """Row index of each label, adding rows for new labels. The same list object asked again (a batch's
         labels, layer after layer) gets the same tensor without another look-up: do not change a list once asked."""
         if labels is self._last[0] and len(labels) == len(self._last[1]):
             return self._last[1]
-        new = [x for x in dict.fromkeys(labels) if x not in self._index]
-        if new:
-            for x in new:
-                self._index[x] = len(self.names)
-                self.names.append(x)
-            self.sums = torch.cat([self.sums, self.sums.new_zeros((len(new), *self.sums.shape[1:]))])
-            self.replicas = torch.cat([self.replicas, self.replicas.new_zeros((len(new), *self.replicas.shape[1:]))])
-        self._last = (labels, torch.tensor([self._index[x] for x in labels], dtype=torch.long))
+        if not self._index.keys() >= set(labels):
+            for x in dict.fromkeys(labels):  # new labels in order of first appearance
+                if x not in self._index:
+                    self._index[x] = len(self.names)
+                    self.names.append(x)
+            self.sums = torch.cat([self.sums, self.sums.new_zeros((len(self.names) - len(self.sums), *self.shape))])
+            self._make_room()
+        ids = np.fromiter(map(self._index.__getitem__, labels), dtype=np.int64, count=len(labels))
+        self._last = (labels, torch.from_numpy(ids))
         return self._last[1]
+
+    def _make_room(self) -> None:
+        """Replicate rows for every label: where they are short, room for half as many again, so that labels
+        added one by one copy the replicate table a few times, not once each."""
+        held = self._replicas.shape[1]
+        if len(self.names) > held:
+            room = self._replicas.new_zeros((self.replicates, len(self.names) * 3 // 2, *self._main_shape))
+            room[:, :held] = self._replicas
+            self._replicas = room
 
     def add(self, rows: torch.Tensor, values: torch.Tensor, at: tuple = (), *, sentences: torch.Tensor | None = None,
             weights: torch.Tensor | None = None) -> None:
@@ -250,9 +267,8 @@ class LabelSums:
         if self.replicates and weights is not None:
             main, main_at = (values, at) if self.main_index is None else \
                 (values.view(len(rows), self.shape[0], -1)[:, self.main_index], at[1:])
-            replicas = self.replicas[(slice(None), slice(None), *main_at)]  # [labels, R, ...]
-            # [labels, R, F] a view of the state (view() refuses where it would have to copy)
-            add_weighted_sums(replicas.view(*replicas.shape[:2], -1), rows, sentences, main, weights)
+            replicas = self._replicas[(slice(None), slice(len(self.names)), *main_at)]  # [R, labels, ...] a view of the state
+            add_weighted_sums(replicas, rows, sentences, main, weights)
 
     def merge(self, other: "LabelSums") -> None:
         if other.names:  # a table that saw no label (a shard without any) adds nothing
@@ -278,7 +294,7 @@ class LabelSums:
 
     def state_dict(self) -> dict[str, Any]:
         state = {"names": list(self.names), "sums": self.sums.clone()}
-        return {**state, "replicas": self.replicas.clone()} if self.replicates else state
+        return {**state, "replicas": self.replicas.clone(memory_format=torch.contiguous_format)} if self.replicates else state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         sums = state["sums"]
@@ -293,7 +309,7 @@ class LabelSums:
         self._index = {x: i for i, x in enumerate(self.names)}
         self._last = (None, None)
         self.sums = sums.to(self.sums.dtype).clone()
-        self.replicas = replicas.to(self.replicas.dtype).clone()
+        self._replicas = replicas.to(self._replicas.dtype).transpose(0, 1).clone(memory_format=torch.contiguous_format)
 
 
 def ratio(sums: torch.Tensor, count: torch.Tensor | float) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +140,36 @@ def test_label_sums_replicas_into_one_layer():
     np.testing.assert_array_equal(counts.replicated("b"), [2, 1])
 
 
+
+def test_label_sums_replicas_as_labels_arrive():
+    """Twenty batches, each bringing a new label beside earlier ones (the replicate table's room grows several
+    times and its rows are copied over): every label's replicas are Σ over its items of W[:, sentence] · value,
+    summed by hand; the state holds them as [labels, R, ...] and loads back into a table that keeps adding."""
+    rng = np.random.default_rng(0)
+    r, b = 4, 3
+    table = LabelSums((2, 3), replicates=r, main=0)
+    expected: dict[str, np.ndarray] = {}
+    for step in range(20):
+        labels = [f"l{step}", *(f"l{k}" for k in rng.integers(0, step + 1, 4))]
+        weights = torch.from_numpy(rng.integers(0, 4, (r, b))).float()  # [R,B]
+        sentences = torch.from_numpy(rng.integers(0, b, len(labels)))  # [N]
+        values = torch.from_numpy(rng.integers(0, 2, (len(labels), 2, 3))).double()  # [N, 2 ways, 3 heads]
+        table.add(table.ids(labels), values, sentences=sentences, weights=weights)
+        for i, label in enumerate(labels):
+            added = weights[:, sentences[i]].numpy()[:, None] * values[i, 0].numpy()[None]  # [R,3] way 0
+            expected[label] = expected.get(label, 0) + added
+    assert table.names == [f"l{k}" for k in range(20)]
+    for label, replicas in expected.items():
+        np.testing.assert_array_equal(table.replicated(label), replicas)
+    state = table.state_dict()
+    assert state["replicas"].shape == (20, r, 3) and state["replicas"].is_contiguous()
+    copy = LabelSums((2, 3), replicates=r, main=0)
+    copy.load_state_dict(state)
+    more = torch.ones(1, 2, 3, dtype=torch.float64)
+    for t in (table, copy):
+        t.add(t.ids(["new"]), more, sentences=torch.tensor([0]), weights=torch.ones(r, 1))
+    assert torch.equal(copy.replicas, table.replicas) and copy.names == table.names
+
 # ---- intervals -------------------------------------------------------------------------------------
 
 def test_coverage_of_a_known_rate():
@@ -208,6 +239,25 @@ def test_variance_count_by_hand():
     assert variance_count(np.array([[0.0], [1], [0], [1]]), np.array([0.5]), 100)[0] == 1.0
     assert variance_count(np.full((4, 1), 0.3), np.array([0.3]), 100)[0] == 100.0
 
+
+
+def test_percentile_interval_is_each_cells_linear_quantile():
+    """Every cell's bounds are numpy's linear quantiles of its own valid replicates (NaN left out; NaN where a cell
+    has none), with or without NaN among them, for [R] and [R, ...] replicates."""
+    rng = np.random.default_rng(3)
+    whole = rng.integers(0, 30, (1000, 3, 4)) / 29.0  # ties, as ratios of counts have
+    holed = rng.random((57, 5))
+    holed[rng.random((57, 5)) < 0.4] = np.nan
+    holed[:, 2] = np.nan
+    for values in (whole, whole[:, 0, 0], holed):
+        low, high = percentile_interval(values)
+        flat = values.reshape(len(values), -1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the cell without any value
+            expected = [np.nanquantile(flat, q, axis=0).reshape(values.shape[1:]) for q in (0.025, 0.975)]
+        np.testing.assert_allclose(low, expected[0], rtol=1e-12)
+        np.testing.assert_allclose(high, expected[1], rtol=1e-12)
+    assert np.isnan(percentile_interval(holed)[0][2])
 
 def test_binomial_interval_keeps_the_skew_near_zero():
     """A head right on 10% of a label's 100 instances whose sentences make its replicates swing 0.05–0.15: the
@@ -647,6 +697,20 @@ def test_the_key_is_the_words_and_their_occurrence():
     numbering = Occurrences()
     assert sorted(numbering.key(x) for x in again) == sorted(keys)
 
+
+
+def test_a_remembered_key_follows_the_words_and_the_occurrence():
+    """A sentence remembers its key once made (the run's reading makes it, the bootstrap reads it again): a change
+    of its occurrence or of its words, even in place, gives the key of what it now is."""
+    from probes.corpus.sentence import Sentence
+
+    s = Sentence(["Hi", "there"])
+    key = sentence_key(s)
+    assert sentence_key(s) == key and s.identity[2] == key and s == Sentence(["Hi", "there"])
+    s.occurrence = 1
+    assert sentence_key(s) == sentence_key(Sentence(["Hi", "there"], occurrence=1)) != key
+    s.words[1] = "here"
+    assert sentence_key(s) == sentence_key(Sentence(["Hi", "here"], occurrence=1))
 
 @pytest.mark.parametrize("name", sorted(set(SAMPLES) - {"spacy"}))  # spacy: a pipeline (tests/test_spacy_annotate.py)
 def test_every_reader_reads_the_same_content_through_a_bom_and_cr_lf(name, tmp_path):

@@ -23,6 +23,8 @@ class Sentence:
     source: str = ""
     line: int = 0
     occurrence: int = 0
+    # the identity key (probes.identity.sentence_key) as last computed, with the words and occurrence it was made of
+    identity: tuple[int, list[str], int] | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.words)
