@@ -63,9 +63,10 @@ def percentile_interval(replicates: np.ndarray, level: float = LEVEL) -> tuple[n
     at p = q·(n − 1) over the n sorted values; computed for every cell at once (np.nanquantile loops over cells)."""
     values = np.asarray(replicates, dtype=float)
     shape = values.shape[1:]
-    cells = np.sort(values.reshape(len(values), -1).T, axis=1) if len(values) else np.empty((int(np.prod(shape)), 0))
     # [cells, R] each cell's replicates in a row, sorted (NaN last: a cell has one only if its last value is)
-    n = (~np.isnan(cells)).sum(1) if cells.size and np.isnan(cells[:, -1]).any() else np.full(len(cells), cells.shape[1])
+    cells = np.sort(values.reshape(len(values), -1).T, axis=1) if len(values) else np.empty((int(np.prod(shape)), 0))
+    holed = cells.size and np.isnan(cells[:, -1]).any()
+    n = (~np.isnan(cells)).sum(1) if holed else np.full(len(cells), cells.shape[1])  # [cells] valid replicates
     tail = (1 - level) / 2
 
     def quantile(q: float) -> np.ndarray:

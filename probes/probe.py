@@ -267,7 +267,7 @@ class LabelSums:
         if self.replicates and weights is not None:
             main, main_at = (values, at) if self.main_index is None else \
                 (values.view(len(rows), self.shape[0], -1)[:, self.main_index], at[1:])
-            replicas = self._replicas[(slice(None), slice(len(self.names)), *main_at)]  # [R, labels, ...] a view of the state
+            replicas = self._replicas[(slice(None), slice(len(self.names)), *main_at)]  # [R, labels, ...] a view
             add_weighted_sums(replicas, rows, sentences, main, weights)
 
     def merge(self, other: "LabelSums") -> None:
@@ -294,7 +294,9 @@ class LabelSums:
 
     def state_dict(self) -> dict[str, Any]:
         state = {"names": list(self.names), "sums": self.sums.clone()}
-        return {**state, "replicas": self.replicas.clone(memory_format=torch.contiguous_format)} if self.replicates else state
+        if not self.replicates:
+            return state
+        return {**state, "replicas": self.replicas.clone(memory_format=torch.contiguous_format)}  # [labels, R, ...]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         sums = state["sums"]
