@@ -28,6 +28,10 @@ shard, its own or not), and the numbering follows the words, not the files' orde
 the same words are interchangeable to the numbering, so the corpus' keys are the same set whichever of them
 comes first. Its cost: one 64-bit number and a count per distinct sentence of the corpus, about 100 bytes
 each (10 MB for 100,000 sentences).
+
+A key is made once: ``sentence_key`` keeps it on the sentence (``Sentence.identity``, with the words and the
+occurrence it was made of), so the bootstrap's weights read the key the run's reading made; a sentence whose
+words or occurrence changed since gets its key made again.
 """
 from __future__ import annotations
 
