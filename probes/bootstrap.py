@@ -96,12 +96,12 @@ def add_weighted_sums(table: torch.Tensor, groups: torch.Tensor, sentences: torc
     Where each replicate's [count,...] slice is contiguous (a whole replicate-major table), the product
     [R,B] × [B,count·F] is written into the table itself; otherwise (one layer's slice) it is added to it."""
     r, count = table.shape[:2]
-    per_sentence = _per_sentence(groups, count, sentences, values.reshape(len(values), -1), weights.shape[1])
-    left, right = weights.to(table.dtype), per_sentence.to(table.dtype)  # [R,B], [B,count·F]
-    if table[0].is_contiguous():
-        table.view(r, -1).addmm_(left, right)
-    else:
-        table += (left @ right).view(table.shape)
+    values = values.reshape(len(values), -1)  # [N,F]
+    if not table[0].is_contiguous():  # one layer's slice
+        table += weighted_sums(groups, count, sentences, values, weights, table.dtype).view(table.shape)
+        return
+    per_sentence = _per_sentence(groups, count, sentences, values, weights.shape[1])  # [B,count·F]
+    table.view(r, -1).addmm_(weights.to(table.dtype), per_sentence.to(table.dtype))
 
 
 def _per_sentence(groups: torch.Tensor, count: int, sentences: torch.Tensor, values: torch.Tensor,

@@ -64,8 +64,8 @@ def percentile_interval(replicates: np.ndarray, level: float = LEVEL) -> tuple[n
     values = np.asarray(replicates, dtype=float)
     shape = values.shape[1:]
     # [cells, R] each cell's replicates in a row, sorted (NaN last: a cell has one only if its last value is)
-    cells = np.sort(values.reshape(len(values), -1).T, axis=1) if len(values) else np.empty((int(np.prod(shape)), 0))
-    holed = cells.size and np.isnan(cells[:, -1]).any()
+    cells = np.sort(values.reshape(len(values), -1).T, axis=1)
+    holed = np.isnan(cells[:, -1]).any()
     n = (~np.isnan(cells)).sum(1) if holed else np.full(len(cells), cells.shape[1])  # [cells] valid replicates
     tail = (1 - level) / 2
 
@@ -73,8 +73,7 @@ def percentile_interval(replicates: np.ndarray, level: float = LEVEL) -> tuple[n
         position = q * np.maximum(n - 1, 0)
         low = np.floor(position).astype(int)
         high = np.minimum(low + 1, np.maximum(n - 1, 0))
-        below, above = (np.take_along_axis(cells, i[:, None], 1)[:, 0] if cells.size else np.full(len(cells), np.nan)
-                        for i in (low, high))
+        below, above = (np.take_along_axis(cells, i[:, None], 1)[:, 0] for i in (low, high))
         with np.errstate(invalid="ignore"):  # inf − inf where a bound is infinite
             between = np.where(above == below, below, below + (position - low) * (above - below))
         return np.where(n > 0, between, np.nan).reshape(shape)
