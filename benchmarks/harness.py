@@ -10,9 +10,13 @@ pooling, scoring and computing the results (not model loading).
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 import torch
@@ -63,6 +67,34 @@ def bare_forward_over(encoder, sentences, *, batch_size: int = 32, repeats: int 
             torch.cuda.synchronize(encoder.device)  # the kernels queued, not only launched
         best = min(best, time.perf_counter() - start)
     return best
+
+
+# A fresh process's bare pass (argv: batch size, limit or 0, repeats, corpus paths); it fails if probes.runner, whose
+# import fixes glibc's mmap threshold (probes.allocator), was imported.
+_BARE_APART = """
+import sys
+from harness import bare_forward_seconds
+from probes.defaults import default_model
+from probes.model import load_encoder
+size, limit, repeats = (int(x) for x in sys.argv[1:4])
+seconds = bare_forward_seconds(load_encoder(default_model()), sys.argv[4:], batch_size=size, limit=limit or None,
+                               repeats=repeats)
+assert "probes.allocator" not in sys.modules, "the bare pass apart must keep glibc's own allocator setting"
+print(seconds)
+"""
+
+
+def bare_forward_seconds_apart(corpus_paths, *, batch_size: int = 32, limit: int | None = None,
+                               repeats: int = 5) -> float:
+    """``bare_forward_seconds`` with the default model in a fresh process that never imports probes.runner: glibc's
+    allocator keeps its own dynamic mmap threshold there, which a run fixes at 1 MB for the rest of its process
+    (probes.allocator), the bare pass measured beside a run included. The plain pass as a user's own script
+    would run it (on this 2-core VM the fixed threshold costs it about a million page faults and 20-25%)."""
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here), str(here.parent), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", _BARE_APART, str(batch_size), str(limit or 0), str(repeats),
+                           *map(str, corpus_paths)], check=True, capture_output=True, text=True, env=env)
+    return float(done.stdout.split()[-1])
 
 
 class PeakRSS:

@@ -1,13 +1,17 @@
 """dep on UD English EWT dev with MiniLM: time as a ratio to the bare eager forward pass (best of 5 alternating runs
 each: interference from other work only slows a run, so the fastest is the closest to its own cost), peak memory.
 
+The bare pass beside the run shares the run's process, and so the C allocator setting a run makes
+(probes.allocator: glibc's mmap threshold fixed at 1 MB), which slows it too; the ratio is also given against
+the same bare pass in a fresh process with glibc's own setting (``bare_forward_seconds_apart``, best of 5).
+
 Run: pytest benchmarks/ --benchmark-enable -s   (or: tox -e bench)
 """
 from __future__ import annotations
 
 import pytest
 from conftest import report
-from harness import bare_forward_seconds, measure
+from harness import bare_forward_seconds, bare_forward_seconds_apart, measure
 
 import probes
 
@@ -24,3 +28,6 @@ def test_dep_ratio(benchmark, minilm, shared_corpora, limit):
 
     m = benchmark.pedantic(lambda: measure(run, bare, repeats=5), rounds=1, iterations=1)  # best of 5: the host's noise only slows
     report(benchmark, f"dep limit={limit}", m)
+    apart = bare_forward_seconds_apart(corpus, batch_size=32, limit=limit)
+    benchmark.extra_info.update({"bare_forward_apart_s": round(apart, 3), "ratio_to_bare_apart": round(m.run_seconds / apart, 4)})
+    print(f"bare forward in a process of its own (glibc's allocator setting): {apart:.2f}s, ratio {m.run_seconds / apart:.3f}")
