@@ -86,12 +86,12 @@ print(seconds)
 
 def bare_forward_seconds_apart(corpus_paths, *, batch_size: int = 32, limit: int | None = None,
                                repeats: int = 5) -> float:
-    """``bare_forward_seconds`` with the default model in a fresh process that never imports probes.runner: glibc's
-    allocator keeps its own dynamic mmap threshold there, which a run fixes at 1 MB for the rest of its process
-    (probes.allocator), the bare pass measured beside a run included. The plain pass as a user's own script
-    would run it (on this 2-core VM the fixed threshold costs it about a million page faults and 20-25%)."""
+    """``bare_forward_seconds`` with the default model in a fresh process that never imports probes.runner, the
+    plain pass as a user's own script would run it: glibc's allocator keeps its own dynamic mmap threshold there,
+    where a run fixes it at 1 MB for the rest of its process (probes.allocator), a bare pass after it included."""
     here = Path(__file__).resolve().parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here), str(here.parent), os.environ.get("PYTHONPATH", "")])}
+    paths = [str(here), str(here.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     done = subprocess.run([sys.executable, "-c", _BARE_APART, str(batch_size), str(limit or 0), str(repeats),
                            *map(str, corpus_paths)], check=True, capture_output=True, text=True, env=env)
     return float(done.stdout.split()[-1])

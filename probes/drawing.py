@@ -79,7 +79,7 @@ class Drawing:
         if reply[0] != "ok":
             return figures_of(result, kind)
         _, pictures, said = reply
-        for category, message in said:  # the child's warnings, said here in their category (UserWarning if not built in)
+        for category, message in said:  # the child's warnings, in their category (UserWarning if not built in)
             cls = getattr(builtins, category, None)
             warnings.warn(message, cls if isinstance(cls, type) and issubclass(cls, Warning) else UserWarning,
                           stacklevel=2)
