@@ -88,7 +88,7 @@ def bare_forward_seconds_apart(corpus_paths, *, batch_size: int = 32, limit: int
                                repeats: int = 5) -> float:
     """``bare_forward_seconds`` with the default model in a fresh process that never imports probes.runner, the
     plain pass as a user's own script would run it: glibc's allocator keeps its own dynamic mmap threshold there,
-    where a run fixes it at 1 MB for the rest of its process (probes.allocator), a bare pass after it included."""
+    where a run fixes it (probes.allocator) for the rest of its process, a bare pass after it included."""
     here = Path(__file__).resolve().parent
     paths = [str(here), str(here.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
