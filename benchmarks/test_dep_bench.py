@@ -2,7 +2,7 @@
 each: interference from other work only slows a run, so the fastest is the closest to its own cost), peak memory.
 
 The bare pass beside the run shares the run's process, and so the C allocator setting a run makes
-(probes.allocator: glibc's mmap threshold fixed at 16 MB); the ratio is also given against
+(probes.allocator: glibc's mmap threshold fixed at 1 MB), which slows it too; the ratio is also given against
 the same bare pass in a fresh process with glibc's own setting (``bare_forward_seconds_apart``, best of 5).
 
 Run: pytest benchmarks/ --benchmark-enable -s   (or: tox -e bench)

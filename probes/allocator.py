@@ -1,16 +1,13 @@
-"""The C allocator's setting for a run: blocks of LARGE_BLOCK bytes or more go straight back to the system.
+"""The C allocator's setting for a run: large blocks go straight back to the system when freed.
 
 A run allocates and frees the same few large tensors once per layer (one layer's [B,H,T,T] maps and
 their temporaries, hundreds of MB for long inputs). glibc serves blocks above its mmap threshold with
 mmap and returns them with munmap on free, but raises that threshold to the size of every such block
-freed (its dynamic threshold, up to 32 MB): blocks of up to 32 MB then come from the heap, whose freed
-space is kept and fragments, so that on a large model the resident memory grows with the layers.
-``return_large_blocks`` fixes the threshold at LARGE_BLOCK (mallopt(M_MMAP_THRESHOLD), what the environment
-variable MALLOC_MMAP_THRESHOLD_ does when set before the process starts): every tensor of 16 MB or more is
-its own mapping, returned whole when freed. Smaller blocks, the feed-forward and projection outputs of a
-batch of short sentences among them, stay in the heap and are reused layer after layer: as fresh
-mappings their pages would be faulted in and zeroed at every layer. The heap then holds about one layer's temporaries below
-LARGE_BLOCK, whatever the depth (README, "Memory and long inputs"). Elsewhere than Linux with glibc it does
+freed (its dynamic threshold): from the first layer on, the maps come from the heap, whose freed
+space is kept and fragments, so the resident memory grows with the layers and time goes to managing
+it. ``return_large_blocks`` fixes the threshold at LARGE_BLOCK bytes (mallopt(M_MMAP_THRESHOLD), what
+the environment variable MALLOC_MMAP_THRESHOLD_ does when set before the process starts), so every
+large tensor is its own mapping, returned whole when freed. Elsewhere than Linux with glibc it does
 nothing. Scores do not depend on it.
 """
 from __future__ import annotations
@@ -19,7 +16,7 @@ import ctypes
 import sys
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)
-LARGE_BLOCK = 16 << 20  # bytes: blocks of at least this size are mapped alone and unmapped when freed
+LARGE_BLOCK = 1 << 20  # bytes: blocks of at least this size are mapped alone and unmapped when freed
 
 
 def return_large_blocks() -> bool:
