@@ -34,6 +34,7 @@ ROOT = Path(os.environ.get("CORPUS_MEMORY_ROOT") or Path(__file__).resolve().par
 MODEL = os.environ.get("CORPUS_MEMORY_MODEL", "minilm")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 COPIES = 10
+DEV_SENTENCES = 2001  # EWT dev
 FLAT_MB = 50
 
 # The intermediate process: runs its arguments as a child, prints {"peak_mb", "seconds"} of that child.
@@ -83,21 +84,21 @@ def _labels(result: dict) -> dict[str, tuple[int, np.ndarray]]:
 
 def test_peak_memory_flat_in_corpus_size(benchmark, shared_corpora, tmp_path):
     dev = shared_corpora / "ud-english-ewt" / "en_ewt-ud-dev.conllu"
-    assert 2 * 2001 <= CHUNK_SENTENCES < COPIES * 2001  # dev×2 one chunk, dev×10 several
+    assert 2 * DEV_SENTENCES <= CHUNK_SENTENCES < COPIES * DEV_SENTENCES  # dev×2 one chunk, dev×10 several
     one_chunk = tmp_path / "dev2.conllu"
     one_chunk.write_bytes(dev.read_bytes() * 2)
     repeated = tmp_path / "dev10.conllu"
     repeated.write_bytes(dev.read_bytes() * COPIES)
     model = ["--model", str(_tiny_bert(tmp_path / "tiny"))] if MODEL == "tiny" else []
 
-    def measure_both() -> dict:
+    def measure_runs() -> dict:
         return {"dev": _run_dep(dev, tmp_path / "out-dev", model),
                 "dev2": _run_dep(one_chunk, tmp_path / "out-dev2", model),
                 "dev10": _run_dep(repeated, tmp_path / "out-dev10", model)}
 
-    m = benchmark.pedantic(measure_both, rounds=1, iterations=1)
+    m = benchmark.pedantic(measure_runs, rounds=1, iterations=1)
     one, ten = m["dev"]["result"], m["dev10"]["result"]
-    assert ten["sentences"] == COPIES * one["sentences"] == COPIES * 2001
+    assert ten["sentences"] == COPIES * one["sentences"] == COPIES * DEV_SENTENCES
     small, large = _labels(one), _labels(ten)
     assert small.keys() == large.keys()
     for name, (count, scores) in small.items():

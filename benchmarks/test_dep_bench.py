@@ -2,7 +2,7 @@
 each: interference from other work only slows a run, so the fastest is the closest to its own cost), peak memory.
 
 The bare pass beside the run shares the run's process, and so the C allocator setting a run makes
-(probes.allocator: glibc's mmap threshold fixed at 1 MB), which slows it too; the ratio is also given against
+(probes.allocator: glibc's mmap threshold fixed at LARGE_BLOCK), which slows it too; the ratio is also given against
 the same bare pass in a fresh process with glibc's own setting (``bare_forward_seconds_apart``, best of 5).
 
 Run: pytest benchmarks/ --benchmark-enable -s   (or: tox -e bench)
@@ -26,7 +26,8 @@ def test_dep_ratio(benchmark, minilm, shared_corpora, limit):
     def bare():
         return bare_forward_seconds(minilm, corpus, batch_size=32, limit=limit)
 
-    m = benchmark.pedantic(lambda: measure(run, bare, repeats=5), rounds=1, iterations=1)  # best of 5: the host's noise only slows
+    # best of 5: the host's noise only slows
+    m = benchmark.pedantic(lambda: measure(run, bare, repeats=5), rounds=1, iterations=1)
     report(benchmark, f"dep limit={limit}", m)
     apart = bare_forward_seconds_apart(corpus, batch_size=32, limit=limit)
     ratio = m.run_seconds / apart
