@@ -86,7 +86,8 @@ class ExampleRecorder:
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         """Keep layer ``maps.layer`` of the batch's recorded sentences."""
-        rows = [b for b, index in enumerate(batch.indices) if index < self.limit]
+        rows = batch.memo(("examples.rows", self.limit),
+                          lambda: [b for b, index in enumerate(batch.indices) if index < self.limit])
         kept = {name: probe.kept_view for name, probe in self.viewing.items()}
         for probe in self.viewing.values():  # read once: a probe that finds no item in a batch keeps nothing new
             probe.kept_view = None

@@ -74,11 +74,13 @@ class DependencyProbe(Probe, declared=DEP):
         else:  # the word that looks at each dependent most, argmax over rows: a column argmax
             looked_at = argmax_words(maps.word_attention.transpose(-1, -2), zero_self, words_only)  # [B,H,C-1]
             to_dep = looked_at.transpose(1, 2)[rows, dependents].cpu() == heads[:, None]  # [N,H]
-        self.keep_view(maps.layer, rows, right=to_head | to_dep)
+        either = to_head | to_dep
+        self.keep_view(maps.layer, rows, right=either)
         weights = self.bootstrap.weights(batch)  # [R,B] or None
         right = self.batch_buffer(batch, "dep.right", (len(labels), len(WAYS), self.layers, self.heads),
                                   torch.bool)  # [N,3,L,H]
-        right[:, :, maps.layer] = torch.stack([to_head | to_dep, to_head, to_dep], dim=1)
+        layer = right[:, :, maps.layer]  # [N,3,H] a view: the ways in WAYS order
+        layer[:, 0], layer[:, 1], layer[:, 2] = either, to_head, to_dep
         if maps.layer == self.layers - 1:  # the batch's hits added at once, every layer's (one product, not L)
             self.hits.add(self.hits.ids(labels), right, sentences=rows, weights=weights)
         if maps.layer:  # the arcs and the baselines do not depend on the layer: counted once, at layer 0
