@@ -79,8 +79,8 @@ class DependencyProbe(Probe, declared=DEP):
         weights = self.bootstrap.weights(batch)  # [R,B] or None
         right = self.batch_buffer(batch, "dep.right", (len(labels), len(WAYS), self.layers, self.heads),
                                   torch.bool)  # [N,3,L,H]
-        layer = right[:, :, maps.layer]  # [N,3,H] a view: the ways in WAYS order
-        layer[:, 0], layer[:, 1], layer[:, 2] = either, to_head, to_dep
+        this_layer = right[:, :, maps.layer]  # [N,3,H] a view: the ways in WAYS order
+        this_layer[:, 0], this_layer[:, 1], this_layer[:, 2] = either, to_head, to_dep
         if maps.layer == self.layers - 1:  # the batch's hits added at once, every layer's (one product, not L)
             self.hits.add(self.hits.ids(labels), right, sentences=rows, weights=weights)
         if maps.layer:  # the arcs and the baselines do not depend on the layer: counted once, at layer 0
