@@ -79,7 +79,7 @@ from probes.model import load_encoder
 size, limit, repeats = (int(x) for x in sys.argv[1:4])
 seconds = bare_forward_seconds(load_encoder(default_model()), sys.argv[4:], batch_size=size, limit=limit or None,
                                repeats=repeats)
-assert "probes.allocator" not in sys.modules, "the bare pass apart must keep glibc's own allocator setting"
+assert "probes.runner" not in sys.modules, "the bare pass apart must keep glibc's own allocator setting"
 print(seconds)
 """
 

@@ -14,6 +14,8 @@ transformers 5.x returns no attentions under SDPA (silently), so every model is 
              only when its own ``output_attentions`` argument is true, which a pre-hook sets for it alone.
              The pass ends at the last layer's hook: that layer's W_O and feed-forward block, whose
              output no map depends on, are never computed (1/L of the pass's feed-forward work saved).
+             On the CPU, the linear layers' and GELUs' large outputs go to buffers reused within the
+             pass (probes.reuse), bit for bit the same values.
     outputs  the model returns all L maps (output_attentions=True), fed to the callback afterwards:
              the fallback for families whose modules do not return their maps, and the explicit
              all-layers mode (``Encoder.forward``) for callers that need every layer at once.
@@ -57,6 +59,7 @@ from probes.errors import InputError
 from probes.families import Family, decoder_families, family_of, model_family, warn_unknown
 from probes.hooks import HookSet
 from probes.norms import NormWeights
+from probes.reuse import reused_output_memory
 
 # What reading a bad checkpoint raises inside transformers, torch.load and safetensors.
 _LOAD_ERRORS = (OSError, ValueError, KeyError, ImportError, RuntimeError, EOFError, pickle.UnpicklingError,
@@ -138,7 +141,8 @@ class Encoder:
                 if self.family is not None and self.family.asks_for_attention:
                     hooks.pre(m, _ask_for_attention, with_kwargs=True)
             try:
-                with norms or nullcontext(), reused_attention_memory():
+                pooled = reused_output_memory(self.model) if self.device.type == "cpu" else nullcontext()
+                with norms or nullcontext(), reused_attention_memory(), pooled:
                     self._run(input_ids, attention_mask, token_type_ids, output_attentions=False)
             except _LastMapsRead:
                 pass

@@ -17,7 +17,7 @@ FLOORS = {
     "reader": ["probes.corpus"],
     "encoding": ["probes.causal.sequences", "probes.windows", "probes.encoding", "probes.pooling", "probes.shuffle", "probes.identity", "probes.batching"],
     "settings": ["probes.settings", "probes.registry", "probes.builtin.declared"],
-    "capture": ["probes.families", "probes.causal.capture", "probes.causal.families", "probes.hooks", "probes.model", "probes.maps", "probes.norms", "probes.eager", "probes.ablation.masks",
+    "capture": ["probes.families", "probes.causal.capture", "probes.causal.families", "probes.hooks", "probes.model", "probes.maps", "probes.norms", "probes.eager", "probes.reuse", "probes.ablation.masks",
                 "probes.ablation.masking", "probes.ablation.sharing"],
     "results": ["probes.results", "probes.intervals", "probes.bootstrap", "probes.fitting", "probes.plots", "probes.presentation",
                 "probes.examples", "probes.figures", "probes.drawing", "probes.builtin.fitted", "probes.builtin.trees.details",
