@@ -142,7 +142,7 @@ class Encoder:
                     hooks.pre(m, _ask_for_attention, with_kwargs=True)
             try:
                 pooled = reused_output_memory(self.model) if self.device.type == "cpu" else nullcontext()
-                with norms or nullcontext(), reused_attention_memory(), pooled:
+                with norms or nullcontext(), pooled as pool, reused_attention_memory(pool):
                     self._run(input_ids, attention_mask, token_type_ids, output_attentions=False)
             except _LastMapsRead:
                 pass

@@ -19,7 +19,8 @@ output over 32 sentences of 80 subwords), which bounds what it adds to a run's p
 tensor of its own, as without the pool, so long inputs (a BERT-large layer's output over 16 sentences of 500
 subwords is 31 MB) are left as they were.
 
-For the capture pass (probes.model.Encoder.layerwise), where nothing outlives the pass but what the probes copy.
+For the capture pass (probes.model.Encoder.layerwise), where nothing outlives the pass but what the probes copy;
+its attention (probes.eager) takes its large products from the same pool (``OutputPool.empty``).
 """
 from __future__ import annotations
 
@@ -57,6 +58,13 @@ class OutputPool:
             self._buffers.append(buffer)
         return buffer.view(shape)
 
+    def empty(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        """An uninitialised tensor of `shape` in `like`'s dtype and device: from the pool where it is large, on the
+        CPU and made with gradients off, else a fresh one."""
+        if _poolable(like, shape):
+            return self.take(shape, like.dtype)
+        return torch.empty(shape, dtype=like.dtype, device=like.device)
+
     @property
     def bytes(self) -> int:
         """The bytes of the buffers the pool holds."""
@@ -69,11 +77,16 @@ def _unheld(buffer: torch.Tensor) -> bool:
     return torch._C._storage_Use_Count(buffer.untyped_storage()._cdata) == 2
 
 
-def _pooled(x: torch.Tensor, out_shape: tuple[int, ...]) -> bool:
-    """Whether an output of `out_shape` from input x goes to the pool: large, on the CPU, x contiguous, and gradients
+def _poolable(x: torch.Tensor, out_shape: tuple[int, ...]) -> bool:
+    """Whether an output of `out_shape` in x's dtype, made from x, may go to the pool: large, on the CPU, gradients
     off (an out= product records none)."""
     return (math.prod(out_shape) * x.dtype.itemsize >= LARGE_BLOCK and x.device.type == "cpu"
-            and x.is_contiguous() and not torch.is_grad_enabled())
+            and not torch.is_grad_enabled())
+
+
+def _pooled(x: torch.Tensor, out_shape: tuple[int, ...]) -> bool:
+    """Whether a module's output of `out_shape` from input x goes to the pool: poolable, x contiguous."""
+    return x.is_contiguous() and _poolable(x, out_shape)
 
 
 def _linear(module: torch.nn.Linear, pool: OutputPool, x: torch.Tensor) -> torch.Tensor:
