@@ -67,11 +67,12 @@ def reused_eager_attention(module: torch.nn.Module, query: torch.Tensor, key: to
         return family(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
     if scaling is None:
         scaling = query.size(-1) ** -0.5
-    b, h, t, d = query.shape
+    b, h, t, _ = query.shape
     s = key.shape[-2]
     weights = scratch_from(_buffers, "attention", (b, h, t, s), query.dtype, query.device)  # [B,H,T,S]
-    pool = _pools[-1] if _pools else None
-    if pool is None or key.shape[:2] != (b, h) or value.shape[:2] != (b, h):
+    # the pass's pool, where key and value have the query's [B,H] (no broadcasting for matmul to do)
+    pool = _pools[-1] if _pools and key.shape[:2] == value.shape[:2] == (b, h) else None
+    if pool is None:
         torch.matmul(query, key.transpose(2, 3), out=weights)
     else:  # matmul's own steps: its operands as [B*H,.,.] (a copy where no view is), then bmm
         torch.bmm(_rows(query, pool), _rows(key.transpose(2, 3), pool), out=weights.view(b * h, t, s))
@@ -80,7 +81,7 @@ def reused_eager_attention(module: torch.nn.Module, query: torch.Tensor, key: to
         weights.add_(attention_mask)
     torch.ops.aten._softmax.out(weights, -1, False, out=weights)  # nn.functional.softmax's kernel, in place
     # dropout: none outside training (see above)
-    if pool is None or value.shape[:2] != (b, h):
+    if pool is None:
         return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
     context = pool.empty((b, h, t, value.shape[-1]), value)  # [B,H,T,d]
     torch.bmm(weights.view(b * h, t, s), _rows(value, pool), out=context.view(b * h, t, -1))

@@ -14,8 +14,8 @@ transformers 5.x returns no attentions under SDPA (silently), so every model is 
              only when its own ``output_attentions`` argument is true, which a pre-hook sets for it alone.
              The pass ends at the last layer's hook: that layer's W_O and feed-forward block, whose
              output no map depends on, are never computed (1/L of the pass's feed-forward work saved).
-             On the CPU, the linear layers' and GELUs' large outputs go to buffers reused within the
-             pass (probes.reuse), bit for bit the same values.
+             On the CPU, the linear layers', GELUs' and attention's large outputs go to buffers reused
+             within the pass (probes.reuse, probes.eager), bit for bit the same values.
     outputs  the model returns all L maps (output_attentions=True), fed to the callback afterwards:
              the fallback for families whose modules do not return their maps, and the explicit
              all-layers mode (``Encoder.forward``) for callers that need every layer at once.
