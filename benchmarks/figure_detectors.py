@@ -1,4 +1,4 @@
-"""The README's "Decoder-only models" table and figure: the causal detectors on the trained induction model and on
+"""docs/decoders.md's table and figure: the causal detectors on the trained induction model and on
 the same architecture at initialisation (tests/data/induction-gpt2 and its init/, benchmarks/train_induction.py),
 32 sequences of 24 random tokens repeated (seed 0), 1,000 bootstrap replicates.
 

@@ -20,7 +20,7 @@ Six steps, one JSON report (DIR/gpu_check.json) and a short table on stdout:
  5. device_speed: dep alone on step 2's corpus on the device, against the bare forward over the same batches there
     (benchmarks.harness, synchronised): the ratio the CPU benchmarks report, on the GPU.
  6. decoders: the four causal detectors on the trained 2-layer GPT-2 of tests/data/induction-gpt2 (64 sequences
-    of 24 random tokens repeated, as the README's table; --dry-run: 8 of 16), on the device (whole maps from another SDPA kernel) and on
+    of 24 random tokens repeated, as docs/decoders.md's table; --dry-run: 8 of 16), on the device (whole maps from another SDPA kernel) and on
     the CPU (entries read beside its flash kernel): per detector the largest |Δscore| and each one's best head on
     the device; then a randomly initialised GPT-2 of 12 layers × 16 heads, width 1024 (--dry-run: 2 × 4, width 64)
     on contexts of 4,096 tokens (--dry-run: 128): sequences per second and the device's peak memory.
@@ -271,7 +271,7 @@ def build_decoder(out: Path, shape: dict) -> Path:
 
 def decoders(device: str, dry_run: bool, tmp: Path) -> dict:
     """Step 6: the detectors on the trained GPT-2, device against CPU; then a larger random GPT-2's speed."""
-    count, length = (8, 16) if dry_run else (32, 24)  # the README's table: 32 sequences of 24 tokens, seed 0
+    count, length = (8, 16) if dry_run else (32, 24)  # docs/decoders.md's table: 32 sequences of 24 tokens, seed 0
     runs = {d: detect(DETECTORS, str(INDUCTION), count=count, length=length, sequence_seed=0, device=d,
                       progress=False) for d in (device, "cpu")}
     best = {}

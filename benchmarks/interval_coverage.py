@@ -15,7 +15,7 @@ What is measured, over the (label, chunk) pairs with at least --min-count instan
 - with --paired MODEL: the paired interval of the change of the best score (``paired_delta``, as in `probes
   compare` and the study deltas) against the change on the complement (each side's chunk-best head).
 
-Run (about 2 min a probe on a 2-core CPU, twice that with --paired):
+Run (minutes a probe on a 2-core CPU, twice that with --paired):
     PYTHONPATH=. python benchmarks/interval_coverage.py dep srl pos [--paired sre] [--chunks 20] [--seed 0]
 or as a benchmark (dep; the coverages in extra_info): pytest benchmarks/test_coverage_bench.py --benchmark-enable -s
 """

@@ -7,10 +7,10 @@ scores (each sentence counted ten times: every count ×10, every score within 1e
 The corpus is read, filtered and tokenised CHUNK_SENTENCES (4,096) sentences at a time (probes.chunks): dev is
 half a chunk, dev×2 one nearly full chunk, dev×10 five chunks. A chunk's sentences are held while it is scored,
 so a fuller chunk peaks higher whatever the corpus' size: the flatness in corpus size is dev×2 against dev×10
-(dev against dev×10 adds the difference between half a chunk and a full one, about 40 MB with MiniLM). Before
-chunked reading the peaks of dev and dev×10 were 871 MB and 1,459 MB.
+(dev against dev×10 adds the difference between half a chunk and a full one). The figures measured with it are in
+docs/benchmarks.md.
 
-    pytest benchmarks/test_corpus_memory.py --benchmark-enable -s      (about 10 minutes on 2 idle cores)
+    pytest benchmarks/test_corpus_memory.py --benchmark-enable -s      (minutes: three whole runs over up to 20,010 sentences)
 
 CORPUS_MEMORY_ROOT=/path/to/another/checkout measures that checkout's code instead (e.g. the code before
 chunked reading, for the time ratio). CORPUS_MEMORY_MODEL=tiny runs a random 2-layer BERT (hidden 64, 4 heads)

@@ -9,7 +9,7 @@ the ratio of the fastest run to the fastest bare process (interference from othe
 the bare process reads and tokenises the corpus like the run, then runs the model's plain forward over the run's
 own length-sorted batches (benchmarks.harness). --bare-collector gives the bare process the garbage-collector
 handling of the `probes` command (probes.collector: off while torch and transformers import, what they made frozen
-after, everything frozen at the end), about 1 s less on this machine: the ratio then shows what the run's own work
+after, everything frozen at the end): the ratio then shows what the run's own work
 and outputs cost, without the process-level saving that the command has and a plain script lacks.
 """
 from __future__ import annotations

@@ -37,7 +37,7 @@ examples:
 
 Several probes in one run share one forward pass. Sentences longer than the model accepts are
 skipped and counted (never cut). Results: DIR/<probe>.json, .csv and an overview figure DIR/<probe>.png
-(see README). --examples N (default 20) keeps the first N sentences' per-sentence views for `probes report`
+(see docs/getting-started.md). --examples N (default 20) keeps the first N sentences' per-sentence views for `probes report`
 and `probes show --head L-H`.
 """
 
@@ -109,7 +109,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                        "REPORT.html", "the HTML file to write (default report.html)", default="report.html")
     study = sub.add_parser("study", help="run a study file: models × probes × corpora, sharded, resumable",
                            description="Run the study a TOML file declares (models, probes and their options, corpora, "
-                           "shards; see README, Studies): each (model, corpus, shard) unit is one forward pass feeding "
+                           "shards; see docs/studies.md): each (model, corpus, shard) unit is one forward pass feeding "
                            "every probe of that corpus. Finished units are kept in OUT/.units, so running it again "
                            "does only what is new. Writes OUT/<model>/<probe>.json as `probes run`, and the tidy "
                            "table OUT/study.parquet, OUT/study.csv with OUT/study.json.")

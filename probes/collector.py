@@ -2,7 +2,7 @@
 kept from walking what they made.
 
 Those imports make about 400,000 tracked objects and next to no garbage, yet the collector's full passes while they
-load cost about 0.5 s, and the interpreter's last collection at exit walks them all again (about 0.8 s). Inside
+load walk them, and the interpreter's last collection at exit walks them all again (the cost: docs/benchmarks.md). Inside
 ``process()`` (the `probes` command's own process, not a library call nor a test calling ``cli.main``),
 ``loading()`` pauses the collector around a command's heavy imports and then freezes what exists
 (``gc.freeze``: moved out of every later pass, as CPython's documentation advises before forking), and the

@@ -1,5 +1,5 @@
 """The family table: one entry per model family saying where probes finds what it reads in that family's
-modules, and what its tokenizer needs (README, "Adding a model family"). Loading (probes.model), capture, the
+modules, and what its tokenizer needs (docs/writing-a-probe.md, "A model family"). Loading (probes.model), capture, the
 norm-based weights (probes.norms), head masking and the shared prefix of ablation (probes.ablation) and the OV
 circuits of decoders (probes.causal.families) read a model through its family's entry.
 

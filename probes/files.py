@@ -94,7 +94,7 @@ def _encode(content: Any) -> bytes:
 @dataclass(frozen=True)
 class Table:
     """Rows under named columns, written as CSV the way pandas' ``to_csv(index=False)`` writes them (a float
-    as its shortest repr, None and NaN as empty fields) without importing pandas (0.2–0.6 s a process)."""
+    as its shortest repr, None and NaN as empty fields) without importing pandas (a heavy import)."""
 
     columns: list[str]
     rows: list[list[Any]]

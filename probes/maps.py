@@ -101,7 +101,7 @@ class LayerMaps:
         real columns, and attention weights are non-negative, so they can never win the argmax
         (a row with no weight anywhere points at column 0, the first maximum).
         """
-        return self.word_attention[..., :-1].max(dim=-1).indices  # argmax's first maximum; max() is ~1.7x faster on CPU
+        return self.word_attention[..., :-1].max(dim=-1).indices  # argmax's first maximum; max() is faster on CPU
 
     def word_attention_of(self, rows: list[int]) -> torch.Tensor:
         """[len(rows),H,C,C] ``word_attention[rows]``: the batch's where it is pooled already, else those rows'

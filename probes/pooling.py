@@ -66,7 +66,7 @@ def segments(pooling: torch.Tensor) -> Segments:
     return Segments(word, None if trivial else weight, width)
 
 
-PRODUCT_WIDTH = 64  # word columns up to which pool_attention uses matrix products (measured crossover: 50-75)
+PRODUCT_WIDTH = 64  # word columns up to which pool_attention uses matrix products (the crossover with segment sums: docs/benchmarks.md)
 
 
 def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
@@ -77,7 +77,7 @@ def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tens
     pooling matrices Q, K [B,C,T].
 
     Up to PRODUCT_WIDTH word columns, as two batched matrix products (the key side over every head's rows at
-    once, then the query side per head): on CPU 2–3× faster than segment sums at sentence lengths. Wider, as two
+    once, then the query side per head): on CPU faster than segment sums at sentence lengths. Wider, as two
     segment sums (the key side over each word's columns, then the query side over its rows) in
     O(B·H·T·(T + C)), where the products cost O(B·H·T²·C): each subword belongs to one word, so each column of
     Q and K holds at most one nonzero, and a word's entry is the sum over its subwords of weight × value.

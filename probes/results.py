@@ -1,6 +1,6 @@
 """Probe results: per-label [L,H] score grids with counts and provenance, as plain data, and their data files.
 
-``DIR/<probe>.json`` (the schema is in the README's "Results format"); ``DIR/<probe>.csv`` has one
+``DIR/<probe>.json`` (the schema is in docs/getting-started.md, "Results format"); ``DIR/<probe>.csv`` has one
 row per label × layer × head. Layers and heads are 0-indexed. Numbers are written at full precision (a save
 and load round trip gives the same floats), every file atomically (probes.files). A result does not draw
 itself: its pictures are its probe's ``figures`` (probes.presentation: ``figures_of``, and ``save_result``
@@ -225,7 +225,7 @@ class Reported:
 
     @property
     def outside(self) -> bool:
-        """Whether the score lies outside its interval (a best-of-L×H score can: see the README)."""
+        """Whether the score lies outside its interval (a best-of-L×H score can: see docs/intervals.md)."""
         return self.ci_low is not None and self.ci_high is not None and not self.ci_low <= self.score <= self.ci_high
 
     def to_json(self) -> dict[str, Any]:

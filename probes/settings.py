@@ -63,7 +63,7 @@ class RunSettings:
                                      recorded="always", type=int)
     max_tokens: int | None = setting(None, "most padded subword positions (sentences × longest length) per forward "
                                      "pass (default: a quarter of the device's total memory at the model's cost per "
-                                     "position, the same on every run; see README, Memory and long inputs)",
+                                     "position, the same on every run; see docs/design.md, Memory and long inputs)",
                                      study=(int,), recorded="always", type=int, metavar="N")
     max_length: int | None = setting(None, "most subwords per sentence incl. special tokens (default: the model's "
                                      "limit); longer sentences are skipped and counted", study=(int,),

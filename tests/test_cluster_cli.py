@@ -1,7 +1,7 @@
 """pos, ner, con end to end through the CLI with the packaged MiniLM on the shared corpora, and bad input.
 
 Real-data runs use the first LIMIT sentences of each file (--limit applies to the fit and the scored
-corpus alike) to keep the suite fast; the full-file figures are in the README.
+corpus alike) to keep the suite fast; the full-file figures are in docs/benchmarks.md.
 """
 from __future__ import annotations
 

@@ -62,7 +62,7 @@ def test_dry_run_reports_every_step(tmp_path):
     trained = decoders["trained"]
     assert set(trained["probes"]) == {"prev_token", "duplicate_token", "induction", "sink"}
     assert all(p["max_abs_delta"] == 0 and p["cells"] > 0 for p in trained["probes"].values())
-    assert trained["best_on_device"]["prev_token/previous"]["head"] == "L0-H2"  # as the README's table says
+    assert trained["best_on_device"]["prev_token/previous"]["head"] == "L0-H2"  # as docs/decoders.md's table says
     assert trained["best_on_device"]["induction/copying"]["head"] == "L1-H2"
     large = decoders["large"]
     assert (large["layers"], large["heads"], large["context"]) == (2, 4, 128) and large["peak_bytes"] is None

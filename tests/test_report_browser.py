@@ -3,7 +3,7 @@
 The report of two real models (the packaged MiniLM and its fine-tuned derivative) on the bundled EWT sample:
 it loads with no console error, clicking a head cell switches the per-sentence view to that head, and a
 screenshot of each view is written (to $PROBES_ARTEFACTS, else the test's temporary folder) and is not blank.
-`PROBES_ARTEFACTS=docs pytest tests/test_report_browser.py` makes the README's screenshots.
+`PROBES_ARTEFACTS=docs pytest tests/test_report_browser.py` makes the screenshots of docs/getting-started.md.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ the batch's padding at 1e-8 (as with another --batch-size), which moves the floa
 (entropy, head_distance) by that much; one sentence a batch isolates what the merge itself does.
 Not compared: the batching settings (batch size, token budget, device), the per-sentence views, and
 seg's "examples" (the sentences kept for `probes show`, no score), which each shard
-keeps as its own first N sentences, numbered within the shard (a known gap: see the README).
+keeps as its own first N sentences, numbered within the shard (a known gap: see docs/studies.md).
 Merge refuses states that do not agree (another model, option, corpus file) naming the field, and
 shards that overlap or are missing; a bad --shard exits 2 with one line; nothing is written on refusal.
 """

@@ -27,8 +27,7 @@ def copying_scores(family: Family, blocks: list[torch.nn.Module], embedding: tor
     taken off the whole vocabulary's W_E·W_U rather than copying the other rows; blocks: the L attention modules,
     whose W_V and W_O the family's ``ov`` reads (InputError where its entry gives none). Layer norms are left out
     (as in Olsson et al.'s analysis of the OV circuit). W_E·W_U [D,D] is summed over the vocabulary in the
-    weights' float32, as the model's own logits are (0.02 s over Llama's 32,000 tokens at D = 256, against 0.08 s
-    in float64; the scores move by ~3e-8), the [d,d] circuits and their eigenvalues in float64."""
+    weights' float32, as the model's own logits are (faster than float64; the scores move by ~3e-8), the [d,d] circuits and their eigenvalues in float64."""
     if family.ov is None:
         raise InputError(f"the copying score reads each head's value and output weights, which a decoder family's "
                          f"entry says where to find (ov), and the {family.name} family's entry gives none")
