@@ -34,24 +34,35 @@ def hidden(modules: str, argv: list[str]) -> subprocess.CompletedProcess:
                           cwd=Path(__file__).parents[1], timeout=300)
 
 
-@pytest.mark.parametrize("case", ["coref", "annotate", "study"])
+def coref(out: Path) -> tuple[str, str, list[str], str]:
+    return "spacy", "spacy", ["run", "coref", "--corpus", str(DATA / "litbank"), "--out", str(out)], \
+        "coref (spaCy's parse gives the mention heads and anaphor types)"
+
+
+def annotate(out: Path) -> tuple[str, str, list[str], str]:
+    raw = out.with_name("raw.txt")
+    raw.write_text("The cat sat.\n", encoding="utf-8")
+    return "spacy", "spacy", ["annotate", str(raw), "-o", str(out)], "annotating with spaCy"
+
+
+def ray_study(out: Path) -> tuple[str, str, list[str], str]:
+    study = out.with_name("study.toml")
+    study.write_text(STUDY.format(model=default_model(), corpus=bundled_corpus()), encoding="utf-8")
+    return "ray", "ray", ["study", str(study), "--engine", "ray", "--out", str(out)], "the ray engine"
+
+
+# name -> (OUT -> the module hidden, the extra that installs it, the command writing to OUT, what needs it)
+CASES = {"coref": coref, "annotate": annotate, "ray study": ray_study}
+
+
+@pytest.mark.parametrize("case", CASES)
 def test_a_command_without_its_extra_says_which_to_install(case, tmp_path):
     out = tmp_path / "out"
-    if case == "coref":
-        module, argv = "spacy", ["run", "coref", "--corpus", str(DATA / "litbank"), "--out", str(out)]
-        needed_by = "coref (spaCy's parse gives the mention heads and anaphor types)"
-    elif case == "annotate":
-        raw = tmp_path / "raw.txt"
-        raw.write_text("The cat sat.\n", encoding="utf-8")
-        module, argv, needed_by = "spacy", ["annotate", str(raw), "-o", str(out)], "annotating with spaCy"
-    else:
-        study = tmp_path / "study.toml"
-        study.write_text(STUDY.format(model=default_model(), corpus=bundled_corpus()), encoding="utf-8")
-        module, argv, needed_by = "ray", ["study", str(study), "--engine", "ray", "--out", str(out)], "the ray engine"
+    module, extra, argv, needed_by = CASES[case](out)
     done = hidden(module, argv)
     assert (done.returncode, done.stdout, done.stderr) == (
         2, "", f"probes: error: {needed_by} needs {module}, which is not installed: "
-               f"pip install 'attention-probes[{module}]'\n")
+               f"pip install 'attention-probes[{extra}]'\n")
     assert not out.exists()
 
 
