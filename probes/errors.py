@@ -1,7 +1,8 @@
 """User-facing errors: one line, naming the file and line, exit code 2 in the CLI; a study's units that failed
-twice, one line each, exit code 1."""
+twice, one line each, exit code 1; a missing optional dependency, one line naming the extra that installs it."""
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 
@@ -29,6 +30,19 @@ def one_line(text: str) -> str:
 
 _BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _ESCAPES = {ord(c): repr(c)[1:-1] for c in _BREAKS}
+
+
+def require(module: str, extra: str, needed_by: str):
+    """`module` imported, for `needed_by` (what the user asked for: "coref", "the ray engine"); InputError, one line
+    naming the extra of pyproject.toml that installs it (``pip install 'attention-probes[EXTRA]'``), where it is not
+    installed or does not import."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        absent = isinstance(e, ModuleNotFoundError) and f"{module}.".startswith(f"{e.name}.")  # it, or a parent
+        why = "is not installed" if absent else f"does not import ({type(e).__name__}: {e})"
+        raise InputError(f"{needed_by} needs {module.split('.')[0]}, which {why}: "
+                         f"pip install 'attention-probes[{extra}]'") from None
 
 
 class StudyFailed(Exception):

@@ -21,7 +21,8 @@ Chain A is a cataphor (its first mention a pronoun); m4 is nested in m3. Non-fir
 Anaphors (window, head column, antecedents' head columns, type, nesting, nearest, head_match):
     a1 m2 John  W0 (the first window holding it): col 5, {1 He}, proper, non_nested; nearest m1 Mary col 3,
        head_match none → nearest 3
-    a2 m4 his   W0: col 7, {1 He, 5 John}, pronoun, nested (in m3); nearest m3 (his dog, head dog) col 8 → 8
+    a2 m4 his   W0: col 7, {1 He, 5 John}, pronoun, nested (in m3); nearest m2 John col 5 (m3, his dog, holds
+       his: it does not end before his starts) → 5
     a3 m5 dog   W1 (W0 ends at 10): col 11-4+1 = 8, {4 dog of m3}, nominal; nearest m4 his col 3;
        head_match: m3's head word is "dog" → col 4
     a4 m6 mutt  W2 (W1 cuts it): col 5, {2 dog of m5} (m3 lies before W2), nominal; nearest m5 col 2 → 2
@@ -95,8 +96,8 @@ def test_windows_and_anaphors_by_hand():
     assert [x.antecedents for x in a] == [[[1], [1, 5]], [[4]], [[2], [2, 5]]]
     assert [x.types for x in a] == [["proper", "pronoun"], ["nominal"], ["nominal", "pronoun"]]
     assert [x.nested for x in a] == [[False, True], [False], [False, False]]
-    assert [x.nearest for x in a] == [[3, 8], [3], [2, 9]]
-    assert [x.head_match for x in a] == [[3, 8], [4], [2, 9]]
+    assert [x.nearest for x in a] == [[3, 5], [3], [2, 9]]
+    assert [x.head_match for x in a] == [[3, 5], [4], [2, 9]]
     assert a[0].counts == {"documents": 1, "mentions": 10, "chains": 4, "singletons": 1, "windows": 1,
                            "non_first": 2, "scored": 2}
     assert a[1].counts == {"windows": 1, "non_first": 1, "scored": 1}
@@ -134,10 +135,11 @@ def test_scores_by_hand():
                 "non_nested": (4, 0.75)}
     assert {k: (v.count, float(v.scores[0, 0])) for k, v in result.labels.items()} == expected
     assert all(v.scores[0, 1] == 0 for v in result.labels.values())
-    # baselines: nearest a4 → 1/5; head_match a3, a4 → 2/5; offset -3 (a4: 5-3 = 2) 1/5, -2 (a2: 7-2 = 5) 1/5
+    # baselines: nearest a2, a4 → 2/5; head_match a2, a3, a4 → 3/5; offset -3 (a4: 5-3 = 2) 1/5, -2 (a2: 7-2 = 5)
     overall = result.baselines["overall"]
-    assert (overall["nearest"], overall["head_match"], overall["offsets"]) == (0.2, 0.4, [0.2, 0.2, 0, 0, 0, 0])
-    assert overall["best"] == 0.4 and overall["best_offset"] == "head_match"
+    assert (overall["nearest"], overall["head_match"], overall["offsets"]) == (0.4, 0.6, [0.2, 0.2, 0, 0, 0, 0])
+    assert overall["best"] == 0.6 and overall["best_offset"] == "head_match"
+    assert result.baselines["labels"]["nested"]["nearest"] == 1.0  # a2: John, not the dog of m3 that holds it
     assert result.baselines["kinds"] == list(BASELINES)
     assert result.baselines["labels"]["nominal"]["head_match"] == 1.0  # a3 and a4
     coref = result.extra["coref"]
@@ -236,7 +238,8 @@ def test_predictions_at_by_hand():
 def test_a_causal_model_states_the_constraint():
     """a1 (John, column 5) given the antecedent head column 6 instead of He's 1: the only anaphor whose antecedent
     follows it, so 4 of 5 are reachable. Its offset +1 baseline (5 + 1 = 6) hits, but not under the constraint;
-    the others' hits (test_scores_by_hand: nearest a4, head_match a3 a4, −3 a4, −2 a2) are all before their anaphor."""
+    the others' hits (test_scores_by_hand: nearest a2 a4, head_match a2 a3 a4, −3 a4, −2 a2) are all before their
+    anaphor."""
     from types import SimpleNamespace
 
     probe, ws = windows(window=14, stride=4)
@@ -248,8 +251,8 @@ def test_a_causal_model_states_the_constraint():
     stated = result.extra["causal_constraint"]
     assert result.baselines["overall"]["offsets"] == [0.2, 0.2, 0, 0.2, 0, 0]
     assert stated["overall"]["antecedent_before_share"] == 0.8
-    assert stated["overall"]["causal_baseline"] == {"count": 5, "nearest": 0.2, "head_match": 0.4,
-                                                    "offsets": [0.2, 0.2, 0, 0, 0, 0], "best": 0.4,
+    assert stated["overall"]["causal_baseline"] == {"count": 5, "nearest": 0.4, "head_match": 0.6,
+                                                    "offsets": [0.2, 0.2, 0, 0, 0, 0], "best": 0.6,
                                                     "best_offset": "head_match"}
     proper = stated["labels"]["proper"]
     assert proper["antecedent_before_share"] == 0.0 and proper["causal_baseline"]["best"] == 0.0
@@ -259,3 +262,24 @@ def test_a_causal_model_states_the_constraint():
     for b in _batches(ws):
         feed(encoder, b)
     assert "causal_constraint" not in encoder.compute(info(1, 2, max_length=512)).extra
+
+
+def test_nearest_is_never_a_mention_holding_or_crossing_the_anaphor():
+    """Tom met the wife of his brother . She saw the old man . (one window, column = offset + 1). Mentions (start,
+    end, chain; head word): Tom (0,1,A) 0; the wife of his brother (2,7,B) 3; his brother (5,7,C) 6; his (5,6,A) 5;
+    She (8,9,B) 8; saw the (9,11,X) 9, crossing the next; the old man (10,13,C) 12.
+        his: the two mentions just before it in document order hold it; of those that end before it starts, Tom
+             is the last → column 1, its antecedent
+        She: his is the last to end before it starts → column 6 (its antecedent is the wife, column 4)
+        the old man: saw the starts before it but ends inside it; She is the last to end before → column 9
+    No head word's text is an earlier one's: head_match is the nearest."""
+    words = "Tom met the wife of his brother . She saw the old man .".split()
+    doc = Sentence(words=words, sent_id="hand/1", source="hand.conll", line=1, ann={
+        "sentences": [(0, 8), (8, 14)], "sentence_lines": [2, 11],
+        "mentions": [(0, 1, "A"), (2, 7, "B"), (5, 7, "C"), (5, 6, "A"), (8, 9, "B"), (9, 11, "X"), (10, 13, "C")],
+        "mention_heads": [0, 3, 6, 5, 8, 9, 12],
+        "upos": ["PROPN", "VERB", "DET", "NOUN", "ADP", "PRON", "NOUN", "PUNCT", "PRON", "VERB", "DET", "ADJ",
+                 "NOUN", "PUNCT"]})
+    (a,) = assign(doc, [(0, 14)])
+    assert a.heads == [6, 9, 13] and a.antecedents == [[1], [4], [7]] and a.nested == [True, False, False]
+    assert a.nearest == a.head_match == [1, 6, 9]

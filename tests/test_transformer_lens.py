@@ -1,13 +1,15 @@
-"""Side by side with TransformerLens' detect_head on the trained induction model and the same sequences.
+"""Side by side with TransformerLens' detect_head on the trained induction model and the same sequences: the 64
+sequences of 24 random tokens repeated, seed 0 (the benchmark's, benchmarks/test_causal_bench.py).
 
 TransformerLens ("mul" measure) scores a head on one sequence as Σ(A ⊙ pattern) / ΣA = Σ(A ⊙ pattern) / T (rows
 sum to 1) and averages the sequences; probes divides the same sums by the rows that have a target instead. On N
 sequences of T tokens:
     previous token   TL = probes × (T − 1) / T  (every row but the first has a previous token)
     duplicate token  TL = probes × rows / (N·T)  (rows: tokens with an earlier occurrence)
-    induction        TL = probes × rows / (N·T)  where no token follows itself: TL's pattern also counts the key
-                     k = i when token i − 1 equals token i (probes leaves that key out: it is the token itself),
-                     so the sequences here have no such pair.
+    induction        TL = probes × rows / (N·T) + self / (N·T): TL's pattern also counts the key k = i where token
+                     i − 1 equals token i (a token right after itself), which probes leaves out (it is the query
+                     token itself); self is the attention of those rows on themselves, read by detect_head with
+                     that key alone as its pattern, and TL's pattern without it gives probes' score alone.
 Skipped without transformer-lens (the test extra)."""
 from __future__ import annotations
 
@@ -23,29 +25,42 @@ from probes.causal.sequences import repeated_random_tokens, write_token_ids
 TRAINED = Path(__file__).resolve().parent / "data" / "induction-gpt2"
 
 
-def test_scores_equal_detect_head_up_to_the_denominator(tmp_path):
+def test_scores_equal_detect_head_up_to_the_denominator_and_the_self_key(tmp_path):
     pytest.importorskip("transformer_lens")
     from transformer_lens import TransformerBridge
-    from transformer_lens.head_detector import detect_head
+    from transformer_lens.head_detector import detect_head, get_induction_head_detection_pattern
 
     encoder = probes.load_encoder(str(TRAINED))
-    drawn = repeated_random_tokens(encoder.tokenizer, 16, 20, seed=7)  # [16, 40]
-    sequences = drawn[(drawn[:, 1:] != drawn[:, :-1]).all(1)]  # no token right after itself
+    sequences = repeated_random_tokens(encoder.tokenizer, 64, 24, seed=0)  # [64, 48]
     n, t = sequences.shape
-    assert n >= 8
+    after_itself = np.pad(sequences[:, 1:] == sequences[:, :-1], ((0, 0), (1, 0)))  # [N,T] token i == token i − 1
+    assert after_itself.sum() == 39
     write_token_ids(tmp_path / "seqs.ids", sequences, "side by side")
     ours = probes.run(["prev_token", "duplicate_token", "induction"], encoder=encoder, corpus=tmp_path / "seqs.ids",
                       replicates=0, progress=False)
     bridge = TransformerBridge.boot_transformers(str(TRAINED), device="cpu")
     bridge.cfg.default_prepend_bos = False  # the same token ids, no BOS added
-    text = [" ".join(f"t{i}" for i in row) for row in sequences.tolist()]
-    assert torch.equal(bridge.to_tokens(text[0])[0], torch.from_numpy(sequences[0]))
-
-    def theirs(pattern: str) -> np.ndarray:
-        return detect_head(bridge, text, pattern).numpy()  # [L,H], one pass per sequence
+    names = ("previous_token_head", "duplicate_token_head", "induction_head", "induction without k = i", "k = i")
+    scores = {name: [] for name in names}  # name -> per sequence [L,H]
+    for row, repeats in zip(sequences.tolist(), after_itself):
+        text = " ".join(f"t{i}" for i in row)
+        tokens = bridge.to_tokens(text)  # [1, T]
+        assert tokens[0].tolist() == row
+        _, cache = bridge.run_with_cache(tokens, remove_batch_dim=True)
+        pattern = get_induction_head_detection_pattern(tokens.cpu())  # [T,T] TL's induction targets
+        assert torch.diagonal(pattern).tolist() == repeats.tolist()  # its keys k = i: the rows after themselves
+        diagonal = torch.diag(torch.diagonal(pattern))  # [T,T] those keys alone
+        patterns = (*names[:3], pattern - diagonal, diagonal)
+        for name, given in zip(names, patterns):
+            scores[name].append(detect_head(bridge, text, given, cache=cache).numpy())
+    theirs = {name: np.mean(per_sequence, axis=0) for name, per_sequence in scores.items()}  # [L,H] each
 
     previous = ours["prev_token"].overall
-    assert np.allclose(theirs("previous_token_head"), previous.scores * (t - 1) / t, atol=1e-5)
-    for name, pattern in (("duplicate_token", "duplicate_token_head"), ("induction", "induction_head")):
-        entry = ours[name].overall
-        assert np.allclose(theirs(pattern), entry.scores * entry.count / (n * t), atol=1e-5)
+    assert np.allclose(theirs["previous_token_head"], previous.scores * (t - 1) / t, atol=1e-5)
+    duplicate = ours["duplicate_token"].overall
+    assert np.allclose(theirs["duplicate_token_head"], duplicate.scores * duplicate.count / (n * t), atol=1e-5)
+    induction = ours["induction"].overall
+    scaled = induction.scores * induction.count / (n * t)
+    assert np.allclose(theirs["induction without k = i"], scaled, atol=1e-5)
+    assert np.allclose(theirs["induction_head"], scaled + theirs["k = i"], atol=1e-5)
+    assert 1e-3 < np.abs(theirs["k = i"]).max() < 2e-3  # the term: far beyond the tolerance

@@ -12,10 +12,12 @@ no window (a mention across more sentences than a window holds), is counted out_
 whose earlier mentions all share its head word is counted same_head. So, per document,
 scored + out_of_window + same_head = the non-first mentions of its chains.
 
-Baselines, on the same anaphors and windows: "nearest", the head word of the nearest preceding mention (any
-chain; the last before the anaphor in document order, in the window, its head word not the anaphor's);
-"head_match", the most recent such mention whose head word is the anaphor's head word's text (case folded), else
-the nearest. Right when that word is an antecedent's head word, as a head is.
+Baselines, on the same anaphors and windows, choose among the mentions (any chain) that end before the anaphor
+starts (never one that contains or overlaps it: "[his fellow-men]" does not precede "his"), lie wholly in the
+window and whose head word is not the anaphor's own: "nearest", the head word of the last of them in document
+order; "head_match", the last of them whose head word's text is the anaphor's head word's, both case folded, else
+the nearest. Right when that word is an antecedent's head word, as a head is (an antecedent is any earlier
+mention of the chain, an enclosing one included).
 """
 from __future__ import annotations
 
@@ -88,7 +90,9 @@ def assign(document: Sentence, spans: list[tuple[int, int]]) -> list[WindowAnaph
                 target.count("out_of_window")
                 continue
             target.count("scored")
-            preceding = [i for i in range(k) if a <= mentions[i][0] and mentions[i][1] <= b and heads[i] != heads[k]]
+            # the baselines' candidates: from the window's start, ended before the anaphor starts (so earlier in order)
+            preceding = [i for i in range(k) if a <= mentions[i][0] and mentions[i][1] <= start
+                         and heads[i] != heads[k]]
             nearest = heads[preceding[-1]] - a + 1 if preceding else NO_COLUMN
             same = [i for i in preceding if words[heads[i]].casefold() == words[heads[k]].casefold()]
             target.heads.append(heads[k] - a + 1)

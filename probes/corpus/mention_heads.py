@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from probes.corpus.sentence import Sentence
 from probes.corpus.spacy_text import load_pipeline
+from probes.errors import require
 
 MENTION_HEADS = ("spacy", "first", "last")
 ANAPHOR_TYPES = ("pronoun", "proper", "nominal")
@@ -24,12 +25,14 @@ _SKIPPED_PIPES = ("ner", "lemmatizer")  # not needed for tags and arcs
 
 
 def annotate_heads(document: Sentence, rule: str) -> None:
-    """Set document.ann["upos"] (each word's POS) and ann["mention_heads"] (each mention's head word, by `rule`)."""
-    from spacy.tokens import Doc
+    """Set document.ann["upos"] (each word's POS) and ann["mention_heads"] (each mention's head word, by `rule`).
+    InputError (naming the extra to install) without spaCy or its pipeline."""
+    tokens = require("spacy.tokens", "spacy", "coref (spaCy's parse gives the mention heads and anaphor types)")
 
     nlp = load_pipeline()
     spans = document.ann["sentences"]
-    parsed = nlp.pipe((Doc(nlp.vocab, words=document.words[a:b]) for a, b in spans), disable=list(_SKIPPED_PIPES))
+    parsed = nlp.pipe((tokens.Doc(nlp.vocab, words=document.words[a:b]) for a, b in spans),
+                      disable=list(_SKIPPED_PIPES))
     upos: list[str] = []
     head: list[int] = []  # document offset of each word's syntactic head (itself for a root)
     for (a, _), doc in zip(spans, parsed):

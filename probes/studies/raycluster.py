@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from probes.errors import InputError
+from probes.errors import InputError, require
 
 # Ray's connection retries (read when Ray is imported): without them a join of an address where no Ray head
 # answers retries for minutes (35 s per try × 20 tries)
@@ -41,13 +41,12 @@ def placement_seconds() -> float:
 
 
 def import_ray():
-    """Ray, imported with its connection retries bounded (``RAY_ENV``, where not already set)."""
+    """Ray, imported with its connection retries bounded (``RAY_ENV``, where not already set); InputError naming
+    the extra to install without it."""
     if "ray" not in sys.modules:
         for name, value in RAY_ENV.items():
             os.environ.setdefault(name, value)
-    import ray
-
-    return ray
+    return require("ray", "ray", "the ray engine")
 
 
 def start_local(cpus: int) -> str:
