@@ -11,13 +11,22 @@ from dataclasses import MISSING, fields
 from typing import Any
 
 from probes.registry import declared
-from probes.settings import RunSettings, flag_of, option_flag
+from probes.settings import GROUPS, RunSettings, flag_of, option_flag
 
 
-def add_settings(parser: argparse.ArgumentParser, names: tuple[str, ...] | None = None, **helps: str) -> None:
+def setting_groups(parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """The sections of `parser`'s help that list the settings' flags (probes.settings.GROUPS, in order): a command
+    adds its own flags to them too. A section with no flag is not printed."""
+    return {title: parser.add_argument_group(title, description) for title, description in GROUPS.items()}
+
+
+def add_settings(parser: argparse.ArgumentParser, names: tuple[str, ...] | None = None,
+                 groups: dict[str, Any] | None = None, **helps: str) -> None:
     """The flags of the RunSettings fields `names` (default: every field that has one), their type, choices and
-    help text from the field; `helps` gives a command its own help text for a field. ``chosen_settings`` reads
-    back the ones given."""
+    help text from the field, each in its field's section of the help (`groups`, from ``setting_groups``; made
+    here where not given; a field without a group: among the command's own options); `helps` gives a command its
+    own help text for a field. ``chosen_settings`` reads back the ones given."""
+    groups = setting_groups(parser) if groups is None else groups
     for f in fields(RunSettings):
         flag = flag_of(f.name)
         if flag is None or (names is not None and f.name not in names):
@@ -27,7 +36,9 @@ def add_settings(parser: argparse.ArgumentParser, names: tuple[str, ...] | None 
         cli["default"] = None if listed else f.default
         if "metavar" not in cli and "choices" not in cli:
             cli["metavar"] = f.name.upper()
-        parser.add_argument(flag, dest=f"set_{f.name}", help=helps.get(f.name, f.metadata["help"]), **cli)
+        group = f.metadata["group"]
+        (parser if group is None else groups[group]).add_argument(
+            flag, dest=f"set_{f.name}", help=helps.get(f.name, f.metadata["help"]), **cli)
 
 
 def chosen_settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -41,18 +52,20 @@ def add_code_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_probe_options(parser: argparse.ArgumentParser) -> None:
-    """Every registered probe's options as flags of `parser` (``min_count`` → ``--min-count N``), in a group
-    "probe options"; an option several probes share appears once, naming them all. ``chosen_options``
-    reads back the ones given."""
+    """Every registered probe's options as flags of `parser` (``min_count`` → ``--min-count N``), each probe's in a
+    section of the help named after it ("dep options"); an option several probes share appears once, in a section
+    naming them all ("head_distance, word_order options"). ``chosen_options`` reads back the ones given."""
     owners: dict[str, list[str]] = {}
     first = {}  # option name -> the first probe's Option of that name (the registry checks that the others agree)
     for cls in declared().values():
         for option in cls.options:
             owners.setdefault(option.name, []).append(cls.name)
             first.setdefault(option.name, option)
-    group = parser.add_argument_group("probe options")
+    groups: dict[str, Any] = {}  # section title -> its argument group, in the order the probes come
     for name, option in first.items():
-        text = f"[{', '.join(owners[name])}] {option.help}"
+        title = f"{', '.join(owners[name])} options"
+        group = groups.get(title) or groups.setdefault(title, parser.add_argument_group(title))
+        text = option.help
         if option.type is bool:
             group.add_argument(option_flag(name), dest=f"opt_{name}", action="store_true", default=None, help=text)
             continue

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 from probes.ablation.commands import COMMANDS as ABLATION_COMMANDS
 from probes.ablation.commands import add_commands as add_ablation_commands
 from probes.argtypes import check_output_file, check_output_folder, input_path, parse_head
-from probes.arguments import add_code_argument, add_probe_options, add_settings, chosen_options, chosen_settings
-from probes.choices import DEFAULT_SENTENCES, PLOT_KINDS
+from probes.arguments import (add_code_argument, add_probe_options, add_settings, chosen_options, chosen_settings,
+                              setting_groups)
+from probes.choices import PLOT_KINDS
 from probes.collector import loading, process
 from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
 from probes.compare.commands import add_commands as add_compare_commands
@@ -36,9 +37,8 @@ examples:
   probes run dep --model ./base --model ./tuned --out results/   # results/base/, results/tuned/ (a small study)
 
 Several probes in one run share one forward pass. Sentences longer than the model accepts are
-skipped and counted (never cut). Results: DIR/<probe>.json, .csv and an overview figure DIR/<probe>.png
-(see docs/getting-started.md). --examples N (default 20) keeps the first N sentences' per-sentence views for `probes report`
-and `probes show --head L-H`.
+skipped and counted (never cut). The table of each probe's best heads is printed; with --out, the
+results are also written: DIR/<probe>.json, .csv and one overview figure DIR/<probe>.png (see docs/getting-started.md).
 """
 
 
@@ -62,21 +62,26 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                          description="Score every attention head of a model with one or more probes on a corpus.",
                          epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("probes", nargs="+", metavar="PROBE", help="probe names (see `probes list`)")
-    run.add_argument("--model", action="append", help="checkpoint directory or hub name (default: the packaged "
-                     "all-MiniLM-L6-v2); repeat for several: a small study, one results folder per model under --out")
-    run.add_argument("--corpus", action="append", metavar="FILE", type=input_path,
-                     help="corpus file; repeat for several (default: the bundled UD English EWT sample)")
-    add_settings(run)  # every RunSettings field with a flag (probes.settings)
-    run.add_argument("--all-labels", action="store_true",
-                     help="show the labels below --min-count too (the printed table; figures: --plots all-labels)")
-    run.add_argument("--out", metavar="DIR", type=check_output_folder,
-                     help="write DIR/<probe>.json, .csv and heatmaps (default: print a table)")
-    run.add_argument("--plots", choices=PLOT_KINDS, default="overview",
-                     help="figures with --out: overview (default: DIR/<probe>.png, small multiples of the labels), "
-                     "labels (and a heatmap DIR/<probe>-<label>.png per label at or above --min-count), all-labels "
-                     "(every label) or none")
-    run.add_argument("--no-plots", action="store_true", help="the same as --plots none: JSON and CSV only")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    groups = setting_groups(run)  # reading, batching, capture, intervals, output (probes.settings.GROUPS)
+    groups["reading"].add_argument("--corpus", action="append", metavar="FILE", type=input_path,
+                                   help="corpus file; repeat for several (default: the bundled UD English EWT sample)")
+    groups["capture"].add_argument(
+        "--model", action="append", help="checkpoint directory or hub name (default: the packaged all-MiniLM-L6-v2); "
+        "repeat for several: a small study, one results folder per model under --out")
+    output = groups["output"]
+    output.add_argument("--out", metavar="DIR", type=check_output_folder,
+                        help="also write DIR/<probe>.json, .csv and an overview figure (the table is printed either "
+                        "way)")
+    output.add_argument("--plots", choices=PLOT_KINDS, default="overview",
+                        help="figures with --out: overview (default: DIR/<probe>.png, small multiples of the labels), "
+                        "labels (and a heatmap DIR/<probe>-<label>.png per label at or above --min-count), all-labels "
+                        "(every label) or none")
+    output.add_argument("--no-plots", action="store_true", help="the same as --plots none: JSON and CSV only")
+    output.add_argument("--all-labels", action="store_true",
+                        help="show the labels below --min-count too (the printed table; figures: --plots all-labels)")
+    output.add_argument("--quiet", action="store_true", help="no progress (by default a bar on a terminal, else a "
+                        "line on stderr every 10%% of the sentences or 30 s)")
+    add_settings(run, groups=groups)  # every RunSettings field with a flag (probes.settings), in its section
 
     listing = sub.add_parser("list", help="list the registered probes", description="List the registered probes.")
     add_code_argument(listing)
@@ -236,27 +241,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     several = bool(args.model) and len(args.model) > 1
     with Drawing() if args.out and plots != "none" and not several else nullcontext() as drawing:
         with loading():
-            from probes.registry import get_probe
             from probes.runner import run
             from probes.settings import RunSettings
             from probes.studies.models import model_folders, run_models
 
         options = chosen_options(args)
-        views = options.get("examples", DEFAULT_SENTENCES)  # --examples: the views' sentences, and seg's own option
-        if not any(o.name == "examples" for name in args.probes for o in get_probe(name).options):
-            options.pop("examples", None)
-        settings = RunSettings(**chosen_settings(args), views=views)
+        settings = RunSettings(**chosen_settings(args))
         progress = False if args.quiet else None
         if several:  # a small study, one results folder per model under --out
             done = run_models(args.probes, args.model, args.corpus, settings, out=args.out, plots=plots,
                               progress=progress, **options)
             folders = model_folders(args.model)
-            for model, results in done.items():
+            for model, results in done.items():  # each model's tables; its files are written (run_models)
+                print(f"== {model} ({folders[model]})")
+                _report(results, None, plots, args.all_labels)
                 if args.out:
                     print(f"{model}: {', '.join(results)} in {args.out / model}")
-                else:
-                    print(f"== {model} ({folders[model]})")
-                    _report(results, None, plots)
             return 0
         results = run(args.probes, args.model[0] if args.model else None, args.corpus, settings, progress=progress,
                       **options)
@@ -290,30 +290,28 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def _report(results: dict, out, plots: bool | str, all_labels: bool = False, drawing: Drawing | None = None) -> None:
-    """Save each result to `out` (its figures drawn by `drawing` where given), or print its table (labels below the
-    minimum count only with `all_labels`) where no folder is given."""
+    """Print each result's table (labels below the minimum count only with `all_labels`), as `probes show` does;
+    with a folder `out`, save the result there first (its figures drawn by `drawing` where given) and say so under
+    the table."""
     from probes.figures import figures_of, save_result
     from probes.show import format_result
 
     for name, result in results.items():
+        written = save_result(result, out, plots=plots, draw=drawing.figures if drawing else figures_of) if out else []
+        print(format_result(result, all_labels=all_labels))
         if out:
-            written = save_result(result, out, plots=plots, draw=drawing.figures if drawing else figures_of)
-            print(f"{name}: {result.info.sentences} sentences scored, {sum(result.info.skipped.values())} skipped; "
-                  f"wrote {len(written)} files to {out}")
-            if note := result.info.skip_note():
-                print(f"  {note}")
-        else:
-            print(format_result(result, all_labels=all_labels))
+            print(f"{name}: wrote {len(written)} files to {out}")
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
     with loading():
+        from probes.corpus.conllu_reader import SILVER_GENERATOR
         from probes.corpus.conllu_writer import write_conllu
         from probes.corpus.spacy_text import describe, read_spacy
 
     corpora = [read_spacy(path, pipeline=args.pipeline) for path in args.text]
     sentences = [s for c in corpora for s in c.sentences]
-    header = [f"generator = probes annotate ({describe(args.pipeline)})"]
+    header = [f"generator = {SILVER_GENERATOR} ({describe(args.pipeline)})"]  # read back as silver labels
     write_conllu(sentences, args.output, header=header)
     print(f"annotated {len(sentences)} sentences ({sum(len(s) for s in sentences)} words) into {args.output}")
     return 0

@@ -38,6 +38,7 @@ from probes.choices import check_tokenize
 from probes.corpus.segmented import segmentation_from_conllu_words
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
+from probes.packing import FALLBACK_SPECIALS
 
 END_COLUMN = -2  # placeholder for end specials until the batch width is known
 UNKNOWN_SHARE_WARNED = 0.05  # a corpus where more words than this tokenize to the unknown token gets a warning
@@ -121,6 +122,20 @@ _Tokenised = Iterator[tuple[int, list[int], np.ndarray, dict]]
 
 def _offsets(enc, row: int) -> np.ndarray:
     return np.array(enc["offset_mapping"][row], dtype=np.int64).reshape(-1, 2)  # [T,2]
+
+
+def special_names(tokenizer) -> tuple[str, str]:
+    """The names of the special tokens the tokenizer puts before a sequence's first word and after its last
+    (word columns 0 and the end column): ("[CLS]", "[SEP]") for BERT, ("<s>", "</s>") for RoBERTa; where it puts
+    none on a side (a decoder-only model without a BOS), that side's FALLBACK_SPECIALS name."""
+    enc = tokenizer([["a"]], is_split_into_words=True, add_special_tokens=True)
+    word_ids = _word_ids(enc, 0)  # [T]
+    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+    words = np.flatnonzero(word_ids >= 0)  # [w] the positions of the word's tokens
+    if not words.size:  # a tokenizer that gives the word no token: no side can be told
+        return FALLBACK_SPECIALS
+    before, after = tokens[:words[0]], tokens[words[-1] + 1:]
+    return (before[0] if before else FALLBACK_SPECIALS[0]), (after[-1] if after else FALLBACK_SPECIALS[1])
 
 
 def _word_ids(enc, row: int) -> np.ndarray:

@@ -27,6 +27,8 @@ for the recorded sentences.
 view where it has one, packed as base64 (``pack``/``unpack``) to keep the results file small::
 
     {"heads": [[layer, head], ...],            # the heads whose maps are kept (named + best per label)
+     "specials": [start, end],                 # the names of the root and end columns: the model's special tokens
+     #                                           ([CLS], [SEP]; <s>, </s>), probes.encoding.special_names
      "named": [[layer, head], ...],            # the heads the user named
      "kind": "arcs" | "roles" | "frames" | "units" | "mentions" | None,   # the probe's view (VIEW_KINDS), None: none
      "labels": [...],                          # what a "predicted" mark indexes (units)
@@ -52,7 +54,7 @@ from probes.batching import Batch
 from probes.choices import DEFAULT_SENTENCES
 from probes.errors import InputError
 from probes.maps import LayerMaps
-from probes.packing import MARK_TYPES, pack
+from probes.packing import FALLBACK_SPECIALS, MARK_TYPES, pack
 from probes.results import ProbeResult
 from probes.scratch import Scratch
 
@@ -65,8 +67,10 @@ class ExampleRecorder:
     needs_vectors = False  # read by the runner as of a probe
 
     def __init__(self, layers: int, heads: int, sentences: int = DEFAULT_SENTENCES,
-                 named: Iterable[tuple[int, int]] = (), probes: Iterable[Any] = ()):
+                 named: Iterable[tuple[int, int]] = (), probes: Iterable[Any] = (),
+                 specials: tuple[str, str] = FALLBACK_SPECIALS):
         self.layers, self.heads, self.limit = layers, heads, sentences
+        self.specials = list(specials)  # the names of the root and the end columns
         self.viewing = {p.name: p for p in probes if p.view}
         self.named = sorted({(int(layer), int(head)) for layer, head in named})
         for layer, head in self.named:
@@ -170,7 +174,7 @@ class ExampleRecorder:
                 "predictions": pack(entry["predictions"], np.uint16),
                 "attention": {f"{layer}-{head}": pack(self.maps(index, layer, head), np.uint8) for layer, head in heads},
                 **(_packed_view(entry["views"].get(result.probe), self.layers, self.heads) if probe else {})})
-        return {"heads": [list(h) for h in heads], "named": [list(h) for h in self.named],
+        return {"heads": [list(h) for h in heads], "named": [list(h) for h in self.named], "specials": self.specials,
                 "kind": probe.view if probe else None, "labels": probe.view_labels() if probe else [],
                 "sentences": sentences}
 

@@ -85,7 +85,7 @@ def choose_heads(result: ProbeResult, selection: ProbeResult) -> None:
         at = best.layer, best.head
         score = float(entry.scores[at])
         base = result.baselines.get("overall") if name == "overall" else result.baselines.get("labels", {}).get(name)
-        offset = base.get("best") if isinstance(base, dict) else None  # dep, srl: the best offset baseline's score
+        offset = base.get("best") if isinstance(base, dict) else None  # the best baseline (dep, srl, coref)
         margins = entry.margins or {}
         entry.selected = {
             "layer": best.layer, "head": best.head, "score_on_corpus": score,

@@ -1,5 +1,5 @@
 """Arrays inside JSON: base64 of their little-endian bytes (per-sentence views and their marks, bootstrap
-replicates)."""
+replicates), and the other fields of a per-sentence view that its readers share."""
 from __future__ import annotations
 
 import base64
@@ -27,3 +27,14 @@ def unpack_marks(sentence: dict, layers: int, heads: int) -> dict[str, np.ndarra
     if "weight" in out:
         out["weight"] = out["weight"] / 255
     return out
+
+
+FALLBACK_SPECIALS = ("[ROOT]", "[END]")  # the start and end columns' names where the model has no such token
+
+
+def specials_of(views: dict) -> tuple[str, str]:
+    """The names of a view's start column (the root of the arcs) and end column: the model's own special tokens
+    as the run recorded them ("specials": [CLS] and [SEP] for BERT, <s> and </s> for RoBERTa), else
+    FALLBACK_SPECIALS (a model without them, or results written before the view recorded them)."""
+    start, end = views.get("specials") or FALLBACK_SPECIALS
+    return start, end

@@ -16,6 +16,7 @@ import numpy as np
 
 from probes.collector import collection_paused
 from probes.results import Reported, best_head
+from probes.wording import fixed
 
 @dataclass
 class Grid:
@@ -84,7 +85,7 @@ def heatmap_pngs(grids: list[Grid], subtitle: str = "", *, cmap: str = "viridis"
         if grid.shown is not None:
             title = f"{title}\n{_caption(grid.shown)}"
         elif box.get_visible():
-            title = f"{title}\n{'lowest' if mark == 'min' else 'best'} {picked.name} = {picked.score:.3f}"
+            title = f"{title}\n{'lowest' if mark == 'min' else 'best'} {picked.name} = {fixed(picked.score)}"
         elif picked is not None:
             title = f"{title}\nno {'lowest' if mark == 'min' else 'best'} head: {picked.reason}"
         if box.get_visible():
@@ -97,8 +98,8 @@ def heatmap_pngs(grids: list[Grid], subtitle: str = "", *, cmap: str = "viridis"
 
 
 def overview_png(grids: list[Grid], title: str, *, cmap: str = "viridis") -> bytes:
-    """The PNG of ``overview_figure``."""
-    return closed_png(overview_figure(grids, title, cmap=cmap), shown_in(grids))
+    """The PNG of ``overview_figure``, its title in a "Title" text chunk too."""
+    return closed_png(overview_figure(grids, title, cmap=cmap), {**shown_in(grids), "Title": title})
 
 
 def overview_figure(grids: list[Grid], title: str, *, cmap: str = "viridis"):
@@ -181,8 +182,8 @@ def _caption(shown: Reported) -> str:
     """A heatmap's line naming the head a result reports: "selected L3-H11 = 0.260 [0.228, 0.294]", or why none."""
     if not shown.found:
         return f"no {shown.kind} head: {shown.reason}"
-    bounds = f" [{shown.ci_low:.3f}, {shown.ci_high:.3f}]" if shown.ci_low is not None else ""
-    return f"{shown.kind} {shown.name} = {shown.score:.3f}{bounds}"
+    bounds = f" [{fixed(shown.ci_low)}, {fixed(shown.ci_high)}]" if shown.ci_low is not None else ""
+    return f"{shown.kind} {shown.name} = {fixed(shown.score)}{bounds}"
 
 
 def shown_in(grids: list[Grid]) -> dict[str, str]:

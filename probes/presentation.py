@@ -14,6 +14,7 @@ import numpy as np
 from probes.choices import PLOT_KINDS
 from probes.files import safe_name, short_model_name
 from probes.results import ProbeResult
+from probes.wording import counted
 
 if TYPE_CHECKING:  # annotations only: showing a result needs neither torch nor the corpus code
     import torch
@@ -64,7 +65,8 @@ class Presentation:
         the labels with at least the run's minimum count of instances (``--min-count``; ``OVERVIEW_MIN_COUNT``
         for results that record none; most frequent first, at most ``OVERVIEW_MOST``), each label's reported head
         boxed (ProbeResult.reported: the best, or the head ``--select-on`` chose) where one is named, and a white
-        dot on each head whose 95% interval lies above the label's best offset baseline (``above_baseline``);
+        dot on each head whose 95% interval lies above the label's best baseline (``above_baseline``; the title
+        names it as the result does, ``ProbeResult.compared_with``);
         "labels": that, and a layer × head heatmap per label at or above the minimum count and overall,
         ``<probe>-<label>.png``; "all-labels": as "labels", labels below the minimum count included; "none":
         nothing. The colour scale is [0, 1] where the scores fit it, their own range otherwise (entropy in nats,
@@ -90,8 +92,8 @@ class Presentation:
         chosen = "head chosen on the selection split" if result.info.settings.get("select_on") else "best head"
         title = (f"{result.probe} · {model} · {chosen} boxed · (count)"
                  + (f" · few: below --min-count {least}" if any(few[name] for name, _ in shown) else "")
-                 + (" · dot: 95% interval above the best offset baseline" if dotted else "")
-                 + (f" · {hidden} labels under {least} not shown" if hidden else ""))
+                 + (f" · dot: 95% interval above its {result.compared_with()}" if dotted else "")
+                 + (f" · {counted(hidden, 'label')} under {least} not shown" if hidden else ""))
         pictures = {f"{safe_name(result.probe)}.png": overview_png(tiles[:OVERVIEW_MOST], title)}
         if kind in ("labels", "all-labels"):
             grids = [Grid(e.scores, f"{result.probe}: {name}" + (f" (n={e.count}{few[name]})" if e.count else ""),
@@ -109,8 +111,9 @@ def arc_items(sentence: Sentence) -> list[dict]:
 
 
 def above_baseline(result: ProbeResult, label: str) -> np.ndarray | None:
-    """[L,H] bool: the heads whose 95% interval (ci_low) lies above the label's best offset baseline score, for
-    probes with offset baselines and intervals (dep, srl); None where either is missing."""
+    """[L,H] bool: the heads whose 95% interval (ci_low) lies above the label's best baseline score, for
+    probes with such baselines and intervals (dep, srl: the best offset; coref: the best of its kinds); None where
+    either is missing."""
     entry = result.entry(label)
     base = result.baseline(label)
     if entry.ci_low is None or not base or base.get("best") is None:

@@ -18,6 +18,7 @@ import numpy as np
 from probes.errors import InputError
 from probes.files import Table, json_grid, json_number, write_result_files
 from probes.packing import pack, unpack
+from probes.wording import counted
 
 SCHEMA_VERSION = 1
 SKIP_NOTE_SHARE = 0.10  # a run that skips more of the sentences it read names the reasons under its summary
@@ -36,6 +37,8 @@ class RunInfo:
     settings: dict[str, Any]  # the run settings a results file records (probes.settings.RunSettings.recorded)
     provenance: dict[str, Any]  # versions, time, elapsed seconds
     notes: dict[str, int] = field(default_factory=dict)  # annotations (not sentences) the reader set aside
+    annotation: str = "gold"  # where the corpus' labels came from: "gold", or "silver" (a tool's, e.g. spaCy's)
+    annotator: str = ""  # what made silver labels ("spaCy 3.8.0, en_core_web_sm 3.8.0"); "" for gold
 
     def skip_note(self) -> str | None:
         """"skipped: 1445 longer than 12 words, 405 no frame elements (93% of the 2000 sentences read)" where more
@@ -238,6 +241,10 @@ class ProbeResult:
 
     ``labels[name].scores`` and ``overall.scores`` are [L,H] arrays (NaN where a label had no
     instance); ``baselines`` and ``extra`` carry probe-specific JSON (e.g. dep's offset baselines).
+    What the probe says of itself, which every view reads (``scored``, the tables, warnings and figure titles):
+    ``unit``, what ``info.sentences`` counts ("sentences", or coref's "windows"), with ``documents``, the documents
+    they were cut from where the probe cuts documents into windows; ``baseline_name``, what each label's head is
+    compared with where ``baselines`` names a label's best baseline ("best offset baseline" for dep and srl).
     """
 
     probe: str
@@ -250,6 +257,18 @@ class ProbeResult:
     # label (and "overall") → [R] the bootstrap replicates' best-head scores (probes.intervals.paired_delta);
     # in the JSON as base64 float32 ("replicates": {label: ...}; to float32 precision), so results read back pair
     replicates: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    unit: str = "sentences"
+    documents: int | None = None
+    baseline_name: str = ""
+
+    def scored(self) -> str:
+        """What the run scored: "2001 sentences", or "24 windows of 3 documents" (coref)."""
+        rows = counted(self.info.sentences, self.unit[:-1], self.unit)
+        return rows if self.documents is None else f"{rows} of {counted(self.documents, 'document')}"
+
+    def compared_with(self) -> str:
+        """What each label's head is compared with (``baseline_name``; "best baseline" for a result that names none)."""
+        return self.baseline_name or "best baseline"
 
     @property
     def scores(self) -> dict[str, np.ndarray]:
@@ -366,7 +385,9 @@ class ProbeResult:
         return {
             "probe": self.probe, "model": i.model, "corpus": i.corpus, "layers": i.layers, "heads": i.heads,
             "sentences": i.sentences, "skipped": sum(i.skipped.values()), "skipped_reasons": i.skipped,
-            "corpus_notes": i.notes,
+            "corpus_notes": i.notes, "annotation": i.annotation, **({"annotator": i.annotator} if i.annotator else {}),
+            "unit": self.unit, **({"documents": self.documents} if self.documents is not None else {}),
+            **({"baseline_name": self.baseline_name} if self.baseline_name else {}),
             "options": self.options, "settings": i.settings,
             "labels": {k: {**v.to_json(), **({"below_min_count": v.count < self.min_count} if "min_count" in i.settings
                                                else {})} for k, v in self.labels.items()},
@@ -378,17 +399,21 @@ class ProbeResult:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ProbeResult":
         known = {"probe", "model", "corpus", "layers", "heads", "sentences", "skipped", "skipped_reasons", "corpus_notes", "options",
-                 "settings", "labels", "overall", "baselines", "version", "provenance", "schema", "replicates"}
+                 "settings", "labels", "overall", "baselines", "version", "provenance", "schema", "replicates",
+                 "annotation", "annotator", "unit", "documents", "baseline_name"}
         info = RunInfo(model=data["model"], corpus=list(data["corpus"]), layers=int(data["layers"]),
                        heads=int(data["heads"]), sentences=int(data["sentences"]),
                        skipped=dict(data.get("skipped_reasons", {})), settings=dict(data.get("settings", {})),
-                       provenance=dict(data.get("provenance", {})), notes=dict(data.get("corpus_notes", {})))
+                       provenance=dict(data.get("provenance", {})), notes=dict(data.get("corpus_notes", {})),
+                       annotation=data.get("annotation", "gold"), annotator=data.get("annotator", ""))
         return cls(probe=data["probe"], info=info, options=dict(data.get("options", {})),
                    labels={k: LabelScores.from_json(v) for k, v in data["labels"].items()},
                    overall=LabelScores.from_json(data["overall"]), baselines=data.get("baselines", {}),
                    extra={k: v for k, v in data.items() if k not in known},
                    replicates={k: unpack(v, np.float32, (-1,)).astype(float)
-                               for k, v in data.get("replicates", {}).items()})
+                               for k, v in data.get("replicates", {}).items()},
+                   unit=data.get("unit", "sentences"), documents=data.get("documents"),
+                   baseline_name=data.get("baseline_name", ""))
 
     def data_files(self) -> dict[str, Any]:
         """{file name: content} of the result's data files: ``<probe>.json`` and ``<probe>.csv``."""

@@ -28,6 +28,7 @@ from probes.chunks import Chunk, Pass, RunCorpus, with_counts
 from probes.corpus import CorpusStream, guess_format
 from probes.corpus.spacy_text import annotation_format
 from probes.defaults import bundled_corpus, default_model
+from probes.encoding import special_names
 from probes.errors import InputError
 from probes.examples import ExampleRecorder
 from probes.fitting import choose_heads, plan_fit, split_settings
@@ -129,7 +130,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         if not selection.scored:
             raise InputError(f"no sentence of the selection split can be scored ({skip_summary(select_skipped)})",
                              select_paths[0])
-    recorder = ExampleRecorder(encoder.layers, encoder.heads, settings.views, settings.view_heads, active)
+    recorder = ExampleRecorder(encoder.layers, encoder.heads, settings.views, settings.view_heads, active,
+                               special_names(encoder.tokenizer))
     feed.all([*active, recorder], "update", data.scoring, batch_size, max_tokens, progress, data.total(data.scoring))
     data.finish(encoder)
 
@@ -143,7 +145,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                                                                   select_skipped) if selecting else None),
                    provenance=provenance(encoder, read.files, time.perf_counter() - started,
                                          unknown_words=data.scoring.unknown.provenance(), skipped_ids=read.skipped_ids),
-                   notes=dict(read.notes))
+                   notes=dict(read.notes), annotation="silver" if read.silver else "gold",
+                   annotator="; ".join(sorted(set(read.silver.values()))))
     if settings.state is not None:
         save_states(settings.state, active, info, data.sharding.split(), encoder.tokenizer, read.skipped,
                     data.scoring.skips.counts())

@@ -4,7 +4,8 @@ override its fields); the flags of `probes run` (and the ones `probes ablate` sh
 may set (probes.studies.spec), and the settings a results file records (``RunInfo.settings``) are all read from
 these fields. Adding a setting is one field here.
 
-A field's metadata: ``help`` (the flag's help), ``flag`` (the command line's flag: ``--name`` by default, None
+A field's metadata: ``help`` (the flag's help), ``group`` (the section of `--help` that lists the flag: GROUPS),
+``flag`` (the command line's flag: ``--name`` by default, None
 for none) with its argparse keywords (``cli``), ``study`` (the types a study file may give it; absent: not a
 study key), ``recorded`` ("always" or "given": recorded in every results file, or where it is set).
 
@@ -26,14 +27,24 @@ from probes.errors import InputError
 from probes.protocols import PROTOCOLS
 
 
-def setting(default: Any, help: str, *, flag: str | None = "", study: tuple | None = None, recorded: str | None = None,
-            **cli: Any) -> Any:
-    """A RunSettings field (see the module docstring); ``flag=""``: ``--name``."""
-    metadata = {"help": help, "flag": flag, "cli": cli, **({"study": study} if study else {}),
+def setting(group: str | None, default: Any, help: str, *, flag: str | None = "", study: tuple | None = None,
+            recorded: str | None = None, **cli: Any) -> Any:
+    """A RunSettings field (see the module docstring); group: the GROUPS entry its flag is listed under in `--help`
+    (None: with the command's own options); ``flag=""``: ``--name``."""
+    metadata = {"help": help, "group": group, "flag": flag, "cli": cli, **({"study": study} if study else {}),
                 **({"recorded": recorded} if recorded else {})}
     if isinstance(default, (list, tuple)):
         return field(default_factory=lambda: tuple(default), metadata=metadata)
     return field(default=default, metadata=metadata)
+
+
+GROUPS = {  # the sections of `probes run --help`, in order: title -> what its flags set
+    "reading": "which corpus is read and how: files, format, splits, tokenisation",
+    "batching": "how the sentences are cut into forward passes and shards",
+    "capture": "the model and the attention maps the probes read",
+    "intervals": "the bootstrap's 95% intervals",
+    "output": "what is written and shown",
+}
 
 
 @dataclass(frozen=True)
@@ -41,69 +52,79 @@ class RunSettings:
     """How a run reads its corpus, batches it, captures the maps and scores them (``probes.run``'s settings).
     Paths are kept as tuples of strings; a value out of range is an InputError when the settings are made."""
 
-    format: str | None = setting(None, "corpus format (default: from the file name; e.g. conllu)", recorded="always")
-    fit: tuple[str, ...] = setting((), "pos/ner/con: fit the per-head centroids on FILE (e.g. the dev split; repeat "
-                                   "for several), then score --corpus (e.g. test); trees: the split the head ensemble "
-                                   "is chosen on (default: --select-on, else --corpus itself)",
-                                   recorded="given", action="append", metavar="FILE")
-    select_on: tuple[str, ...] = setting((), "choose every label's best head on FILE (e.g. the dev split; repeat for "
-                                         "several) and report its score on --corpus (e.g. test); the probes with a fit "
-                                         "phase are fitted on FILE too unless --fit or --fit-on say otherwise",
-                                         recorded="given", action="append", metavar="FILE", type=input_path)
-    min_count: int = setting(DEFAULT_MIN_COUNT, "labels with fewer instances stay in the results, marked, but are left "
-                             "out of the tables and figures unless --all-labels (default "
-                             f"{DEFAULT_MIN_COUNT})", recorded="always", type=int, metavar="N")
-    fit_on: str | None = setting(None, "pos/ner/con: 'same' fits the centroids on --corpus itself (He & Choi 2021's "
-                                 "same-split setting); default: on --fit where given, else on --corpus",
-                                 choices=("fit", "same"))
-    annotate: str | None = setting(None, "read --corpus (and --fit) as raw text, one passage a line, annotated by spaCy "
-                                   "(silver UPOS, XPOS, dependencies, entities); needs attention-probes[spacy]",
-                                   metavar="spacy[:PIPELINE]")
-    batch_size: int | None = setting(32, "most sentences per forward pass (default 32)", study=(int, type(None)),
-                                     recorded="always", type=int)
-    max_tokens: int | None = setting(None, "most padded subword positions (sentences × longest length) per forward "
-                                     "pass (default: a quarter of the device's total memory at the model's cost per "
-                                     "position, the same on every run; see docs/design.md, Memory and long inputs)",
-                                     study=(int,), recorded="always", type=int, metavar="N")
-    max_length: int | None = setting(None, "most subwords per sentence incl. special tokens (default: the model's "
-                                     "limit); longer sentences are skipped and counted", study=(int,),
-                                     recorded="always", type=int)
-    limit: int | None = setting(None, "use only the first N sentences of the corpus (and of the --fit corpus)",
-                                study=(int,), recorded="always", type=int)
-    invalid_trees: str = setting("refuse", "a CoNLL-U sentence whose heads are not a tree: refuse the file (default) "
-                                 "or skip the sentence, counted by rule in the results", study=(str,),
-                                 choices=INVALID_TREES)
-    device: str = setting("cpu", "cpu, cuda or cuda:N (default cpu)", study=(str,), recorded="always")
-    pool: str | None = setting(None, "subword→word pooling, QUERY-KEY (default mean-sum: a word's row is the mean of "
-                               "its subwords' rows, its column the sum of their columns, as in Clark et al. 2019)",
-                               study=(str,), recorded="always", choices=POOLING_RULES)
-    protocol: str | None = setting(None, "a paper's reading, every choice set at once: hechoi2021 (dep, the "
-                                   "defaults), clark2019 (dep as Clark et al.'s code), kovaleva2019 (frames)",
-                                   study=(str,), recorded="given", choices=tuple(PROTOCOLS))
-    weights: str = setting("attention", "what every probe reads: the attention probabilities (default) or norm, the "
-                           "norm-based maps of Kobayashi et al. 2020 (α·‖f(x)‖, each row renormalised to sum to 1)",
-                           study=(str,), recorded="always", choices=WEIGHT_KINDS)
-    code: tuple[str, ...] = setting((), "import a Python file that registers probes", action="append",
+    format: str | None = setting("reading", None, "corpus format (default: from the file name; e.g. conllu)",
+                                 recorded="always")
+    fit: tuple[str, ...] = setting(
+        "reading", (), "pos/ner/con: fit the per-head centroids on FILE (e.g. the dev split; repeat for several), "
+        "then score --corpus (e.g. test); trees: the split the head ensemble is chosen on (default: --select-on, "
+        "else --corpus itself)", recorded="given", action="append", metavar="FILE")
+    select_on: tuple[str, ...] = setting(
+        "reading", (), "choose every label's best head on FILE (e.g. the dev split; repeat for several) and report "
+        "its score on --corpus (e.g. test); the probes with a fit phase are fitted on FILE too unless --fit or "
+        "--fit-on say otherwise", recorded="given", action="append", metavar="FILE", type=input_path)
+    min_count: int = setting(
+        "output", DEFAULT_MIN_COUNT, "labels with fewer instances stay in the results, marked, but are left out of "
+        f"the tables and figures unless --all-labels (default {DEFAULT_MIN_COUNT})", recorded="always", type=int,
+        metavar="N")
+    fit_on: str | None = setting(
+        "reading", None, "pos/ner/con: 'same' fits the centroids on --corpus itself (He & Choi 2021's same-split "
+        "setting); default: on --fit where given, else on --corpus", choices=("fit", "same"))
+    annotate: str | None = setting(
+        "reading", None, "read --corpus (and --fit) as raw text, one passage a line, annotated by spaCy (silver "
+        "UPOS, XPOS, dependencies, entities); needs attention-probes[spacy]", metavar="spacy[:PIPELINE]")
+    batch_size: int | None = setting("batching", 32, "most sentences per forward pass (default 32)",
+                                     study=(int, type(None)), recorded="always", type=int, metavar="N")
+    max_tokens: int | None = setting(
+        "batching", None, "most padded subword positions (sentences × longest length) per forward pass (default: a "
+        "quarter of the device's total memory at the model's cost per position, the same on every run; see "
+        "docs/design.md, Memory and long inputs)", study=(int,), recorded="always", type=int, metavar="N")
+    max_length: int | None = setting(
+        "batching", None, "most subwords per sentence incl. special tokens (default: the model's limit); longer "
+        "sentences are skipped and counted", study=(int,), recorded="always", type=int, metavar="N")
+    limit: int | None = setting("reading", None, "use only the first N sentences of the corpus (and of the --fit "
+                                "corpus)", study=(int,), recorded="always", type=int, metavar="N")
+    invalid_trees: str = setting(
+        "reading", "refuse", "a CoNLL-U sentence whose heads are not a tree: refuse the file (default) or skip the "
+        "sentence, counted by rule in the results", study=(str,), choices=INVALID_TREES)
+    device: str = setting("capture", "cpu", "cpu, cuda or cuda:N (default cpu)", study=(str,), recorded="always")
+    pool: str | None = setting(
+        "capture", None, "subword→word pooling, QUERY-KEY (default mean-sum: a word's row is the mean of its "
+        "subwords' rows, its column the sum of their columns, as in Clark et al. 2019)", study=(str,),
+        recorded="always", choices=POOLING_RULES)
+    protocol: str | None = setting(
+        "capture", None, "a paper's reading, every choice set at once: hechoi2021 (dep, the defaults), clark2019 "
+        "(dep as Clark et al.'s code), kovaleva2019 (frames)", study=(str,), recorded="given",
+        choices=tuple(PROTOCOLS))
+    weights: str = setting(
+        "capture", "attention", "what every probe reads: the attention probabilities (default) or norm, the "
+        "norm-based maps of Kobayashi et al. 2020 (α·‖f(x)‖, each row renormalised to sum to 1)", study=(str,),
+        recorded="always", choices=WEIGHT_KINDS)
+    code: tuple[str, ...] = setting(None, (), "import a Python file that registers probes", action="append",
                                     metavar="FILE.py")
-    tokenize: str = setting("words", "what the tokenizer reads: the pre-split words (default) or each sentence's raw "
-                            "text (CoNLL-U `# text`, the unsegmented line), tokens mapped to words by character "
-                            "offsets; use text for Chinese segmentation so the model never sees the gold word "
-                            "boundaries", study=(str,), recorded="always", choices=TOKENIZE_CHOICES)
+    tokenize: str = setting(
+        "reading", "words", "what the tokenizer reads: the pre-split words (default) or each sentence's raw text "
+        "(CoNLL-U `# text`, the unsegmented line), tokens mapped to words by character offsets; use text for "
+        "Chinese segmentation so the model never sees the gold word boundaries", study=(str,), recorded="always",
+        choices=TOKENIZE_CHOICES)
     view_heads: tuple[tuple[int, int], ...] = setting(
-        (), "keep these heads' attention maps of the example sentences too (e.g. 2:8,4:9), besides each label's best "
-        "head; the number of example sentences is --examples (default 20; 0 for none)", flag="--heads", study=(list,),
+        "output", (), "keep these heads' attention maps of the example sentences too (e.g. 2:8,4:9), besides each "
+        "label's best head; the number of example sentences is --examples", flag="--heads", study=(list,),
         type=parse_heads, metavar="L:H,...")
-    views: int = setting(DEFAULT_SENTENCES, "example sentences whose per-sentence views each result keeps (the "
-                         "command line's --examples)", flag=None, study=(int,))
-    replicates: int = setting(DEFAULT_REPLICATES, "bootstrap replicates for the 95%% intervals (default "
-                              f"{DEFAULT_REPLICATES}; 0: no intervals)", recorded="always", type=int, metavar="R")
-    bootstrap_seed: int = setting(DEFAULT_SEED, f"seed of the bootstrap's per-sentence weights (default {DEFAULT_SEED})",
-                                  recorded="always", type=int, metavar="N")
-    shard: Shard = setting(WHOLE, "score only shard I of N (0 ≤ I < N), a fixed split by sentence; `probes merge` adds "
-                           "the shards' --state files up into the unsharded run's results", recorded="given",
-                           metavar="I/N", type=parse_shard)
-    state: str | None = setting(None, "save each probe's additive state to DIR/<probe>.<I>-of-<N>.state.pt, for "
-                                "`probes merge`", metavar="DIR", type=check_output_folder)
+    views: int = setting(
+        "output", DEFAULT_SENTENCES, "keep the per-sentence views of the first N sentences (every head's argmax, "
+        "the chosen heads' attention maps) for `probes report` and `probes show` (default "
+        f"{DEFAULT_SENTENCES}; 0 for none)", flag="--examples", study=(int,), type=int, metavar="N")
+    replicates: int = setting(
+        "intervals", DEFAULT_REPLICATES, f"bootstrap replicates for the 95%% intervals (default {DEFAULT_REPLICATES}; "
+        "0: no intervals)", recorded="always", type=int, metavar="R")
+    bootstrap_seed: int = setting("intervals", DEFAULT_SEED, "seed of the bootstrap's per-sentence weights (default "
+                                  f"{DEFAULT_SEED})", recorded="always", type=int, metavar="N")
+    shard: Shard = setting(
+        "batching", WHOLE, "score only shard I of N (0 ≤ I < N), a fixed split by sentence; `probes merge` adds the "
+        "shards' --state files up into the unsharded run's results", recorded="given", metavar="I/N",
+        type=parse_shard)
+    state: str | None = setting("output", None, "save each probe's additive state to DIR/<probe>.<I>-of-<N>.state.pt, "
+                                "for `probes merge`", metavar="DIR", type=check_output_folder)
 
     def __post_init__(self) -> None:
         for name in ("fit", "select_on", "code"):

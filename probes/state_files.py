@@ -143,7 +143,8 @@ def save_states(directory: str | Path, probes: list[Probe], info: RunInfo, part:
     }
     record = {"kind": STATE_KIND, "version": STATE_VERSION, "shard": part.shard.index, "digest": part.digest,
               "sentences": info.sentences, "skipped": dict(shard_skipped),
-              "info": {"model": info.model, "corpus": list(info.corpus),
+              "info": {"model": info.model, "corpus": list(info.corpus), "annotation": info.annotation,
+                       "annotator": info.annotator,
                        "settings": {k: v for k, v in info.settings.items() if k != "shard"},
                        "provenance": info.provenance}}
     files = {}
@@ -319,4 +320,5 @@ def _merged_info(shards: list[_Loaded]) -> RunInfo:
                 for s in shards])
     return RunInfo(model=first["info"]["model"], corpus=list(first["info"]["corpus"]), layers=fp["layers"],
                    heads=fp["heads"], sentences=sum(s.data["sentences"] for s in shards), skipped=skipped,
-                   settings=dict(first["info"]["settings"]), provenance=provenance, notes=dict(fp["corpus_notes"]))
+                   settings=dict(first["info"]["settings"]), provenance=provenance, notes=dict(fp["corpus_notes"]),
+                   annotation=first["info"].get("annotation", "gold"), annotator=first["info"].get("annotator", ""))

@@ -102,11 +102,13 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
     assert target.read_text() == "old" and list(tmp_path.iterdir()) == [target]
 
 
-def test_progress_bar_only_when_asked(tmp_path, capsys, tiny_model):
+def test_progress_bar_or_lines_unless_told_not_to(tmp_path, capsys, tiny_model):
     encoder = probes.load_encoder(str(tiny_model("bert")))
     probes.run(["dep"], encoder=encoder, limit=10, progress=True)
     assert "probing" in capsys.readouterr().err
-    probes.run(["dep"], encoder=encoder, limit=10)  # stderr is not a terminal under pytest
+    probes.run(["dep"], encoder=encoder, limit=10)  # stderr is not a terminal under pytest: progress lines
+    assert capsys.readouterr().err.startswith("probing: ")
+    probes.run(["dep"], encoder=encoder, limit=10, progress=False)
     assert capsys.readouterr().err == ""
 
 

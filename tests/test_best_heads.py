@@ -23,7 +23,7 @@ def result(labels: dict, overall, *, min_count: int | None = 20, baselines: dict
     info = RunInfo(model, ["dev.conllu"], 2, 3, 10, {}, settings, {"model_type": "bert", "probes": "test"})
     return ProbeResult("dep", info, {}, {k: LabelScores(n, np.array(g, dtype=float)) for k, (n, g) in labels.items()},
                        LabelScores(sum(n for n, _ in labels.values()), np.array(overall, dtype=float)),
-                       baselines=baselines or {})
+                       baselines=baselines or {}, baseline_name="best offset baseline" if baselines else "")
 
 
 # ---------------------------------------------------------------------------------------------- best_head
@@ -68,12 +68,12 @@ def test_show_says_why_no_head_is_best_and_leaves_rare_labels_out():
     assert lines[3].split(None, 2) == ["nsubj", "30", "no best head: 3 heads tie at 0.500"]
     assert lines[4].split(None, 2) == ["obj", "25", "no best head: every head scores 0"]
     assert lines[5].split() == ["overall", "58", "L0-H1", "0.600"]
-    assert lines[6] == "1 labels below the minimum count (20 instances) not shown; --all-labels shows them"
+    assert lines[6] == "1 label below the minimum count (20 instances) not shown; --all-labels shows them"
     assert len(lines) == 7
     every = table_lines(r, all_labels=True)
     assert every[5].split() == ["iobj", "3", "L0-H1", "0.600", "(few)"] and every[6].startswith("overall")
     # nothing hidden, no line about it; a line saying what "(few)" means
-    assert every[7] == "(few): 1 labels below the minimum count (20 instances), shown as asked: their scores rest on few instances"
+    assert every[7] == "(few): 1 label below the minimum count (20 instances), shown as asked: their scores rest on few instances"
     assert len(every) == 8
 
 
@@ -115,7 +115,7 @@ def test_show_cli_all_labels(tmp_path, capsys):
     result({"nsubj": (30, GOOD), "iobj": (3, GOOD)}, GOOD).save(tmp_path)
     assert main(["show", str(tmp_path / "dep.json")]) == 0
     out = capsys.readouterr().out
-    assert "iobj" not in out and "1 labels below the minimum count (20 instances) not shown" in out
+    assert "iobj" not in out and "1 label below the minimum count (20 instances) not shown" in out
     assert main(["show", str(tmp_path / "dep.json"), "--all-labels"]) == 0
     assert "\niobj " in capsys.readouterr().out
 

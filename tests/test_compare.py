@@ -102,7 +102,7 @@ def test_compare_refuses_different_options_and_empty_folders(tmp_path, capsys):
 def test_compare_notes_other_differences(tmp_path):
     a, b = save_pair(tmp_path, b=result("dep", B_GRID, corpus="test.conllu", sentences=9))
     notes = compare_results(a, b).notes
-    assert notes == ["different corpora (dev.conllu vs test.conllu)", "dep: 10 sentences scored in A, 9 in B"]
+    assert notes == ["different corpora (dev.conllu vs test.conllu)", "dep: 10 sentences scored in A, 9 sentences in B"]
 
 
 def test_any_grid_loads_as_a_result(tmp_path):

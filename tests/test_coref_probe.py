@@ -37,11 +37,12 @@ import pytest
 import torch
 
 from probes.builtin.anaphors import assign
-from probes.builtin.coref import BASELINES, CoreferenceProbe
+from probes.builtin.coref import BASELINE_NAME, BASELINES, CoreferenceProbe
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
 from probes.identity import sentence_key
 from probes.maps import LayerMaps
+from probes.show import format_table
 from probes.windows import window_spans
 from helpers import E, attention, batch, feed
 from state_checks import check_state, info
@@ -149,6 +150,21 @@ def test_scores_by_hand():
         "out_of_window": 1, "same_head": 0}
     assert coref["scored"] + coref["out_of_window"] + coref["same_head"] == coref["non_first"]
     assert (coref["window"], coref["stride"]) == (14, 4) and "first window" in coref["window_rule"]
+
+
+def test_the_result_names_windows_documents_and_baseline():
+    """The run of test_scores_by_hand (1 document in 3 windows): the probe fills unit, documents and
+    baseline_name, which the table's header and warning read."""
+    _, ws = windows(window=14, stride=4)
+    result = check_state(lambda: CoreferenceProbe(1, 2, window=14, stride=4, mention_head="spacy"), _batches(ws),
+                         info(1, 2, max_length=512))
+    result.info.sentences = len(ws)  # the runner's count of the rows scored
+    assert (result.unit, result.documents, result.baseline_name) == ("windows", 1, BASELINE_NAME)
+    table = format_table(result).splitlines()
+    assert " · 3 windows of 1 document scored, 0 skipped · " in table[0]
+    # nominal: head 0 gets a3 and not a4 (0.5), head_match both (1.0); nested (a2 his): head 0 and offset -2 (John)
+    assert table[-1] == ("warning: best head not above its best baseline (nearest, head_match or an offset): "
+                         "nominal (L0-H0 0.500 ≤ head_match 1.000), nested (L0-H0 1.000 ≤ offset -2 1.000)")
 
 
 def test_view_items_and_marks():

@@ -188,7 +188,7 @@ def test_shared_option_must_agree(tmp_path, capsys, clean_registry):
     with pytest.raises(SystemExit):
         main(["run", "--help", "--code", str(same)])
     help_text = " ".join(capsys.readouterr().out.split())
-    assert "--seed N [head_distance, sameseed, word_order]" in help_text
+    assert "head_distance, sameseed, word_order options: --seed N " in help_text  # one section for the three
 
 
 def test_list_accepts_code(tmp_path, capsys, clean_registry):
@@ -206,10 +206,11 @@ def test_help_shows_no_internal_names(capsys, command):
     text = capsys.readouterr().out
     help_text = " ".join(text.split())
     assert "OPT_" not in text and "(default )" not in text and "(default None)" not in text
-    assert "--max-fe-words N [frames]" in help_text and "(default 3)" in help_text
-    assert "--documents TEXT [frames]" in help_text and "--frequencies TEXT [rare]" in help_text
-    assert "--tagset {upos,xpos} [pos]" in help_text
-    assert help_text.count("--seed N [") == 1  # head_distance and word_order share it: one flag
+    assert "frames options: --max-sentence-words N " in help_text and "--max-fe-words N use frame" in help_text
+    assert "(default 3)" in help_text and "--documents TEXT FrameNet" in help_text
+    assert "rare options: --frequencies TEXT word" in help_text and "pos options: --tagset {upos,xpos} pos" in help_text
+    assert text.count("\n  --seed N ") == 1  # head_distance and word_order
+    assert "head_distance, word_order options: --seed N " in help_text  # share it: one flag, in one section
 
 
 def test_ablate_passes_pool_beside_the_probe_options(monkeypatch):

@@ -117,7 +117,7 @@ def test_show_prints_the_probes_own_view(runs, name):
     expected = []
     for s in result.extra["sentence_views"]["sentences"][:2]:
         marks = {k: v[row] for k, v in unpack_marks(s, layers, heads).items()}
-        names = ["[ROOT]", *s["words"]]
+        names = [result.extra["sentence_views"]["specials"][0], *s["words"]]  # MiniLM's [CLS]
         for k, it in enumerate(s["items"]):
             tick = "✓" if marks["right"][k] else "✗"
             if KINDS[name] == "units":

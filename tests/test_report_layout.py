@@ -34,8 +34,8 @@ def folder(tmp_path_factory, minilm, shared_corpora):
     assert main(["run", "frames", "--corpus", str(shared_corpora / "framenet-1.7"), "--documents", str(documents),
                  "--min-count", "2", "--examples", "4", "--plots", "none", "--quiet", "--out", str(out)]) == 0
     gsd = excerpt(shared_corpora / "ud-chinese-gsdsimp" / "zh_gsdsimp-ud-test.conllu", 8, out.parent / "gsd.conllu")
-    assert main(["run", "seg", "--corpus", str(gsd), "--tokenize", "text", "--examples", "4", "--plots", "none",
-                 "--quiet", "--out", str(out)]) == 0
+    assert main(["run", "seg", "--corpus", str(gsd), "--tokenize", "text", "--examples", "4", "--seg-examples", "4",
+                 "--plots", "none", "--quiet", "--out", str(out)]) == 0
     assert main(["report", str(out), "-o", str(out.parent / "report.html")]) == 0
     return out
 

@@ -170,9 +170,9 @@ def test_examples_and_segmentations():
     assert [s["predicted"] for s in segmentations(r, [(0, 2)])] == [["Theplay", "ing", "cats"], ["Hi"]]
     assert segmentations(r, [(0, 1), (0, 2)], "oracle")[0]["predicted"] == ["Theplaying", "cats"]
     assert segmentations(r, [(0, 1)])[0]["gold"] == ["The", "playing", "cats"]
-    assert _score([_three_heads()], 3, examples=1).extra["examples"][0]["units"][0] == "The"
-    assert len(_score([_three_heads()], 3, examples=1).extra["examples"]) == 1
-    assert _score([_three_heads()], 3, examples=0).extra["examples"] == []
+    assert _score([_three_heads()], 3, seg_examples=1).extra["examples"][0]["units"][0] == "The"
+    assert len(_score([_three_heads()], 3, seg_examples=1).extra["examples"]) == 1
+    assert _score([_three_heads()], 3, seg_examples=0).extra["examples"] == []
     with pytest.raises(InputError, match="no head L1-H0"):
         segmentations(r, [(1, 0)])
 

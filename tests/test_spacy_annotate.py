@@ -76,6 +76,21 @@ def test_run_pos_and_dep_on_raw_text(silver, tmp_path, minilm):
     assert pos["fit"]["on"] == "same" and pos["settings"]["format"] == "spacy"
 
 
+def test_spacys_labels_are_called_silver(silver, tmp_path, capsys, tiny_model):
+    """Run on raw text through --annotate spacy, and on the CoNLL-U `probes annotate` wrote: the result records its
+    labels as silver and by whom, and the table and the per-sentence view call them silver, never gold."""
+    raw, conllu = silver
+    for corpus, annotate in ((raw, ["--annotate", "spacy"]), (conllu, [])):
+        out = tmp_path / corpus.suffix[1:]
+        assert main(["run", "dep", "--model", str(tiny_model("bert")), "--corpus", str(corpus), *annotate,
+                     "--replicates", "0", "--quiet", "--no-plots", "--out", str(out)]) == 0
+        printed = capsys.readouterr().out
+        data = json.loads((out / "dep.json").read_text())
+        assert data["annotation"] == "silver" and data["annotator"].startswith("spaCy 3."), data["annotator"]
+        assert f" · silver labels ({data['annotator']}) · " in printed.splitlines()[0]
+        assert "(silver arcs; → " in printed and "  silver root " in printed and " gold" not in printed
+
+
 def test_bad_raw_text(tmp_path, capsys):
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n", encoding="utf-8")

@@ -16,7 +16,9 @@ them whole.
 
 Baselines on the same anaphors (``baselines``, "kinds" in order): the nearest preceding mention's head word,
 the most recent preceding mention with the anaphor's head word (else the nearest), and the fixed offsets
-k in −3..+3 (k ≠ 0): the word at h + k. The best of them is the label's "best" baseline, "best_offset" its kind.
+k in −3..+3 (k ≠ 0): the word at h + k. The best of them is the label's "best" baseline, "best_offset" its kind;
+the result names it (``ProbeResult.baseline_name``: BASELINE_NAME), and says it scored windows of documents
+(``unit``, ``documents``).
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ CAUSAL_NOTE = ("decoder-only model: a word attends only to itself and earlier wo
                "where an antecedent's head word precedes its own (a nested anaphor's antecedent may not), and the "
                "baselines reach only such antecedents (offsets k > 0 none)")
 NESTING = ("nested", "non_nested")
+BASELINE_NAME = f"best baseline ({', '.join(BASELINES[:2])} or an offset)"  # what each label's head is compared with
 
 
 @register
@@ -132,7 +135,8 @@ class CoreferenceProbe(Probe, declared=COREF):
                 "note": CAUSAL_NOTE, "labels": causal,
                 "overall": _causal_reading(total, self.reachable.total(), self.causal_baseline_hits.total())}
         result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
-                             baselines=baselines, extra=extra)
+                             baselines=baselines, extra=extra, unit="windows", documents=counts["documents"],
+                             baseline_name=BASELINE_NAME)
         attach_intervals(result, self.nest_hits, self.nest_anaphors, self.nest_baseline_hits)
         return attach_intervals(result, self.hits, self.anaphors, self.baseline_hits)
 

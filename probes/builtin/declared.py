@@ -27,7 +27,8 @@ SEG = Declaration("seg", "probes.builtin.seg.probe", "word segmentation: heads t
            "when it is the end special token [SEP] (sep)", str, END_RULES),
     Option("ensemble_size", 10, "largest greedy best-k head ensemble; 0 for none (otherwise every head's "
            "prediction is kept in memory, 1 bit per token per head)", int),
-    Option("examples", 10, "keep every head's segmentation of the first N sentences for `probes show`", int)),
+    Option("seg_examples", 10, "keep every head's segmentation of the first N sentences for `probes show` and "
+           "`probes report` (their per-sentence views are --examples)", int)),
     presentation="probes.builtin.seg.show:SegPresentation")
 
 SRL = Declaration("srl", "probes.builtin.srl", "predicate-argument: does the predicate attend into an argument, or "

@@ -28,7 +28,8 @@ import torch
 from probes.batching import Batch
 from probes.bootstrap import attach_intervals
 from probes.builtin.declared import DEP
-from probes.builtin.directional import CLAMPED_OFFSETS, OFFSETS, accuracy, causal_constraint, offset_baseline
+from probes.builtin.directional import (CLAMPED_OFFSETS, OFFSET_BASELINE, OFFSETS, accuracy, causal_constraint,
+                                        offset_baseline)
 from probes.maps import LayerMaps
 from probes.corpus.sentence import Sentence
 from probes.presentation import arc_items
@@ -111,7 +112,8 @@ class DependencyProbe(Probe, declared=DEP):
             baselines["overall"] = offset_baseline(total, self.baseline_hits.total(), WAYS, self.offsets)
         extra = {"causal_constraint": self._causal_constraint()} if self.causal and self.arcs.names else {}
         return attach_intervals(ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels,
-                                            overall=overall, baselines=baselines, extra=extra), self.hits, self.arcs,
+                                            overall=overall, baselines=baselines, extra=extra,
+                                            baseline_name=OFFSET_BASELINE), self.hits, self.arcs,
                                 self.baseline_hits)
 
     def _causal_constraint(self) -> dict:

@@ -16,6 +16,7 @@ from probes.probe import LabelSums, ratio
 from probes.results import LabelScores
 
 OFFSETS = (-3, -2, -1, 1, 2, 3)
+OFFSET_BASELINE = "best offset baseline"  # what a label's head is compared with (ProbeResult.baseline_name)
 CLAMPED_OFFSETS = (-3, -2, -1, 0, 1, 2)  # Clark et al.'s code: range(-3, 3), positions clamped to the sentence
 
 

@@ -31,7 +31,7 @@ import torch
 from probes.batching import Batch
 from probes.bootstrap import attach_intervals
 from probes.builtin.declared import SRL
-from probes.builtin.directional import OFFSETS, accuracy, causal_constraint, offset_baseline
+from probes.builtin.directional import OFFSET_BASELINE, OFFSETS, accuracy, causal_constraint, offset_baseline
 from probes.corpus.sentence import Sentence
 from probes.maps import LayerMaps
 from probes.probe import LabelSums, Probe
@@ -121,7 +121,8 @@ class SemanticRoleProbe(Probe, declared=SRL):
                 "for arguments with a word before the predicate, arg_to_pred only for those with a word after it",
                 self.arguments, self.reachable, DIRECTIONS, self.baseline_hits, WAYS)
         return attach_intervals(ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels,
-                                            overall=overall, baselines=baselines, extra=extra),
+                                            overall=overall, baselines=baselines, extra=extra,
+                                            baseline_name=OFFSET_BASELINE),
                                 self.hits, self.arguments, self.baseline_hits)
 
 

@@ -32,6 +32,7 @@ from probes.errors import InputError
 from probes.files import Table, json_grid, safe_name, write_result_files
 from probes.intervals import paired_delta
 from probes.results import BestHead, ProbeResult, Reported, best_head, results_in
+from probes.wording import counted, fixed
 
 TOP = 3  # heads listed as gained / lost most
 
@@ -228,7 +229,7 @@ class Comparison:
                          f"{'lost' if d.label_lost else '':<5}{'few' if d.few else '':<4} {r['gained'].split(';')[0]}")
         least = {d.min_count for d in self.labels}
         if len(shown) < len(self.labels):
-            lines.append(f"{len(self.labels) - len(shown)} labels below the minimum count "
+            lines.append(f"{counted(len(self.labels) - len(shown), 'label')} below the minimum count "
                          f"({', '.join(map(str, sorted(least)))} instances) in A and B not shown; --all-labels shows them")
         if paired:
             lines.append("95% interval: paired bootstrap interval of the change of the best score (the sentences "
@@ -326,7 +327,7 @@ def _notes(probe: str, ra: ProbeResult, rb: ProbeResult) -> list[str]:
         notes.append(f"different corpora ({', '.join(ra.info.corpus) or '-'} vs "
                      f"{', '.join(rb.info.corpus) or '-'})")
     if ra.info.sentences != rb.info.sentences and ra.info.corpus and rb.info.corpus:
-        notes.append(f"{probe}: {ra.info.sentences} sentences scored in A, {rb.info.sentences} in B")
+        notes.append(f"{probe}: {ra.scored()} scored in A, {rb.scored()} in B")
     for key in ("pool", "max_length", "tokenize"):
         va, vb = ra.info.settings.get(key), rb.info.settings.get(key)
         if va is not None and vb is not None and va != vb:
@@ -345,11 +346,11 @@ def _short(best: BestHead | Reported) -> str:
 
 
 def _number(x: float, sign: str) -> str:
-    return format(x, f"{sign}.3f") if np.isfinite(x) else "-"
+    return fixed(x, f"{sign}.3f") if np.isfinite(x) else "-"
 
 
 def _span(bounds: tuple[float, float] | None) -> str:
-    return "-" if bounds is None else f"[{bounds[0]:+.3f}, {bounds[1]:+.3f}]"
+    return "-" if bounds is None else f"[{fixed(bounds[0], '+.3f')}, {fixed(bounds[1], '+.3f')}]"
 
 
 def _heads(movers: list[tuple[int, int, float]]) -> str:

@@ -84,6 +84,8 @@ def conllu_sentences(path: str | Path, counts: Corpus | None = None, *, subtypes
     counts.files.append(str(path))
     found = False  # a sentence read or set aside
     for start, block in sentence_blocks(iter_text_lines(path)):
+        if not found and (tool := annotated_by(_metadata(block).get("generator", ""))):
+            counts.silver[str(path)] = tool
         sentence = _sentence(path, start, block, subtypes, extra_columns, repair_i_after_o)
         found = True
         if isinstance(sentence, Sentence):
@@ -152,6 +154,17 @@ def _sentence(path: Path, start: int, block, subtypes: bool, extra_columns: bool
                                      repair_i_after_o=repair_i_after_o)
     return Sentence(words=[cols[1] for cols in rows], ann=ann, sent_id=metadata.get("sent_id"),
                     source=str(path), line=start)
+
+
+SILVER_GENERATOR = "probes annotate"  # the `# generator = ...` header of the CoNLL-U that `probes annotate` writes
+
+
+def annotated_by(generator: str) -> str:
+    """What made a file's silver labels, from its ``# generator`` header: "spaCy 3.8.0, en_core_web_sm 3.8.0" for
+    "probes annotate (spaCy 3.8.0, en_core_web_sm 3.8.0)"; "" for any other generator (gold labels)."""
+    if not generator.startswith(SILVER_GENERATOR):
+        return ""
+    return generator[len(SILVER_GENERATOR):].strip().removeprefix("(").removesuffix(")") or "spaCy"
 
 
 def _metadata(block) -> dict[str, str]:

@@ -42,6 +42,8 @@ class Corpus:
 
     skipped_ids: for each skip reason, the sent_ids of the skipped sentences that have one (a
     reader records them where it knows the id), in the order they were skipped.
+    silver: the files whose labels a tool made (spaCy, directly or through `probes annotate`), each with what made
+    them ("spaCy 3.8.0, en_core_web_sm 3.8.0"); the other files' labels are gold.
     """
 
     sentences: list[Sentence]
@@ -49,6 +51,7 @@ class Corpus:
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> sentences set aside
     notes: dict[str, int] = field(default_factory=dict)  # what -> count of annotations set aside (not sentences)
     skipped_ids: dict[str, list[str]] = field(default_factory=dict)  # reason -> sent_ids of skipped sentences
+    silver: dict[str, str] = field(default_factory=dict)  # file -> the tool that annotated it
 
     def skip(self, reason: str, n: int = 1, sent_id: str | None = None) -> None:
         """Count `n` sentences set aside for `reason`; record `sent_id` (of a single sentence) when known."""
@@ -60,10 +63,12 @@ class Corpus:
         self.notes[what] = self.notes.get(what, 0) + n
 
     def add_counts(self, other: "Corpus") -> None:
-        """Add `other`'s skip counts, skipped ids and notes to this corpus's (its sentences are not added)."""
+        """Add `other`'s skip counts, skipped ids, notes and silver files to this corpus's (its sentences are not
+        added)."""
         for reason, n in other.skipped.items():
             self.skipped[reason] = self.skipped.get(reason, 0) + n
         for reason, ids in other.skipped_ids.items():
             self.skipped_ids.setdefault(reason, []).extend(ids)
         for what, n in other.notes.items():
             self.note(what, n)
+        self.silver.update(other.silver)

@@ -61,7 +61,7 @@ def read_spacy(path: str | Path, *, pipeline: str | None = None) -> Corpus:
     if not passages:
         raise InputError("no text to annotate (only blank lines)", path)
     nlp = load_pipeline(pipeline)
-    corpus = Corpus(sentences=[], files=[str(path)])
+    corpus = Corpus(sentences=[], files=[str(path)], silver={str(path): describe(pipeline)})
     docs = nlp.pipe((text for _, text in passages), batch_size=64)
     for (line, _), doc in zip(passages, docs):
         for sent in doc.sents:

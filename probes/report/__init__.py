@@ -31,6 +31,7 @@ from typing import Any
 from probes.compare.results_diff import load_results
 from probes.errors import InputError
 from probes.files import json_grid, short_model_name, write_atomic
+from probes.packing import specials_of
 from probes.results import ProbeResult, Reported
 
 
@@ -91,7 +92,8 @@ def _probe(result: ProbeResult, sentences: dict[str, dict[str, Any]]) -> dict[st
     for view in views.get("sentences", []):
         key = " ".join(view["words"]) + f"#{view['index']}"
         entry = sentences.setdefault(key, {"id": view["sent_id"] or str(view["index"] + 1), "words": view["words"],
-                                           "argmax": view["predictions"], "width": len(view["words"]) + 1, "maps": {}})
+                                           "argmax": view["predictions"], "width": len(view["words"]) + 1, "maps": {},
+                                           "specials": specials_of(views)})  # the root and end columns' names
         for head, packed in view["attention"].items():
             entry["maps"].setdefault(head, packed)
         keys.append(key)
@@ -102,6 +104,7 @@ def _probe(result: ProbeResult, sentences: dict[str, dict[str, Any]]) -> dict[st
                           "ends": ex["ends"]} for ex in result.extra.get("examples", []) if "ends" in ex],
             "names": views.get("labels", []), "kept": views.get("heads", []),
             "named": views.get("named", []), "sentences_scored": result.info.sentences,
+            "annotation": result.info.annotation,  # "gold", or "silver" where a tool (spaCy) made the labels
             "corpus": [Path(c).name for c in result.info.corpus]}
 
 

@@ -22,7 +22,9 @@
     const a = Math.round(255 * (1 - Math.abs(t)));
     return t >= 0 ? `rgb(255,${a},${a})` : `rgb(${a},${a},255)`;
   }
-  const fmt = x => (x === null || x === undefined || Number.isNaN(x)) ? "–" : Number(x).toFixed(3);
+  const unsigned = x => Math.abs(x) < 0.0005 ? 0 : x;  // never "-0.000" (as probes.wording.fixed)
+  const fmt = x => (x === null || x === undefined || Number.isNaN(x)) ? "–" : unsigned(Number(x)).toFixed(3);
+  const signed = x => (unsigned(x) >= 0 ? "+" : "") + unsigned(x).toFixed(3);
 
   // ---- data access ---------------------------------------------------------------------------------
   function probeOf(m) { return models[m].probes[state.probe]; }
@@ -95,14 +97,14 @@
       const off = r.offset === null ? "" : ` (${r.offset > 0 ? "+" : ""}${r.offset})`;  // coref: a kind ("nearest")
       tr.innerHTML = `<td></td><td class="num">${r.count}</td><td>${r.best}</td><td class="num">${fmt(r.score)}</td>` +
         `<td class="num">${r.baseline === null ? "–" : fmt(r.baseline) + off}</td>` +
-        `<td class="num">${r.margin === null ? "–" : (r.margin >= 0 ? "+" : "") + r.margin.toFixed(3)}</td>`;
+        `<td class="num">${r.margin === null ? "–" : signed(r.margin)}</td>`;
       tr.firstChild.textContent = r.name;
       tr.onclick = () => { state.label = r.name; labels(); grids(); across(); };
       body.appendChild(tr);
     });
     const rare = p.labels.filter(l => l.rare).length;
     $("rare-box").style.display = rare ? "" : "none";
-    $("rare-text").textContent = `${rare} labels below --min-count ${p.min_count}`;
+    $("rare-text").textContent = `${rare} label${rare === 1 ? "" : "s"} below --min-count ${p.min_count}`;
     $("rare").checked = state.rare;
     $("rare").onchange = () => { state.rare = $("rare").checked; labels(); details(); across(); };
     document.querySelectorAll("#labels th").forEach(th => {
@@ -253,7 +255,7 @@
     });
     $("arcs").innerHTML = ""; $("attention").innerHTML = "";
     const kind = p.kind || (p.segments.length ? "segments" : null);
-    $("view-title").innerHTML = kind ? LEGENDS[kind] : "";
+    $("view-title").innerHTML = kind ? LEGENDS[kind].replaceAll("gold", p.annotation || "gold") : "";  // silver: spaCy's
     $("view-title").style.display = kind ? "" : "none";
     if (kind === "segments") $("arcs").appendChild(segments(p.segments, l * model.heads + h));
     if (!p.sentences.length) {
@@ -334,7 +336,7 @@
     return pred;
   }
   function units(s, items, marks, names) {
-    const words = ["[ROOT]", ...s.words];
+    const words = [specials(s)[0], ...s.words];
     const widths = words.map(w => Math.max(44, 7.5 * w.length + 14));
     const x = []; let acc = 10;
     widths.forEach(w => { x.push(acc); acc += w; });
@@ -355,6 +357,8 @@
     });
     return svg;
   }
+  // the root and end columns' names: the model's own special tokens ([CLS], [SEP]; <s>, </s>), as probes show names them
+  const specials = s => s.specials || ["[ROOT]", "[END]"];
   function el(name, attrs, parent) {
     const e = document.createElementNS(SVG, name);
     Object.entries(attrs).forEach(([k, v]) => e.setAttribute(k, v));
@@ -362,7 +366,7 @@
     return e;
   }
   function arcs(s, gold, pred) {
-    const words = ["[ROOT]", ...s.words];
+    const words = [specials(s)[0], ...s.words];
     const widths = words.map(w => Math.max(44, 7.5 * w.length + 14));
     const x = []; let acc = 10;
     widths.forEach(w => { x.push(acc + w / 2); acc += w; });
@@ -394,7 +398,7 @@
     return svg;
   }
   function attention(s, weights) {
-    const words = ["[CLS]", ...s.words, "[SEP]"], n = words.length, row = 18;
+    const words = [specials(s)[0], ...s.words, specials(s)[1]], n = words.length, row = 18;
     const svg = el("svg", { width: 560, height: n * row + 20 });
     const lines = el("g", {}, svg);
     for (let i = 0; i < n; i++) {

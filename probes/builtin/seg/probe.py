@@ -17,8 +17,8 @@ any_end); each layer's heads are counted as the layer comes, the last four colum
 last layer is in (a union is over the heads of every layer). The greedy ensembles need every
 head's prediction at every unit, which counts cannot give exactly; they are kept packed, one bit
 per unit per head (ensemble_size 0 keeps none), and shards merge by concatenation
-(probes.builtin.seg.kept). The segmentations of every head for the first `examples` sentences
-are kept for `probes show`.
+(probes.builtin.seg.kept). The segmentations of every head for the first `seg_examples` sentences
+are kept for `probes show` (the result's "examples").
 
 A decoder-only model's units attend only to themselves and earlier units: pred[i] is never i + 1 nor an end special
 after the sentence, so every head predicts a word end at every unit, under either end rule, and its scores are the
@@ -61,7 +61,7 @@ class SegmentationProbe(SegPresentation, Probe, declared=SEG):
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
-        for name in ("ensemble_size", "examples"):
+        for name in ("ensemble_size", "seg_examples"):
             if self.config[name] < 0:
                 raise InputError(f"seg: {name.replace('_', '-')} must be 0 or more, not {self.config[name]}")
         grid = layers * heads
@@ -144,7 +144,7 @@ class SegmentationProbe(SegPresentation, Probe, declared=SEG):
 
     def _keep_examples(self, batch: Batch, found: BatchUnits, ends: torch.Tensor) -> None:
         for b, index in enumerate(batch.indices):
-            if index >= self.config["examples"]:
+            if index >= self.config["seg_examples"]:
                 continue
             start, stop = found.starts[b], found.starts[b + 1]
             surfaces = unit_surfaces(batch, b, found.positions[start:stop].numpy())

@@ -11,7 +11,7 @@ _COLUMNS = (("word_f1", "word F1"), ("word_precision", "word P"), ("word_recall"
 
 
 def segmentations(result: ProbeResult, heads: list[tuple[int, int]], rule: str = "any_end") -> list[dict]:
-    """The kept example sentences (option `examples`), each segmented by one head or a set of heads.
+    """The kept example sentences (option `seg_examples`), each segmented by one head or a set of heads.
 
     heads: [(layer, head), ...]; one head is that head's own segmentation; several are combined by
     `rule` ("any_end": a word ends where any of them says so; "oracle": each gap takes the gold
