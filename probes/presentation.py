@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from probes.builtin.declared import BUILTIN
 from probes.choices import PLOT_KINDS
 from probes.files import safe_name, short_model_name
 from probes.results import ProbeResult
@@ -32,6 +33,7 @@ class Presentation:
     kind (VIEW_KINDS); None: the probe has no per-sentence view."""
 
     view: str | None = None
+    score: str = "score"  # what a head's score is, named on the figures' colour bars (built-ins: their declaration's)
     kept_view: tuple[int, torch.Tensor, dict[str, torch.Tensor]] | None = None  # layer, rows [N], marks {name: [N,H]}
 
     def view_items(self, sentence: Sentence) -> list[dict]:
@@ -63,14 +65,16 @@ class Presentation:
     def figures(cls, result: ProbeResult, kind: str = "overview") -> dict[str, bytes]:
         """{file name: PNG}. kind "overview" (the default): ``<probe>.png``, small multiples of overall and of
         the labels with at least the run's minimum count of instances (``--min-count``; ``OVERVIEW_MIN_COUNT``
-        for results that record none; most frequent first, at most ``OVERVIEW_MOST``), each label's reported head
-        boxed (ProbeResult.reported: the best, or the head ``--select-on`` chose) where one is named, and a white
-        dot on each head whose 95% interval lies above the label's best baseline (``above_baseline``; the title
-        names it as the result does, ``ProbeResult.compared_with``);
-        "labels": that, and a layer × head heatmap per label at or above the minimum count and overall,
-        ``<probe>-<label>.png``; "all-labels": as "labels", labels below the minimum count included; "none":
-        nothing. The colour scale is [0, 1] where the scores fit it, their own range otherwise (entropy in nats,
-        cluster numbers)."""
+        for results that record none; most frequent first, at most ``OVERVIEW_MOST``; the labels the result calls
+        trivial, "trivial_labels", last and faded), each label's reported head boxed (ProbeResult.reported: the
+        best, or the head ``--select-on`` chose) where one is named, a hatched "tie" beside its title where heads
+        tie at the top, and a white dot on each head whose 95% interval lies above the label's baseline
+        (``above_baseline``: the baseline the result names, ``ProbeResult.compared_with``, or overall's majority-label
+        baseline); "labels": that, and a
+        layer × head heatmap per label at or above the minimum count and overall, ``<probe>-<label>.png``;
+        "all-labels": as "labels", labels below the minimum count included; "none": nothing. The colour scale is
+        [0, 1] where the scores fit it, their own range otherwise (entropy in nats, cluster numbers), its bar
+        named by ``score_name``."""
         from probes.plots import Grid, heatmap_pngs, overview_png
 
         if kind not in PLOT_KINDS:
@@ -82,25 +86,38 @@ class Presentation:
         finite = np.concatenate([e.scores[np.isfinite(e.scores)] for _, e in entries])
         limits = (0.0, 1.0) if finite.size == 0 or (finite.min() >= 0 and finite.max() <= 1) else (None, None)
         model = short_model_name(result.info.model)
+        scale = cls.score_name(result)
         least = result.min_count if "min_count" in result.info.settings else OVERVIEW_MIN_COUNT
+        trivial = result.extra.get("trivial_labels") or {}
         shown = [(name, e) for name, e in entries if name == "overall" or all_labels or e.count >= least]
+        shown.sort(key=lambda item: item[0] in trivial)  # stable: the trivial labels last, each in its place
         few = {name: ", few" if result.below_min_count(name) else "" for name, _ in entries}  # below --min-count
         tiles = [Grid(e.scores, f"{name} ({e.count}{few[name]})" if e.count else name, *limits,
-                      above_baseline(result, name), result.reported(name)) for name, e in shown]
+                      above_baseline(result, name), result.reported(name), trivial.get(name, ""))
+                 for name, e in shown]
         hidden = len(result.labels) + 1 - min(len(shown), OVERVIEW_MOST)
         dotted = any(t.marked is not None for t in tiles)
+        faded = [name for name, _ in shown[:OVERVIEW_MOST] if name in trivial]
         chosen = "head chosen on the selection split" if result.info.settings.get("select_on") else "best head"
         title = (f"{result.probe} · {model} · {chosen} boxed · (count)"
                  + (f" · few: below --min-count {least}" if any(few[name] for name, _ in shown) else "")
-                 + (f" · dot: 95% interval above its {result.compared_with()}" if dotted else "")
+                 + (f" · dot: 95% interval above {baseline_name(result)}" if dotted else "")
+                 + "".join(f" · {name} faded: trivial ({trivial[name]})" for name in faded)
                  + (f" · {counted(hidden, 'label')} under {least} not shown" if hidden else ""))
-        pictures = {f"{safe_name(result.probe)}.png": overview_png(tiles[:OVERVIEW_MOST], title)}
+        pictures = {f"{safe_name(result.probe)}.png": overview_png(tiles[:OVERVIEW_MOST], title, scale=scale)}
         if kind in ("labels", "all-labels"):
             grids = [Grid(e.scores, f"{result.probe}: {name}" + (f" (n={e.count}{few[name]})" if e.count else ""),
                           *limits, above_baseline(result, name), result.reported(name)) for name, e in entries]
-            for (name, _), png in zip(entries, heatmap_pngs(grids, model)):
+            for (name, _), png in zip(entries, heatmap_pngs(grids, model, scale=scale)):
                 pictures[f"{safe_name(result.probe)}-{safe_name(name)}.png"] = png
         return pictures
+
+    @classmethod
+    def score_name(cls, result: ProbeResult) -> str:
+        """What `result`'s scores are, named on its figures' colour bars: a built-in probe's declared ``score``
+        (probes.builtin.declared), else the presenting class's ``score`` (a plugin probe's class attribute)."""
+        declared = BUILTIN.get(result.probe)
+        return declared.score if declared is not None else cls.score
 
 
 def arc_items(sentence: Sentence) -> list[dict]:
@@ -111,15 +128,33 @@ def arc_items(sentence: Sentence) -> list[dict]:
 
 
 def above_baseline(result: ProbeResult, label: str) -> np.ndarray | None:
-    """[L,H] bool: the heads whose 95% interval (ci_low) lies above the label's best baseline score, for
-    probes with such baselines and intervals (dep, srl: the best offset; coref: the best of its kinds); None where
-    either is missing."""
+    """[L,H] bool: the heads whose 95% interval (ci_low) lies above the label's baseline score (``baseline_score``);
+    None where the label has no baseline or no intervals."""
     entry = result.entry(label)
-    base = result.baseline(label)
-    if entry.ci_low is None or not base or base.get("best") is None:
+    point = baseline_score(result, label)
+    if entry.ci_low is None or point is None:
         return None
     with np.errstate(invalid="ignore"):
-        return np.nan_to_num(entry.ci_low, nan=-np.inf) > base["best"]
+        return np.nan_to_num(entry.ci_low, nan=-np.inf) > point
+
+
+def baseline_score(result: ProbeResult, label: str) -> float | None:
+    """The score a label's heads are measured against on the figures: its best offset baseline (dep, srl), or for
+    overall the majority-label baseline (pos, ner, con: always the fit corpus' most frequent label); None where the
+    result has neither."""
+    base = result.baseline(label)
+    if base and base.get("best") is not None:
+        return float(base["best"])
+    majority = result.baselines.get("majority") if isinstance(result.baselines, dict) else None
+    return float(majority["overall"]) if label == "overall" and majority else None
+
+
+def baseline_name(result: ProbeResult) -> str:
+    """The baseline that ``baseline_score`` measures against, as the figures' titles name it."""
+    majority = result.baselines.get("majority") if isinstance(result.baselines, dict) else None
+    if majority and not result.baseline("overall"):
+        return f"the majority-label baseline ({majority['label']}: {majority['overall']:.3f})"
+    return f"its {result.compared_with()}"
 
 
 VIEW_KINDS = ("arcs", "roles", "frames", "units", "mentions")

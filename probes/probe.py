@@ -55,11 +55,13 @@ class Probe(Presentation, ABC):
     options: ClassVar[tuple[Option, ...]] = ()
 
     def __init_subclass__(cls, declared: Declaration | None = None, **kwargs: Any):
-        """``class DependencyProbe(Probe, declared=DEP)``: a built-in probe's name, description and options are
-        its declaration's (probes.builtin.declared), which the command line reads without importing the probe."""
+        """``class DependencyProbe(Probe, declared=DEP)``: a built-in probe's name, description, options and score's
+        name are its declaration's (probes.builtin.declared), which the command line reads without importing the
+        probe."""
         super().__init_subclass__(**kwargs)
         if declared is not None:
             cls.name, cls.description, cls.options = declared.name, declared.description, declared.options
+            cls.score = declared.score
 
     def __init__(self, layers: int, heads: int, *, replicates: int = 0, bootstrap_seed: int = 0, **options: Any):
         """replicates, bootstrap_seed: the run's bootstrap (probes.bootstrap); the probe's replicated state

@@ -156,3 +156,17 @@ def test_a_causal_model_states_the_constraint():
     encoder.read_model(SimpleNamespace(causal=None))
     feed(encoder, batch([CAT, HI], [CAT_COLUMNS, HI_COLUMNS], [[CAT_TO_HEADS], [HI_TO_HEADS]]))
     assert "causal_constraint" not in encoder.compute(info(1, 1)).extra
+
+
+def test_root_is_called_trivial_unless_words_only(tmp_path):
+    """The result names root among its trivial labels (its head is [CLS], where most heads attend: the overview draws it
+    last and faded), and keeps it through its JSON; under words_only root arcs are never right and it is not."""
+    from probes.results import load_result
+
+    r = _both_in_one_batch()
+    assert r.extra["trivial_labels"] == {"root": "attention to [CLS] counts as right"}
+    r.save(tmp_path)
+    assert load_result(tmp_path / "dep.json").extra["trivial_labels"] == r.extra["trivial_labels"]
+    probe = DependencyProbe(1, 2, words_only=True)
+    feed(probe, batch([S1, S2], [C1, C2], [[H0_S1, H1_S1], [H0_S2, H1_S2]]))
+    assert "trivial_labels" not in probe.compute(info(1, 2)).extra

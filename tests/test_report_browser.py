@@ -122,19 +122,37 @@ def test_report_in_chromium(report, browser, tmp_path):
     assert margins == sorted(margins, reverse=True)
     browser.find_element(By.CSS_SELECTOR, '#labels tr[data-label="det"]').click()
     assert browser.find_element(By.ID, "grids-title").text == "dep: det"
-    # across models: a line per label (overall and the 10 most frequent of those at --min-count or above), one
-    # point per model; the label picked in the table is the highlighted line, and clicking another line's name
-    # picks that label
+    # across models: a line per label (overall and the 9 most frequent of those at --min-count or above: at most 10),
+    # each in a colour of its own, a point per model whose result names a best head for the label (none where heads
+    # tie at the top: the tables' "no best head"); the label picked in the table is the highlighted line (it
+    # replaces the last where it is not among them), clicking another line picks that label
     dep = load_result(report.parent / "minilm" / "dep.json")
+    tuned = load_result(report.parent / "tuned" / "dep.json")
     frequent = [name for name in dep.labels if not dep.below_min_count(name)]
+    drawn = ["overall", *sorted(frequent, key=lambda name: -dep.labels[name].count)[:9]]
+    if "det" not in drawn:  # the picked label in the last place, or after the others where they are fewer than 10
+        drawn[min(len(drawn), 9):min(len(drawn), 9) + 1] = ["det"]
     series = browser.find_elements(By.CSS_SELECTOR, "#across g.series")
-    assert {s.get_attribute("data-label") for s in series} == {"overall", *sorted(
-        frequent, key=lambda name: -dep.labels[name].count)[:10]}
+    assert [s.get_attribute("data-label") for s in series] == drawn
     assert len(series) == int(browser.find_element(By.CSS_SELECTOR, "#across svg").get_attribute("data-series")) > 2
-    assert all(len(s.find_elements(By.CSS_SELECTOR, "circle")) == 2 for s in series)
+    colours = [s.find_element(By.TAG_NAME, "path").get_attribute("stroke") for s in series]
+    assert len(set(colours)) == len(colours)
+    for s in series:
+        name = s.get_attribute("data-label")
+        named = [r.reported(name).found for r in (dep, tuned) if name == "overall" or name in r.labels]
+        assert len(s.find_elements(By.CSS_SELECTOR, "circle")) == sum(named), name
+    unnamed = [name for name in drawn if not dep.reported(name).found]
+    assert unnamed, "this report should draw a label without a best head in model A"
     assert [s.get_attribute("data-label") for s in series if "on" in s.get_attribute("class").split()] == ["det"]
-    series[0].find_element(By.CSS_SELECTOR, "text").click()
+    series[0].find_element(By.CSS_SELECTOR, "circle").click()
     assert browser.find_element(By.ID, "grids-title").text == "dep: overall"
+    # the legend: a click on an entry hides its line, a second shows it again
+    entry = browser.find_element(By.CSS_SELECTOR, '#across g.entry[data-label="det"]')
+    entry.click()
+    assert not browser.find_element(By.CSS_SELECTOR, '#across g.series[data-label="det"]').is_displayed()
+    assert "off" in browser.find_element(By.CSS_SELECTOR, '#across g.entry[data-label="det"]').get_attribute("class")
+    browser.find_element(By.CSS_SELECTOR, '#across g.entry[data-label="det"]').click()
+    assert browser.find_element(By.CSS_SELECTOR, '#across g.series[data-label="det"]').is_displayed()
     browser.find_element(By.CSS_SELECTOR, '#probes button[data-probe="mass"]').click()
     assert browser.find_elements(By.CSS_SELECTOR, "#across g.series")
     browser.find_element(By.CSS_SELECTOR, '#probes button[data-probe="dep"]').click()

@@ -1,7 +1,8 @@
 """The report's layout and per-probe views in headless Chromium (as tests/test_report_browser.py), measured by script:
 
 - at 1280 and 1920 px the label table fits its panel (no sideways scroll, every column's right edge inside the
-  panel), labels below --min-count included or not;
+  panel), labels below --min-count included or not; the layer × head grid spans its panel's width; no two texts of
+  a sentence's arc view (the arcs' labels, the words) overlap, in any kept sentence of dep, trees and frames;
 - labels below --min-count are left out of the table and of a head's details until the check box asks for
   them, then shown greyed with their count;
 - each probe's per-sentence view is its own: dep and trees gold arcs (one per word), pos the units with gold
@@ -132,4 +133,43 @@ def test_each_probe_draws_its_own_view(folder, browser, tmp_path):
     layer, head = (int(x) for x in browser.find_element(By.ID, "view-head").text[1:].split("-H"))
     shown = [p.find_element(By.CSS_SELECTOR, ".head").text for p in browser.find_elements(By.CSS_SELECTOR, ".segments p")]
     assert shown == [" ".join(s["predicted"]) for s in segmentations(result, [(layer, head)])] and shown
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+TEXT_BOXES = """return [...document.querySelectorAll("#arcs svg text")].map(t => {
+    const b = t.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom, t.textContent]; });"""
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_grid_spans_its_panel(folder, browser, width):
+    from selenium.webdriver.common.by import By
+
+    browser.set_window_size(width, 1200)
+    browser.get((folder.parent / "report.html").as_uri())
+    grid = browser.find_element(By.CSS_SELECTOR, "#grids table.grid").rect["width"]
+    panel = browser.execute_script("return document.getElementById('grids').clientWidth;")
+    assert grid >= 0.95 * panel, (grid, panel)  # one model: its grid as wide as the panel (not ~190 px of 620)
+    rows = browser.find_elements(By.CSS_SELECTOR, "#grids table.grid tr")
+    assert all(r.rect["height"] >= 16 for r in rows[1:])  # cells no flatter than before
+
+
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_arc_labels_do_not_overlap(folder, browser, width):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser.set_window_size(width, 1200)
+    browser.get((folder.parent / "report.html").as_uri())
+    checked = 0
+    for probe in ("dep", "trees", "frames"):
+        browser.find_element(By.CSS_SELECTOR, f'#probes button[data-probe="{probe}"]').click()
+        picker = Select(browser.find_element(By.ID, "sentence"))
+        for index in range(len(picker.options)):
+            picker.select_by_index(index)
+            boxes = browser.execute_script(TEXT_BOXES)
+            for i, a in enumerate(boxes):
+                for b in boxes[i + 1:]:
+                    assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]), (probe, index, a, b)
+            checked += len(boxes)
+    assert checked > 200
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []

@@ -95,7 +95,8 @@ def expected(data: dict) -> dict[str, dict]:
 
 
 def fixed(x: float | None, spec: str = ".3f") -> str | None:
-    return None if x is None else format(x, spec)
+    """`x` as the tables print it: to `spec`, never a negative zero."""
+    return None if x is None else format(0.0 if float(format(x, spec)) == 0 else x, spec)
 
 
 def check_table(text: str, data: dict, where: str) -> int:

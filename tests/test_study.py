@@ -120,15 +120,17 @@ def test_study_equals_plain_runs_and_a_second_run_does_nothing(models, second_co
         assert done.results[name]["mass"].extra["sentence_views"] == json.loads(json.dumps(
             plain["mass"].extra["sentence_views"]))
         assert "sentence_views" not in done.results[name]["dep"].extra
-    # the study figure's scores are what every other view shows of each label (ProbeResult.reported)
-    from probes.studies.outputs import best_scores
+    # the study figure's scores are what every other view shows of each label (ProbeResult.reported), none where
+    # the result names no head
+    from probes.studies.outputs import named_scores
 
-    top = best_scores(done.frame, ["a", "b"])
+    top = named_scores(done.results, ["a", "b"])
     for model, results in done.results.items():
         for probe, result in results.items():
             for label in [*result.labels, "overall"]:
-                shown = result.reported(label).score
-                assert top.loc[(probe, label), model] == pytest.approx(shown, rel=1e-12, nan_ok=True), (model, label)
+                shown = result.reported(label)
+                want = shown.score if shown.found else float("nan")
+                assert top.loc[(probe, label), model] == pytest.approx(want, rel=1e-12, nan_ok=True), (model, label)
     # the tidy table on disk: parquet and CSV, the same rows as the frame
     table = pd.read_parquet(out / "study.parquet")
     assert list(table.columns) == ["model", "probe", "label", "layer", "head", "score", "count"]

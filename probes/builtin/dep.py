@@ -5,7 +5,8 @@ An arc (dependent d, head h, relation r) is right when pred[d] == h or pred[h] =
 head is the [CLS] column, and pred of the [CLS] row is taken like any other row. Accuracy per
 relation and overall, in each direction alone (dep_to_head: pred[d] == h; head_to_dep:
 pred[h] == d), and fixed-offset baselines: the "head" that always attends to position i + k,
-k in −3..+3 (k ≠ 0), scored the same three ways.
+k in −3..+3 (k ≠ 0), scored the same three ways. The results call root trivial ("trivial_labels": most heads
+attend to [CLS] most, so most get every root arc; the figures draw it last and faded).
 
 Options that read the definition as Clark et al.'s code does (``--protocol clark2019`` sets them all,
 with ``first-sum`` pooling; see probes.protocols):
@@ -38,6 +39,9 @@ from probes.registry import register
 from probes.results import ProbeResult, RunInfo
 
 WAYS = ("either", "dep_to_head", "head_to_dep")
+# the result's "trivial_labels" (drawn last and faded): root, whose head is the start column ([CLS]), where most
+# heads put most of their attention (not under words_only, where root arcs are never right)
+ROOT_TRIVIAL = "attention to [CLS] counts as right"
 
 
 @register
@@ -111,6 +115,8 @@ class DependencyProbe(Probe, declared=DEP):
         if self.arcs.names:
             baselines["overall"] = offset_baseline(total, self.baseline_hits.total(), WAYS, self.offsets)
         extra = {"causal_constraint": self._causal_constraint()} if self.causal and self.arcs.names else {}
+        if "root" in self.arcs.names and not self.config["words_only"]:
+            extra["trivial_labels"] = {"root": ROOT_TRIVIAL}
         return attach_intervals(ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels,
                                             overall=overall, baselines=baselines, extra=extra,
                                             baseline_name=OFFSET_BASELINE), self.hits, self.arcs,

@@ -15,8 +15,11 @@ map as lines between the words (like bertviz's head view) and the probe's own vi
 ``Presentation.view``), green where the head gets an item and red where not, as the probe scored it: dep and
 trees the gold arcs above the sentence with the head's argmax (dep) or decoded tree (trees) below; srl
 predicate → argument and frames target → frame element arcs; pos, ner and con each unit's gold and predicted
-label under it; seg its example sentences as the head segments them; none for a probe without a view. With several
-models (a study's checkpoints, in the order given), a chart of each label's best-head score against the model.
+label under it; seg its example sentences as the head segments them; none for a probe without a view. Arcs are drawn
+by nesting level and their labels moved apart where they would meet, so that no two label boxes intersect; the grids
+share the panel's width. With several models (a study's checkpoints, in the order given), a chart of each label's
+best-head score against the model: overall and the 9 most frequent labels, each line in a colour of its own, no point
+where a model's result names no best head (a tie at the top), a click on a legend entry hiding or showing its line.
 
 Data is embedded once as JSON; per-sentence argmax columns and attention maps as the results keep them (base64,
 see probes.examples), each sentence's maps stored once per model even when several probes kept them.

@@ -4,7 +4,7 @@
   const models = DATA.models;
   const probeNames = [...new Set(models.flatMap(m => Object.keys(m.probes)))];
   const state = { probe: probeNames[0], label: "overall", sort: "count", reference: 0,
-                  model: 0, head: null, sentence: 0, rare: false };
+                  model: 0, head: null, sentence: 0, rare: false, hidden: new Set() };
   const $ = id => document.getElementById(id);
   const SVG = "http://www.w3.org/2000/svg";
 
@@ -117,6 +117,7 @@
   function gridTable(m, grid, colour, label, kind) {
     const table = document.createElement("table");
     table.className = "grid";
+    table.style.setProperty("--heads", grid[0].length);  // the cells' height follows their width (report.css)
     const top = document.createElement("tr");
     top.innerHTML = "<th></th>" + grid[0].map((_, h) => `<th>${h}</th>`).join("");
     table.appendChild(top);
@@ -276,7 +277,7 @@
       (p.named.length ? " and " + p.named.map(x => `L${x[0]}-H${x[1]}`).join(", ") : "") + "; name more with --heads)");
     const v = p.views[state.sentence], marks = headMarks(v, l * model.heads + h);
     if (p.kind === "units") $("arcs").appendChild(units(s, v.items, marks, p.names));
-    else if (p.kind) $("arcs").appendChild(arcs(s, itemArcs(v.items, marks), below(v.items, marks, pred)));
+    else if (p.kind) spread($("arcs").appendChild(arcs(s, itemArcs(v.items, marks), below(v.items, marks, pred))));
     if (map) $("attention").appendChild(attention(s, decode(map, Uint8Array)));
   }
   // ---- the probe's own view: its items of the sentence, and per head what the probe made of each (probes.examples)
@@ -365,23 +366,42 @@
     if (parent) parent.appendChild(e);
     return e;
   }
+  // each gold arc's level: 1 + the highest level of the arcs whose span lies within its own (shortest first), so
+  // that an arc is drawn above every arc it spans; the arcs drawn with flat tops at their level's height
+  function levels(gold) {
+    const spans = gold.map(a => [Math.min(a.from, a.to), Math.max(a.from, a.to)]);
+    const order = gold.map((_, k) => k).sort((i, j) => (spans[i][1] - spans[i][0]) - (spans[j][1] - spans[j][0]));
+    const level = [];
+    order.forEach(k => {
+      level[k] = 1 + Math.max(0, ...order.filter(j => level[j] !== undefined &&
+        spans[j][0] >= spans[k][0] && spans[j][1] <= spans[k][1]).map(j => level[j]));
+    });
+    return level;
+  }
+  const LEVEL = 20;  // px between two levels of arcs
   function arcs(s, gold, pred) {
     const words = [specials(s)[0], ...s.words];
     const widths = words.map(w => Math.max(44, 7.5 * w.length + 14));
     const x = []; let acc = 10;
     widths.forEach(w => { x.push(acc + w / 2); acc += w; });
-    const up = Math.min(220, 30 + 16 * Math.max(1, ...gold.map(a => Math.abs(a.to - a.from))));
+    const level = levels(gold);
+    const up = 16 + LEVEL * Math.max(1, ...level);
     const down = 90, base = up + 10;
     const svg = el("svg", { width: acc + 10, height: base + 30 + down, "data-arcs": gold.length });
     el("defs", {}, svg).innerHTML = '<marker id="ah" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" markerHeight="6" orient="auto"><path d="M0,0L10,5L0,10z" fill="#555"/></marker>';
-    gold.forEach(a => {
-      const x1 = x[a.from], x2 = x[a.to], hgt = Math.min(up - 14, 16 + 14 * Math.abs(a.to - a.from));
+    const labels = [];
+    gold.forEach((a, k) => {
+      const x1 = x[a.from], x2 = x[a.to], top = base - LEVEL * level[k] - 4, dir = x2 > x1 ? 1 : -1;
+      const r = Math.min(6, Math.abs(x2 - x1) / 2);
       const colour = a.right === null ? "#555" : a.right ? "#2e7d32" : "#c62828";
-      el("path", { d: `M${x1},${base - 4} C${x1},${base - hgt} ${x2},${base - hgt} ${x2},${base - 4}`, fill: "none",
+      el("path", { d: `M${x1},${base - 4} L${x1},${top + r} Q${x1},${top} ${x1 + dir * r},${top} ` +
+                      `L${x2 - dir * r},${top} Q${x2},${top} ${x2},${top + r} L${x2},${base - 4}`, fill: "none",
                    stroke: colour, "stroke-width": 1.8, "marker-end": "url(#ah)",
                    class: a.right === null ? "arc" : a.right ? "arc right" : "arc wrong" }, svg);
-      const t = el("text", { x: (x1 + x2) / 2, y: base - 0.75 * hgt - 3, "text-anchor": "middle", fill: colour,
-                             "font-size": 10 }, svg);
+      labels.push([a, (x1 + x2) / 2, top, colour]);
+    });
+    labels.forEach(([a, mid, top, colour]) => {  // over the arcs: each on its arc's top, on a white halo
+      const t = el("text", { x: mid, y: top + 4, "text-anchor": "middle", fill: colour, class: "arc-label" }, svg);
       t.textContent = a.label;
     });
     words.forEach((w, i) => {
@@ -396,6 +416,27 @@
                    fill: "none", stroke: "#78909c", "stroke-width": 1.2, "marker-end": "url(#ah)", class: "argmax" }, svg);
     }
     return svg;
+  }
+  // once drawn (text is measured in the page): each arc label that meets one placed before it moves up until it
+  // meets none, shortest arcs' labels first; the picture grows upwards where a label left it
+  function spread(svg) {
+    const GAP = 1, placed = [];
+    const meets = (a, b) => a.x < b.x + b.width + GAP && b.x < a.x + a.width + GAP &&
+                            a.y < b.y + b.height + GAP && b.y < a.y + a.height + GAP;
+    svg.querySelectorAll("text.arc-label").forEach(t => {
+      let box = t.getBBox(), hit;
+      while ((hit = placed.find(p => meets(p, box)))) {
+        t.setAttribute("y", +t.getAttribute("y") - (box.y + box.height - hit.y) - GAP - 0.5);
+        box = t.getBBox();
+      }
+      placed.push(box);
+    });
+    const top = Math.min(0, ...placed.map(b => b.y - 2));
+    if (top < 0) {
+      const width = +svg.getAttribute("width"), height = +svg.getAttribute("height") - top;
+      svg.setAttribute("viewBox", `0 ${top} ${width} ${height}`);
+      svg.setAttribute("height", height);
+    }
   }
   function attention(s, weights) {
     const words = [specials(s)[0], ...s.words, specials(s)[1]], n = words.length, row = 18;
@@ -422,20 +463,19 @@
   }
 
   // ---- across models (a study's checkpoints): each label's best-head score against the model ----------
-  const PALETTE = ["#263238", "#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#ad1457",
-                   "#4e342e", "#558b2f", "#283593"];
+  // at most 10 lines: overall in near-black under the others, then matplotlib's tab10 without its grey
+  const PALETTE = ["#212121", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                   "#bcbd22", "#17becf"];
   function acrossSeries() {
     const first = models.findIndex(x => x.probes[state.probe]);
     const p = probeOf(first);
-    const names = ["overall", ...listed(p.labels).sort((a, b) => b.count - a.count).map(l => l.name)].slice(0, 11);
-    if (!names.includes(state.label)) names.push(state.label);
+    const names = ["overall", ...listed(p.labels).sort((a, b) => b.count - a.count).map(l => l.name)]
+      .slice(0, PALETTE.length);
+    if (!names.includes(state.label)) names.splice(Math.min(names.length, PALETTE.length - 1), 1, state.label);
     return names.map(name => ({ name, points: models.map((_, m) => {
-      const label = labelOf(m, name);
-      if (!label) return null;
-      const b = best(label), values = label.scores.flat().filter(v => v !== null);
-      if (!values.length) return null;  // the top score is drawn even where heads tie and no head is named best
-      return { m, v: b ? b.v : Math.max(...values), head: b ? `L${b.l}-H${b.h}` : `no best head: ${label.best.why}`,
-               count: label.count };
+      const label = labelOf(m, name), b = label && best(label);
+      // no point where the result names no head (a tie at the top, a top score of 0): the tables' "no best head"
+      return b ? { m, v: b.v, head: `L${b.l}-H${b.h}`, count: label.count } : null;
     }) }));
   }
   function across() {
@@ -446,10 +486,11 @@
     const series = acrossSeries();
     const values = series.flatMap(s => s.points.filter(p => p).map(p => p.v));
     const lo = Math.min(0, ...values), hi = Math.max(1e-9, ...values);
-    const left = 90, top = 10, width = Math.max(320, 110 * (models.length - 1)), height = 220, legend = 170;
+    const left = 90, top = 10, width = Math.max(320, 110 * (models.length - 1)), height = 220, legend = 190;
     const x = m => left + (models.length === 1 ? 0 : m * width / (models.length - 1));
     const y = v => top + height - (v - lo) / (hi - lo) * height;
-    const svg = el("svg", { width: left + width + legend + 20, height: top + height + 40, "data-series": series.length });
+    const svg = el("svg", { width: left + width + legend + 20, height: Math.max(top + height + 40, 30 + 16 * series.length),
+                            "data-series": series.length });
     [lo, (lo + hi) / 2, hi].forEach(v => {
       el("line", { x1: left, x2: left + width, y1: y(v), y2: y(v), stroke: "#ddd" }, svg);
       el("text", { x: left - 6, y: y(v) + 4, "text-anchor": "end" }, svg).textContent = fmt(v);
@@ -458,19 +499,33 @@
       const t = el("text", { x: x(m), y: top + height + 18, "text-anchor": "middle" }, svg);
       t.textContent = `${String.fromCharCode(65 + m)}: ${model.name}`.slice(0, 22);
     });
+    const keys = el("g", { class: "legend" }, svg);
     series.forEach((s, i) => {
-      const colour = PALETTE[i % PALETTE.length];
+      const colour = PALETTE[i % PALETTE.length], dx = (i - (series.length - 1) / 2) * 2;  // equal lines side by side
       const g = el("g", { class: "series" + (s.name === state.label ? " on" : ""), "data-label": s.name }, svg);
-      const pts = s.points.filter(p => p);
-      el("path", { d: pts.map((p, k) => `${k ? "L" : "M"}${x(p.m)},${y(p.v)}`).join(""), fill: "none", stroke: colour,
-                   "stroke-width": 1.6 }, g);
-      pts.forEach(p => {
-        const c = el("circle", { cx: x(p.m), cy: y(p.v), r: 3, fill: colour }, g);
+      const key = `${state.probe}\t${s.name}`, hidden = state.hidden.has(key);  // hidden: by probe and label
+      let d = "";
+      s.points.forEach((p, m) => {  // a break in the line where a model has no point
+        if (p) d += `${m && s.points[m - 1] ? "L" : "M"}${x(p.m) + dx},${y(p.v)}`;
+      });
+      el("path", { d, fill: "none", stroke: colour, "stroke-width": i === 0 ? 3 : 1.6,
+                   "stroke-opacity": i === 0 ? 0.55 : 1 }, g);
+      s.points.filter(p => p).forEach(p => {
+        const c = el("circle", { cx: x(p.m) + dx, cy: y(p.v), r: 3, fill: colour }, g);
         el("title", {}, c).textContent = `${s.name} · ${models[p.m].name}: ${p.head} ${fmt(p.v)} (n=${p.count})`;
       });
-      const t = el("text", { x: left + width + 16, y: top + 12 + 15 * i, fill: colour }, g);
-      t.textContent = s.name;
+      g.style.display = hidden ? "none" : "";
       g.onclick = () => { state.label = s.name; labels(); grids(); across(); };
+      // the legend: click an entry to hide or show its line
+      const entry = el("g", { class: "entry" + (hidden ? " off" : ""), "data-label": s.name }, keys);
+      const ky = top + 12 + 16 * i;
+      el("rect", { x: left + width + 12, y: ky - 12, width: legend, height: 16, fill: "#fff", "fill-opacity": 0 }, entry);
+      el("line", { x1: left + width + 16, x2: left + width + 34, y1: ky - 4, y2: ky - 4, stroke: colour,
+                   "stroke-width": i === 0 ? 3 : 2 }, entry);
+      const t = el("text", { x: left + width + 40, y: ky, fill: colour }, entry);
+      t.textContent = s.points.some(p => p) ? s.name : `${s.name} (no best head)`;
+      el("title", {}, entry).textContent = "click to hide or show this line";
+      entry.onclick = () => { if (hidden) state.hidden.delete(key); else state.hidden.add(key); across(); };
     });
     box.appendChild(svg);
   }

@@ -78,7 +78,7 @@ def study(source: str | Path | dict[str, Any], out: str | Path | None = None, *,
     if written or before.get("results") != record or not all((folder / f).is_file() for f in expected):
         summary = outputs.summary(spec, folder, {"engine": engine, "workers": workers, "address": address}, records,
                                   record, time.perf_counter() - started)
-        pictures = {} if plots in (False, "none") else outputs.figures(table, [m.name for m in spec.models])
+        pictures = {} if plots in (False, "none") else outputs.figures(made, [m.name for m in spec.models])
         written += outputs.write_study(folder, table, summary, pictures, outputs.deltas(made, spec.reference))
     return Study(spec, folder, table, made, records, written)
 

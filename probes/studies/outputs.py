@@ -1,6 +1,7 @@
 """What a study writes from its finished units: per model the results files of ``probes run``, one tidy
 table of the whole study (``study.parquet``, ``study.csv``), ``study.json``, and per probe a figure of each
-label's best-head score against the models in the study's order (``study-<probe>.png``: a trajectory's steps),
+label's best-head score against the models in the study's order (``study-<probe>.png``: a trajectory's steps; no
+point where a result names no best head),
 and the reference against each other model with paired intervals (``study-deltas.csv``).
 
 A model's results for a corpus group are rewritten only when the units they are merged from changed
@@ -33,7 +34,7 @@ STUDY_JSON = "study.json"
 TABLES = ("study.parquet", "study.csv")
 DELTAS = "study-deltas.csv"
 COLUMNS = ["model", "probe", "label", "layer", "head", "score", "count"]
-FIGURE_LABELS = 10  # labels drawn per probe in study-<probe>.png besides overall: the most frequent
+FIGURE_LABELS = 9  # labels drawn per probe in study-<probe>.png besides overall (10 lines): the most frequent
 
 
 def previous(out: Path) -> dict[str, Any]:
@@ -82,30 +83,40 @@ def frame(made: dict[str, dict[str, ProbeResult]]):
     return table[COLUMNS].astype({"layer": "int64", "head": "int64", "count": "int64", "score": "float64"})
 
 
-def best_scores(table, models: list[str]):
-    """[probe, label] × model: each label's best-head score (its top score over the L×H heads; where heads tie
-    the tied score) for every model, columns in the study's model order."""
-    top = table.groupby(["probe", "label", "model"])["score"].max().unstack("model")
-    return top.reindex(columns=[m for m in models if m in top.columns])
+def named_scores(made: dict[str, dict[str, ProbeResult]], models: list[str]):
+    """[probe, label] × model: each label's reported score (ProbeResult.reported: the best head's, or the head
+    ``--select-on`` chose) for every model, columns in the study's model order; NaN where the result names no head
+    (a tie at the top, a top score of 0: the tables' "no best head") or the model has no such label."""
+    import pandas as pd
+
+    rows = {}
+    for m, model in enumerate(models):
+        for probe, result in made.get(model, {}).items():
+            for label in ["overall", *result.labels]:
+                shown = result.reported(label)
+                rows.setdefault((probe, label), [float("nan")] * len(models))[m] = \
+                    shown.score if shown.found else float("nan")
+    index = pd.MultiIndex.from_tuples(sorted(rows), names=["probe", "label"])
+    return pd.DataFrame([rows[k] for k in index], index=index, columns=models)
 
 
-def figures(table, models: list[str], min_count: int = DEFAULT_MIN_COUNT) -> dict[str, bytes]:
-    """{study-<probe>.png: PNG} of each probe with labels: the best-head score of overall and of the
-    FIGURE_LABELS labels most frequent in the first model (at least `min_count` instances) against the models."""
-    if table.empty or len(models) < 2:
+def figures(made: dict[str, dict[str, ProbeResult]], models: list[str],
+            min_count: int = DEFAULT_MIN_COUNT) -> dict[str, bytes]:
+    """{study-<probe>.png: PNG} of each probe with labels: the reported score (``named_scores``) of overall and of
+    the FIGURE_LABELS labels most frequent in the first model that has the probe (at least `min_count` instances)
+    against the models; no point where a model's result names no head."""
+    if len(models) < 2:
         return {}
-    scores = best_scores(table, models)
-    counts = table[table["model"] == models[0]].groupby(["probe", "label"])["count"].first()
+    scores = named_scores(made, models)
     pictures = {}
-    for probe in sorted(table["probe"].unique()):
-        frequent = counts[probe].drop("overall", errors="ignore")
-        frequent = frequent[frequent >= min_count].sort_values(ascending=False, kind="stable")
-        labels = [x for x in ["overall", *frequent.index[:FIGURE_LABELS]] if (probe, x) in scores.index]
-        series = {f"{x} (n={int(counts[probe][x])})" if x in counts[probe] else x: scores.loc[(probe, x)].tolist()
-                  for x in labels}
-        if series:
-            pictures[f"study-{probe}.png"] = lines_png(series, list(scores.columns),
-                                                       f"{probe}: each label's best-head score across the study")
+    for probe in sorted({p for results in made.values() for p in results}):
+        first = next(made[m][probe] for m in models if probe in made.get(m, {}))
+        frequent = [name for name, entry in first.by_count() if entry.count >= min_count][:FIGURE_LABELS]
+        counts = {"overall": first.overall.count, **{name: first.labels[name].count for name in frequent}}
+        series = {f"{x} (n={counts[x]})" + (": no best head" if scores.loc[(probe, x)].isna().all() else ""):
+                  scores.loc[(probe, x)].tolist() for x in ["overall", *frequent]}
+        title = f"{probe}: each label's best-head score across the study (no point: no best head)"
+        pictures[f"study-{probe}.png"] = lines_png(series, models, title)
     return pictures
 
 
