@@ -57,7 +57,8 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
         if not best.found:
             lines.append(line + f"no best head: {best.reason}" + (RARE_MARK if result.below_min_count(name) else ""))
             continue
-        line += f"{best.name:<10}{fixed(best.score, '>7.3f')}" + (fixed(best.selection_score, '>9.3f') if select_on else "")
+        line += f"{best.name:<10}{fixed(best.score, '>7.3f')}"
+        line += fixed(best.selection_score, ">9.3f") if select_on else ""
         if intervals:
             line += f"  {_interval((best.ci_low, best.ci_high)) + ('*' if best.outside else ''):<16}"
             outside |= best.outside
@@ -82,8 +83,8 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
                      f"{' (or its interval)' if intervals else ''}: {', '.join(beaten)}")
     rare = sum(result.below_min_count(name) for name, _ in rows)
     if rare:
-        lines.append(f"{RARE_MARK.strip()}: {counted(rare, 'label')} below the minimum count ({result.min_count} instances), "
-                     "shown as asked: their scores rest on few instances")
+        lines.append(f"{RARE_MARK.strip()}: {counted(rare, 'label')} below the minimum count ({result.min_count} "
+                     "instances), shown as asked: their scores rest on few instances")
     hidden = len(result.labels) - len(shown)
     if hidden:
         lines.append(f"{counted(hidden, 'label')} below the minimum count ({result.min_count} instances) not shown; "

@@ -115,6 +115,11 @@ def test_report_in_chromium(report, browser, tmp_path):
     browser.find_element(By.CSS_SELECTOR, '#grids td.cell[data-model="0"][data-layer="2"][data-head="8"]').click()
     assert browser.find_element(By.ID, "view-head").text == "L2-H8"
     assert browser.find_elements(By.CSS_SELECTOR, "#attention svg line")
+    # the root and end columns carry the model's own special tokens' names, as `probes show` prints them
+    texts = browser.execute_script('return [...document.querySelectorAll("#arcs svg text")].map(t => t.textContent)')
+    words = browser.execute_script('return [...document.querySelectorAll("#attention svg text.word")]'
+                                   '.map(t => t.textContent)')
+    assert "[CLS]" in texts and "[ROOT]" not in texts and (words[0], words[-1]) == ("[CLS]", "[SEP]")
     # sort labels by margin: rows after overall in falling margin
     browser.find_element(By.CSS_SELECTOR, '#labels th[data-sort="margin"]').click()
     margins = [float(td.text) for td in browser.find_elements(By.CSS_SELECTOR, "#labels tbody tr td:last-child")[1:]

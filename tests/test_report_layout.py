@@ -19,6 +19,7 @@ from probes.builtin.seg.show import segmentations
 from probes.cli import main
 from probes.packing import unpack_marks
 from probes.results import load_result
+from probes.wording import counted
 from probe_corpora import FRAMENET_DOCUMENTS, excerpt
 from test_report_browser import artefacts, browser, not_blank  # noqa: F401  (browser: the fixture)
 
@@ -72,7 +73,7 @@ def test_label_table_fits_and_rare_labels_are_marked(folder, browser, width, tmp
             assert not browser.find_element(By.ID, "rare-box").is_displayed()
             continue
         box = browser.find_element(By.ID, "rare-box")
-        assert f"{len(rare)} labels below --min-count {result.min_count}" in box.text
+        assert f"{counted(len(rare), 'label')} below --min-count {result.min_count}" in box.text
         browser.find_element(By.ID, "rare").click()
         rows = browser.find_elements(By.CSS_SELECTOR, "#labels tbody tr.rare")
         assert {tr.get_attribute("data-label") for tr in rows} == rare

@@ -256,7 +256,8 @@
     });
     $("arcs").innerHTML = ""; $("attention").innerHTML = "";
     const kind = p.kind || (p.segments.length ? "segments" : null);
-    $("view-title").innerHTML = kind ? LEGENDS[kind].replaceAll("gold", p.annotation || "gold") : "";  // silver: spaCy's
+    // the labels' source: "gold", or "silver" where spaCy made them (the result's annotation)
+    $("view-title").innerHTML = kind ? LEGENDS[kind].replaceAll("gold", p.annotation || "gold") : "";
     $("view-title").style.display = kind ? "" : "none";
     if (kind === "segments") $("arcs").appendChild(segments(p.segments, l * model.heads + h));
     if (!p.sentences.length) {
@@ -358,7 +359,7 @@
     });
     return svg;
   }
-  // the root and end columns' names: the model's own special tokens ([CLS], [SEP]; <s>, </s>), as probes show names them
+  // the root and end columns' names: the model's own special tokens ([CLS], [SEP]; <s>, </s>), as in probes show
   const specials = s => s.specials || ["[ROOT]", "[END]"];
   function el(name, attrs, parent) {
     const e = document.createElementNS(SVG, name);
