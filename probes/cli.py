@@ -303,6 +303,8 @@ def _report(results: dict, out, plots: bool | str, all_labels: bool = False, dra
                   f"wrote {len(written)} files to {out}")
             if note := result.info.skip_note():
                 print(f"  {note}")
+            if rough := result.few_units():
+                print(f"probes: warning: {name}: {rough}", file=sys.stderr)
         else:
             print(format_result(result, all_labels=all_labels))
 
