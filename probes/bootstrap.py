@@ -20,7 +20,7 @@ import torch
 from probes.batching import Batch
 from probes.choices import DEFAULT_SEED, MASK64, check_bootstrap
 from probes.identity import sentence_key
-from probes.intervals import attach_interval, effective_count, interval_method
+from probes.intervals import SCORE_RANGES, attach_interval, effective_count, interval_method, record_range
 from probes.results import ProbeResult
 
 _GOLDEN = 0x9E3779B97F4A7C15  # the counter's step (splitmix64's increment)
@@ -141,6 +141,7 @@ def attach_intervals(result: ProbeResult, hits, counts, baselines=None) -> Probe
     if not hits.replicates:
         return result
     result.extra["interval_method"] = interval_method("binomial")
+    record_range(result, SCORE_RANGES["binomial"])
     entries = [(name, result.labels[name], name) for name in hits.names if name in result.labels]
     for name, entry, key in [*entries, ("overall", result.overall, None)]:
         if entry.count == 0:

@@ -69,7 +69,8 @@ class Pass:
     e.g. a fit on the scored corpus beside its scoring pass).
 
     After a pass: read (sentences taken from the stream), scored (rows tokenised, fed: the sentences, or the
-    windows a probe cuts them into, ``Probe.rows``), skips,
+    windows a probe cuts them into, ``Probe.rows``), units (what the bootstrap resamples among the rows fed: a
+    sentence, or the document whose windows they are, ``Sentence.unit``; unit names which), skips,
     unknown (probes.encoding.UnknownWords of the tokenised sentences).
     """
 
@@ -80,6 +81,7 @@ class Pass:
         self._carry = list(islice(self._stream, CHUNK_SENTENCES + 1))  # read, not yet prepared
         self.single = len(self._carry) <= CHUNK_SENTENCES  # whether the stream is one chunk
         self.read = self.scored = self.rows = 0  # rows: usable sentences (or their windows, Probe.rows) so far
+        self.units, self.unit = 0, "sentence"
         self.skips = Skips()
         self.unknown = UnknownWords(0, 0, [])
         self._encoder: Encoder | None = None
@@ -135,6 +137,10 @@ class Pass:
             self.skips.by_tokenizer[reason] = self.skips.by_tokenizer.get(reason, 0) + n
         self.unknown = self.unknown + unknown_words(self._encoder.tokenizer.unk_token_id, usable, encoded)
         self.scored += len(encoded)
+        fed = [usable[e.index] for e in encoded]  # a document's windows are all cut here, in this chunk
+        self.units += len({id(s.unit()) for s in fed})
+        if any(s.unit() is not s for s in fed):
+            self.unit = "document"
         for e in encoded:
             e.index += offset
         return Chunk(dict(enumerate(usable, offset)), encoded)

@@ -110,7 +110,8 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                             "of one or more results folders (one per model) or a study's folder: per probe, the "
                             "layer × head grid of every label and model, deltas against a reference model, and each "
                             "head's per-sentence view (attention map, gold arcs against its argmax).")
-    _inputs_and_output(report, "folders", "DIR", "results folders of `probes run --out` (or results files)",
+    _inputs_and_output(report, "folders", "DIR", "results folders of `probes run --out`, results files, or a study's "
+                       "folder (`probes study --out`: each of its models)",
                        "REPORT.html", "the HTML file to write (default report.html)", default="report.html")
     study = sub.add_parser("study", help="run a study file: models × probes × corpora, sharded, resumable",
                            description="Run the study a TOML file declares (models, probes and their options, corpora, "
@@ -301,6 +302,8 @@ def _report(results: dict, out, plots: bool | str, all_labels: bool = False, dra
         print(format_result(result, all_labels=all_labels))
         if out:
             print(f"{name}: wrote {len(written)} files to {out}")
+        if rough := result.few_units():
+            print(f"probes: warning: {name}: {rough}", file=sys.stderr)
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:

@@ -108,6 +108,7 @@ class Table:
         return out.getvalue()
 
 
+STUDY_JSON = "study.json"  # a study's record in its output folder (probes.studies.outputs; read by probes.report)
 GENERIC_FOLDERS = ("model", "models", "model_weights", "weights", "snapshot", "final", "best", "output", "outputs")
 
 

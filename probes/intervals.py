@@ -12,6 +12,13 @@ percentile); its upper bound is its own (selection only pushes a score up). The 
 best offset baseline is paired the same way (MARGIN_METHOD), and so are two results (``paired_delta``,
 PAIRED_METHOD): the change's lower bound pairs A's contenders' deviation with B's own, its upper bound the
 reverse.
+
+Every interval lies within what its score can be (``clip``): a head's and a best head's within the score's range
+(SCORE_RANGES by kind: [0, 1] for a share, or what the probe declares, recorded in the result's "score_range"
+and read back by ``ProbeResult.score_range``), a margin or a change between two results within the difference of
+the two ranges (``difference_range``: [-1, 1] for two shares). The bootstrap's bounds can leave it only where
+a selection's correction or a pairing subtracts a deviation from a score near its edge: clipping there drops
+values the score cannot take, never one it can.
 """
 from __future__ import annotations
 
@@ -24,6 +31,10 @@ from probes.errors import InputError
 from probes.results import BestInterval, LabelScores, ProbeResult, best_head
 
 LEVEL = 0.95
+Range = tuple[float, float]  # (lowest, highest) a score can be; ±inf where it has no bound
+
+# The range of each kind's scores, where the probe declares none of its own (``attach_interval``'s `bounds`)
+SCORE_RANGES: dict[str, Range] = {"binomial": (0.0, 1.0), "bounded": (0.0, 1.0), "mean": (-np.inf, np.inf)}
 
 # How each kind of score gets its per-head interval (``head_interval``; the results' "interval_method")
 SCORE_KINDS = {
@@ -47,6 +58,25 @@ MARGIN_METHOD = ("paired: the margin's lower bound as the best head's (the conte
 PAIRED_METHOD = ("contenders' bounds, paired: the change's lower bound the 2.5th percentile of A's contenders' "
                  "pivots minus B's own, its upper bound the 97.5th of A's own minus B's contenders' (pivot: the score "
                  "minus a replicate deviation); where that has width 0, the difference of the two best-head intervals")
+
+def difference_range(a: Range, b: Range | None = None) -> Range:
+    """The range of x − y for x in `a` and y in `b` (default `a`): (a_low − b_high, a_high − b_low); [-1, 1] for
+    two shares."""
+    b = a if b is None else b
+    return a[0] - b[1], a[1] - b[0]
+
+
+def clip(values, bounds: Range):
+    """`values` (a number or an array) moved into [low, high] = `bounds`; NaN stays NaN."""
+    clipped = np.clip(np.asarray(values, dtype=float), *bounds)
+    return float(clipped) if clipped.ndim == 0 else clipped
+
+
+def record_range(result: ProbeResult, bounds: Range, label: str = "*") -> None:
+    """Declare in `result` the range of `label`'s scores ("*": every label the result names no range for), as
+    ``ProbeResult.score_range`` reads it: extra["score_range"][label] = [low, high] (null for an infinite bound)."""
+    result.extra.setdefault("score_range", {})[label] = [None if np.isinf(x) else float(x) for x in bounds]
+
 
 def interval_method(kinds: str | dict[str, str]) -> dict:
     """What a result records under "interval_method": how its per-head (a kind of SCORE_KINDS, or {which labels:
@@ -168,15 +198,20 @@ def selection_shift(replicates: np.ndarray, points: np.ndarray) -> np.ndarray:
 
 
 def attach_interval(entry: LabelScores, replicates: np.ndarray, kind: str = "binomial",
-                    baseline: tuple[np.ndarray, np.ndarray] | None = None, effective: float | None = None) -> np.ndarray:
+                    baseline: tuple[np.ndarray, np.ndarray] | None = None, effective: float | None = None,
+                    bounds: Range | None = None) -> np.ndarray:
     """Set entry.ci_low, entry.ci_high [L,H] from its replicate scores [R,L,H] (``head_interval`` of `kind`), and
     entry.best: the best head with its selection-aware interval (BEST_METHOD) and, given baseline = (the offset
     baselines' scores [K], their replicates [R,K]), its margin over the best offset with a paired interval
     (MARGIN_METHOD); every head's margin and its paired interval go to entry.margins. effective: the instances'
-    worth as independent units (``head_interval``). Returns [2R] what pairs
+    worth as independent units (``head_interval``). bounds: the score's range (default SCORE_RANGES[kind]): every
+    interval is clipped to it, every margin's to ``difference_range(bounds)`` (the offsets' scores are of the same
+    kind); record it in the result with ``record_range``. Returns [2R] what pairs
     with another result (``paired_delta``): the best head's own pivots (the score minus its replicate deviation),
     then the contenders' (the score minus the largest deviation among the contenders)."""
-    entry.ci_low, entry.ci_high = head_interval(replicates, entry.scores, entry.count, kind, effective=effective)
+    bounds = SCORE_RANGES[kind] if bounds is None else bounds
+    entry.ci_low, entry.ci_high = (clip(x, bounds) for x in head_interval(replicates, entry.scores, entry.count, kind,
+                                                                          effective=effective))
     named = best_head(entry.scores)
     if not np.isfinite(named.score):
         return np.full(len(replicates), np.nan)
@@ -187,22 +222,24 @@ def attach_interval(entry: LabelScores, replicates: np.ndarray, kind: str = "bin
     luckiest = row_max(deviations[:, contenders])  # [R] the largest deviation of a contender
     low = percentile_interval(score - luckiest)[0]
     entry.best = BestInterval(named.layer if named.found else None, named.head if named.found else None, score,
-                              float(np.fmin(low, entry.ci_low[at])), float(entry.ci_high[at]))
+                              clip(np.fmin(low, entry.ci_low[at]), bounds), float(entry.ci_high[at]))
     if baseline is not None:
         points, base = (np.asarray(x, dtype=float) for x in baseline)
         offset_shift = selection_shift(base, points)[:, None, None]  # [R,1,1] the offsets' winner's curse
         margins = entry.scores - float(points.max())  # [L,H] each head's margin over the best offset
-        head_low, head_high = percentile_interval(margins - deviations + offset_shift)
+        margin_range = difference_range(bounds)
+        head_low, head_high = (clip(x, margin_range) for x in percentile_interval(margins - deviations + offset_shift))
         entry.margins = {"margin": margins, "margin_low": head_low, "margin_high": head_high}
         margin_low = percentile_interval(margins[at] - luckiest + offset_shift[:, 0, 0])[0]
         entry.best.margin, entry.best.margin_low, entry.best.margin_high = \
-            float(margins[at]), float(np.fmin(margin_low, head_low[at])), float(head_high[at])
+            float(margins[at]), clip(np.fmin(margin_low, head_low[at]), margin_range), float(head_high[at])
     return np.concatenate([score - deviations[:, at[0], at[1]], score - luckiest])
 
 
 def paired_delta(a: ProbeResult, b: ProbeResult, label: str = "overall", level: float = LEVEL) -> tuple[float, float, float]:
     """(delta, low, high): `a`'s best-head score for `label` minus `b`'s, with its paired interval (PAIRED_METHOD:
-    the sentences reweighted alike on both sides, each side's selection counted as in its best-head interval).
+    the sentences reweighted alike on both sides, each side's selection counted as in its best-head interval),
+    clipped to the difference of the two scores' ranges (``ProbeResult.score_range``).
     Both results must carry replicates (``ProbeResult.replicates``: kept
     by the run, saved in its JSON to float32 precision, rebuilt by `probes merge`) of the same number, seed,
     interval method and corpus; InputError otherwise."""
@@ -228,4 +265,5 @@ def paired_delta(a: ProbeResult, b: ProbeResult, label: str = "overall", level: 
     if not high > low:  # no spread (both best heads right on every instance, say): the unpaired difference
         best_a, best_b = entries[0].best, entries[1].best
         low, high = best_a.ci_low - best_b.ci_high, best_a.ci_high - best_b.ci_low
-    return entries[0].best.score - entries[1].best.score, float(low), float(high)
+    bounds = difference_range(a.score_range(label), b.score_range(label))
+    return entries[0].best.score - entries[1].best.score, clip(low, bounds), clip(high, bounds)

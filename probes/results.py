@@ -22,6 +22,7 @@ from probes.wording import counted
 
 SCHEMA_VERSION = 1
 SKIP_NOTE_SHARE = 0.10  # a run that skips more of the sentences it read names the reasons under its summary
+FEW_UNITS = 20  # a bootstrap over fewer units (sentences, documents) gives rough intervals: the views say so
 
 
 @dataclass
@@ -39,6 +40,15 @@ class RunInfo:
     notes: dict[str, int] = field(default_factory=dict)  # annotations (not sentences) the reader set aside
     annotation: str = "gold"  # where the corpus' labels came from: "gold", or "silver" (a tool's, e.g. spaCy's)
     annotator: str = ""  # what made silver labels ("spaCy 3.8.0, en_core_web_sm 3.8.0"); "" for gold
+    # the units the bootstrap resamples among those scored (probes.identity): `unit` "sentence", or "document"
+    # where a probe cut documents into windows (sentences then counts the windows); None: one per sentence
+    units: int | None = None
+    unit: str = "sentence"
+
+    @property
+    def unit_count(self) -> int:
+        """How many units the bootstrap resampled (``units``, or the sentences scored)."""
+        return self.sentences if self.units is None else self.units
 
     def skip_note(self) -> str | None:
         """"skipped: 1445 longer than 12 words, 405 no frame elements (93% of the 2000 sentences read)" where more
@@ -331,6 +341,29 @@ class ProbeResult:
                         _number(point_margin), _number(margin_low), _number(margin_high), reason=top.reason,
                         baseline=point, offset=offset)
 
+    def score_range(self, label: str = "overall") -> tuple[float, float]:
+        """(lowest, highest) `label`'s score can be, as its probe declared it (extra["score_range"]: {label or "*":
+        [low, high]}, null for no bound; probes.intervals.record_range); for results that declare none, [0, 1]
+        where every interval is of a share (binomial or bounded, extra["interval_method"]), else no bound."""
+        declared = self.extra.get("score_range") or {}
+        bounds = declared.get(label, declared.get("*"))
+        if bounds is not None:
+            return (-np.inf if bounds[0] is None else float(bounds[0]), np.inf if bounds[1] is None else float(bounds[1]))
+        per_head = (self.extra.get("interval_method") or {}).get("per_head") or ""
+        kinds = per_head.values() if isinstance(per_head, dict) else [per_head]
+        shares = all(str(k).startswith(("binomial", "bounded")) for k in kinds) and bool(per_head)
+        return (0.0, 1.0) if shares else (-np.inf, np.inf)
+
+    def few_units(self) -> str | None:
+        """"the bootstrap resampled only 3 documents (fewer than 20): its 95% intervals are rough" where the result has bootstrap intervals
+        and the bootstrap resampled fewer than FEW_UNITS units (``RunInfo.units``), else None: the views print it
+        and mark the intervals ~; the JSON records it ("few_units")."""
+        n, entries = self.info.unit_count, [*self.labels.values(), self.overall]
+        if n >= FEW_UNITS or all(e.ci_low is None for e in entries):
+            return None
+        return (f"the bootstrap resampled only {n} {self.info.unit}{'' if n == 1 else 's'} (fewer than {FEW_UNITS}): "
+                "its 95% intervals are rough")
+
     def baseline(self, label: str = "overall") -> dict[str, Any] | None:
         """`label`'s offset baselines ({"best", "best_offset", ...}) where its probe has them, else None."""
         baselines = self.baselines if isinstance(self.baselines, dict) else {}
@@ -384,7 +417,9 @@ class ProbeResult:
         i = self.info
         return {
             "probe": self.probe, "model": i.model, "corpus": i.corpus, "layers": i.layers, "heads": i.heads,
-            "sentences": i.sentences, "skipped": sum(i.skipped.values()), "skipped_reasons": i.skipped,
+            "sentences": i.sentences, "bootstrap_units": {"count": i.unit_count, "unit": i.unit},
+            **({"few_units": note} if (note := self.few_units()) else {}),
+            "skipped": sum(i.skipped.values()), "skipped_reasons": i.skipped,
             "corpus_notes": i.notes, "annotation": i.annotation, **({"annotator": i.annotator} if i.annotator else {}),
             "unit": self.unit, **({"documents": self.documents} if self.documents is not None else {}),
             **({"baseline_name": self.baseline_name} if self.baseline_name else {}),
@@ -400,12 +435,14 @@ class ProbeResult:
     def from_json(cls, data: dict[str, Any]) -> "ProbeResult":
         known = {"probe", "model", "corpus", "layers", "heads", "sentences", "skipped", "skipped_reasons", "corpus_notes", "options",
                  "settings", "labels", "overall", "baselines", "version", "provenance", "schema", "replicates",
-                 "annotation", "annotator", "unit", "documents", "baseline_name"}
+                 "annotation", "annotator", "bootstrap_units", "few_units", "unit", "documents", "baseline_name"}
         info = RunInfo(model=data["model"], corpus=list(data["corpus"]), layers=int(data["layers"]),
                        heads=int(data["heads"]), sentences=int(data["sentences"]),
                        skipped=dict(data.get("skipped_reasons", {})), settings=dict(data.get("settings", {})),
                        provenance=dict(data.get("provenance", {})), notes=dict(data.get("corpus_notes", {})),
-                       annotation=data.get("annotation", "gold"), annotator=data.get("annotator", ""))
+                       annotation=data.get("annotation", "gold"), annotator=data.get("annotator", ""),
+                       units=(data.get("bootstrap_units") or {}).get("count"),
+                       unit=(data.get("bootstrap_units") or {}).get("unit", "sentence"))
         return cls(probe=data["probe"], info=info, options=dict(data.get("options", {})),
                    labels={k: LabelScores.from_json(v) for k, v in data["labels"].items()},
                    overall=LabelScores.from_json(data["overall"]), baselines=data.get("baselines", {}),

@@ -137,7 +137,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
 
     read = data.source.counts
     info = RunInfo(model=encoder.name, corpus=read.files, layers=encoder.layers, heads=encoder.heads,
-                   sentences=data.scoring.scored, skipped=data.skipped(),
+                   sentences=data.scoring.scored, units=data.scoring.units, unit=data.scoring.unit,
+                   skipped=data.skipped(),
                    settings=settings.recorded(
                        format=format, max_tokens=max_tokens, pool=pool, max_length=encoder.max_length,
                        device=str(encoder.device),
@@ -153,7 +154,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     results = {p.name: p.compute(info) for p in active}
     if selecting:
         chosen_on = RunInfo(model=encoder.name, corpus=select_source.counts.files, layers=encoder.layers,
-                            heads=encoder.heads, sentences=selection.scored, skipped=select_skipped,
+                            heads=encoder.heads, sentences=selection.scored, units=selection.units, unit=selection.unit,
+                            skipped=select_skipped,
                             settings=info.settings, provenance=info.provenance, notes=dict(select_source.counts.notes))
         for p in selecting:
             choose_heads(results[p.name], p.compute(chosen_on))

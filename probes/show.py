@@ -14,7 +14,8 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
     """Best head per label (most frequent first), or the head ``--select-on`` chose, as ``ProbeResult.reported``
     gives them: its count, its 95% bootstrap interval where the run kept replicates (the best head chosen again
     in every replicate, probes.bootstrap; a selected head's own interval), marked * with a line saying why where
-    the score lies outside it, and, where the probe has them, the best fixed-offset baseline and the head's margin
+    the score lies outside it, marked ~ with a line saying why where the bootstrap resampled few units
+    (``ProbeResult.few_units``), and, where the probe has them, the best fixed-offset baseline and the head's margin
     over it (with its paired interval).
     Labels below the run's minimum count are left out unless `all_labels`; a label with no single best head
     (``BestHead.reason``) says why; where ``--select-on`` chose the heads, their score on the selection split
@@ -29,6 +30,8 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
     shows = [result.reported(name) for name, _ in rows]  # every number of a row comes from here
     intervals = any(r.ci_low is not None for r in shows)
     margins = any(r.baseline is not None for r in shows)
+    rough = result.few_units()
+    mark = "~" if rough else ""  # before each interval resting on few units
     width = max(LABEL_WIDTH, *(len(name) + 1 for name, _ in rows))  # the label column
     lines = [f"{result.probe} · {info.model} · {result.scored()} scored, {sum(info.skipped.values())} skipped"
              + (f" · silver labels ({info.annotator})" if info.annotator else " · silver labels"
@@ -50,7 +53,7 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
     header = header.rstrip()
     lines += [header, "-" * len(header)]
     beaten = []  # labels whose head is not above the best baseline
-    outside = False
+    outside = marked = False  # marked: an interval printed with ~
     for best in shows:
         name = best.label
         line = f"{name:<{width}}{best.count:>7}  "
@@ -60,13 +63,14 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
         line += f"{best.name:<10}{fixed(best.score, '>7.3f')}"
         line += fixed(best.selection_score, ">9.3f") if select_on else ""
         if intervals:
-            line += f"  {_interval((best.ci_low, best.ci_high)) + ('*' if best.outside else ''):<16}"
-            outside |= best.outside
+            bounds = _interval((best.ci_low, best.ci_high), mark=mark)
+            line += f"  {bounds + ('*' if best.outside else ''):<16}"
+            outside, marked = outside or best.outside, marked or bounds.startswith("~")
         if best.baseline is not None:
             offset = f"offset {best.offset:+d}" if isinstance(best.offset, int) else str(best.offset)  # coref: a kind
             line += f"  {offset:<12}{fixed(best.baseline, '>7.3f')}{fixed(best.margin, '>+8.3f')}"
             if intervals:
-                line += f"  {_interval((best.margin_low, best.margin_high), '+.3f')}"
+                line += f"  {_interval((best.margin_low, best.margin_high), '+.3f', mark)}"
             if not best.margin > 0:
                 beaten.append(f"{name} ({best.name} {fixed(best.score)} ≤ {offset} {fixed(best.baseline)})")
             elif best.margin_low is not None and not best.margin_low > 0:  # above the baseline, not beyond resampling
@@ -78,6 +82,8 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
                      + ("a head's percentile interval need not hold its own score where its replicates are skewed"
                         if select_on else "the best of the L×H heads' scores is biased upward, and its interval "
                         "counts the selection"))
+    if marked:
+        lines.append(f"~ {rough}")
     if beaten:
         lines.append(f"warning: {'chosen' if select_on else 'best'} head not above its {result.compared_with()}"
                      f"{' (or its interval)' if intervals else ''}: {', '.join(beaten)}")
@@ -96,11 +102,11 @@ RARE_MARK = "  (few)"  # after a table line of a label below the run's minimum c
 LABEL_WIDTH = 14  # the label column's least width (a longer label widens it)
 
 
-def _interval(bounds: tuple[float | None, float | None] | None, spec: str = ".3f") -> str:
-    """"[low, high]", or "-" where there is none (no replicates of the label, or no margin)."""
+def _interval(bounds: tuple[float | None, float | None] | None, spec: str = ".3f", mark: str = "") -> str:
+    """"[low, high]" after `mark`, or "-" where there is none (no replicates of the label, or no margin)."""
     if not bounds or any(x is None or x != x for x in bounds):
         return "-"
-    return f"[{fixed(bounds[0], spec)}, {fixed(bounds[1], spec)}]"
+    return f"{mark}[{fixed(bounds[0], spec)}, {fixed(bounds[1], spec)}]"
 
 
 def format_result(result: ProbeResult, top: int = 0, head: tuple[int, int] | None = None, sentences: int = 3,

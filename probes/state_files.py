@@ -142,7 +142,8 @@ def save_states(directory: str | Path, probes: list[Probe], info: RunInfo, part:
         "shards": part.shard.count,
     }
     record = {"kind": STATE_KIND, "version": STATE_VERSION, "shard": part.shard.index, "digest": part.digest,
-              "sentences": info.sentences, "skipped": dict(shard_skipped),
+              "sentences": info.sentences, "units": info.unit_count, "unit": info.unit,
+              "skipped": dict(shard_skipped),
               "info": {"model": info.model, "corpus": list(info.corpus), "annotation": info.annotation,
                        "annotator": info.annotator,
                        "settings": {k: v for k, v in info.settings.items() if k != "shard"},
@@ -319,6 +320,9 @@ def _merged_info(shards: list[_Loaded]) -> RunInfo:
                  **{k: s.data["info"]["provenance"].get(k) for k in ("command", "created", "seconds", "platform")}}
                 for s in shards])
     return RunInfo(model=first["info"]["model"], corpus=list(first["info"]["corpus"]), layers=fp["layers"],
-                   heads=fp["heads"], sentences=sum(s.data["sentences"] for s in shards), skipped=skipped,
+                   heads=fp["heads"], sentences=sum(s.data["sentences"] for s in shards),
+                   units=sum(s.data.get("units", s.data["sentences"]) for s in shards),
+                   unit="document" if any(s.data.get("unit") == "document" for s in shards) else "sentence",
+                   skipped=skipped,
                    settings=dict(first["info"]["settings"]), provenance=provenance, notes=dict(fp["corpus_notes"]),
                    annotation=first["info"].get("annotation", "gold"), annotator=first["info"].get("annotator", ""))

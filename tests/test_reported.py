@@ -32,7 +32,7 @@ def hand(selected: dict | None = None) -> ProbeResult:
                            ci_low=SCORES - 0.05, ci_high=SCORES + 0.1,
                            best=BestInterval(1, 2, 0.6, 0.62, 0.7, 0.1, 0.05, 0.2))
 
-    info = RunInfo("m", ["test.conllu"], 2, 3, 10, {}, settings, {"probes": "test"})
+    info = RunInfo("m", ["test.conllu"], 2, 3, 100, {}, settings, {"probes": "test"})  # 100 sentences: not few
     base = {"best": 0.5, "best_offset": -1}
     return ProbeResult("dep", info, {}, {"nsubj": entry(40)}, entry(40), baselines={"labels": {"nsubj": base},
                                                                                       "overall": base})

@@ -27,10 +27,10 @@ REPLICATES = 200
 NUMBER = r"-?\d+\.\d{3}|nan"
 ROW = re.compile(rf"^(?P<label>.+?)\s+(?P<count>\d+)  "
                  rf"(?:(?P<head>L\d+-H\d+)\s+(?P<score>{NUMBER})(?:\s+(?P<sel>{NUMBER}))?"
-                 rf"(?:\s+(?:\[(?P<low>{NUMBER}), (?P<high>{NUMBER})\](?P<star>\*)?|-))?"
+                 rf"(?:\s+(?:(?P<rough>~)?\[(?P<low>{NUMBER}), (?P<high>{NUMBER})\](?P<star>\*)?|-))?"
                  r"(?:\s+(?:offset (?P<offset>[+-]\d+)|(?P<kind>[a-z_]+))\s+(?P<base>-?\d+\.\d{3})"  # coref: a kind
                  r"\s+(?P<margin>[+-]\d+\.\d{3})"
-                 r"(?:\s+(?:\[(?P<mlow>[+-]\d+\.\d{3}), (?P<mhigh>[+-]\d+\.\d{3})\]|-))?)?"
+                 r"(?:\s+(?:(?P<mrough>~)?\[(?P<mlow>[+-]\d+\.\d{3}), (?P<mhigh>[+-]\d+\.\d{3})\]|-))?)?"
                  r"|no best head: (?P<why>.+?))(?P<few>  \(few\))?$")  # (few): below the run's --min-count
 
 
@@ -122,7 +122,8 @@ def check_table(text: str, data: dict, where: str) -> int:
         if shown["kind"] == "selected":
             assert row["sel"] == fixed(shown["selection_score"]), (where, line, shown)
         assert (row["low"], row["high"]) == (fixed(shown["ci_low"]), fixed(shown["ci_high"])), (where, line, shown)
-        if row["low"] is not None:
+        if row["low"] is not None:  # ~: the bootstrap resampled few units, as the JSON says
+            assert bool(row["rough"]) == ("few_units" in data), (where, line)
             inside = float(row["low"]) <= float(row["score"]) <= float(row["high"])
             assert inside or row["star"], (where, line)
             starred |= bool(row["star"])
@@ -131,11 +132,14 @@ def check_table(text: str, data: dict, where: str) -> int:
             assert (named, row["base"]) == (f"{shown['offset']:+d}" if isinstance(shown["offset"], int)
                                             else shown["offset"], fixed(shown["baseline"])), (where, line)
             assert row["margin"] == fixed(shown["margin"], "+.3f"), (where, line, shown)
+            assert row["mlow"] is None or bool(row["mrough"]) == ("few_units" in data), (where, line)
             assert (row["mlow"], row["mhigh"]) == (fixed(shown["margin_low"], "+.3f"),
                                                     fixed(shown["margin_high"], "+.3f")), (where, line, shown)
         else:
             assert row["offset"] is None and row["kind"] is None, (where, line)
     assert starred == any(line.startswith("* the score lies outside its interval") for line in lines), (where, text)
+    assert (f"~ {data.get('few_units')}" in lines) == ("few_units" in data and any(ROW.match(x)["low"] for x in rows)), \
+        (where, text)
     assert sorted(ROW.match(line)["label"] for line in rows) == sorted([*data["labels"], "overall"]), where
     return len(rows)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -246,3 +247,22 @@ def test_run_with_several_models_refuses_shards(models, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--shard and --state take one --model" in err
     assert not state.exists()
+
+
+def test_report_of_a_study_folder_shows_every_model(models, tmp_path):
+    """`probes report OUT` on the folder `probes study` wrote (study.json, the tidy tables, .units, one folder per
+    model): one model on the page per model of the study, in the study's order, each with its probes."""
+    study_file = write_toml(tmp_path / "study.toml", {"b": models["b"], "a": models["a"]}, shards=1)
+    out = tmp_path / "out"
+    assert main(["study", str(study_file), "--out", str(out), "--no-plots", "--quiet"]) == 0
+    assert (out / "study.json").is_file() and (out / UNITS_FOLDER).is_dir()
+    page = tmp_path / "report.html"
+    assert main(["report", str(out), "-o", str(page)]) == 0
+    html = page.read_text(encoding="utf-8")
+    payload = json.loads(re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S)[1])
+    assert [Path(m["path"]).name for m in payload["models"]] == ["b", "a"]
+    assert [m["model"] for m in payload["models"]] == [models["b"], models["a"]]
+    for model in payload["models"]:
+        assert set(model["probes"]) == {"dep", "mass"}
+        saved = json.loads((Path(model["path"]) / "dep.json").read_text())
+        assert model["probes"]["dep"]["overall"]["scores"] == saved["overall"]["scores"]

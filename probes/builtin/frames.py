@@ -61,7 +61,7 @@ from probes.builtin.directional import causal_constraint
 from probes.corpus.framenet import STANDARD_DEV_DOCUMENTS, STANDARD_TEST_DOCUMENTS, read_document_list
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
-from probes.intervals import attach_interval, interval_method
+from probes.intervals import SCORE_RANGES, attach_interval, interval_method, record_range
 from probes.maps import LayerMaps
 from probes.probe import LabelSums, Probe, ratio
 from probes.registry import register
@@ -172,6 +172,7 @@ class FrameElementProbe(Probe, declared=FRAMES):
             replicates = replicate_ratio(self.replicate_sums, self.replicate_counts)  # [R,L,H]
             result.replicates["overall"] = attach_interval(overall, replicates, "bounded")  # means of weights in [0, 1]
             result.extra["interval_method"] = interval_method("bounded")
+            record_range(result, SCORE_RANGES["bounded"])
         return result
 
 

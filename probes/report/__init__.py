@@ -4,7 +4,8 @@ folders, to open from disk.
     build_report([folder, ...]) -> str      the HTML
     write_report([folder, ...], path)       written atomically
 
-Each folder (``probes run --out``; a study's folder: each subfolder holding results) is one model. The page
+Each folder (``probes run --out``) is one model; a study's folder (``probes study``, or ``probes run --model A
+--model B --out``: it holds study.json) is each of its models, in the study's order. The page
 shows, per probe, the label table (sortable by count and by margin over the baseline), the layer × head grid
 of the chosen label for every model, and with several models the delta grid against a chosen reference; labels
 below the run's ``--min-count`` are left out of the table, the head details and the chart across models
@@ -33,7 +34,7 @@ from typing import Any
 
 from probes.compare.results_diff import load_results
 from probes.errors import InputError
-from probes.files import json_grid, short_model_name, write_atomic
+from probes.files import STUDY_JSON, json_grid, short_model_name, write_atomic
 from probes.packing import specials_of
 from probes.results import ProbeResult, Reported
 
@@ -55,7 +56,11 @@ def build_report(folders: list[str | Path]) -> str:
 
 
 def _models(folder: Path) -> list[tuple[Path, dict[str, ProbeResult]]]:
-    """(folder, {probe: result}) for a results folder or file, or for each subfolder of a study's folder."""
+    """(folder, {probe: result}) for a results folder or file; for a study's folder (``probes study``, ``probes run
+    --model A --model B``: one that holds study.json) its models' folders in the study's order; for a folder of
+    results folders (none of its own), each subfolder that holds results."""
+    if (folder / STUDY_JSON).is_file():
+        return [(p, load_results(p)) for p in _study_folders(folder)]
     if folder.is_dir() and not any(folder.glob("*.json")):
         subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and any(p.glob("*.json")))
         if subfolders:
@@ -64,6 +69,20 @@ def _models(folder: Path) -> list[tuple[Path, dict[str, ProbeResult]]]:
     if not results:
         raise InputError("no probe results here", folder)
     return [(folder, results)]
+
+
+def _study_folders(folder: Path) -> list[Path]:
+    """A study's model folders (OUT/<model>, in study.json's order); InputError where study.json cannot be read or
+    names no model whose folder holds results."""
+    where = folder / STUDY_JSON
+    try:
+        names = [m["name"] for m in json.loads(where.read_text(encoding="utf-8"))["models"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputError(f"not a study's record ({type(e).__name__}: {e})", where) from None
+    folders = [folder / str(n) for n in names if (folder / str(n)).is_dir() and any((folder / str(n)).glob("*.json"))]
+    if not folders:
+        raise InputError(f"the study's models ({', '.join(map(str, names))}) have no results folder here", folder)
+    return folders
 
 
 def _unique(names: list[str]) -> list[str]:

@@ -24,13 +24,12 @@ from probes.choices import DEFAULT_MIN_COUNT
 from probes.plots import lines_png
 from probes.provenance import probes_version
 from probes.figures import save_result
-from probes.files import write_result_files
+from probes.files import STUDY_JSON, write_result_files
 from probes.results import ProbeResult, load_result
 from probes.state_files import merge
 from probes.studies.spec import StudySpec
 from probes.studies.units import Unit, UnitStore
 
-STUDY_JSON = "study.json"
 TABLES = ("study.parquet", "study.csv")
 DELTAS = "study-deltas.csv"
 COLUMNS = ["model", "probe", "label", "layer", "head", "score", "count"]

@@ -24,6 +24,7 @@ from probes.results import ProbeResult, RunInfo
 @register
 class EntropyAnalysis(MeanAnalysis, declared=ENTROPY):
     measures = ("entropy", "gap", "confidence")
+    ranges = {"entropy": (0.0, float("inf")), "gap": (0.0, float("inf"))}  # nats; confidence a weight in [0, 1]
     scalars = ("uniform_entropy", "uniform_confidence")
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:

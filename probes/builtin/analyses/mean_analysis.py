@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from probes.bootstrap import add_replicates, replicate_ratio
-from probes.intervals import attach_interval, interval_method
+from probes.intervals import attach_interval, interval_method, record_range
 from probes.maps import LayerMaps
 from probes.probe import Probe, ratio
 from probes.results import LabelScores, ProbeResult, RunInfo
@@ -34,6 +34,9 @@ class MeanAnalysis(Probe):
     """
 
     measures: ClassVar[tuple[str, ...]] = ()
+    # measure -> (lowest, highest) its mean can be, for its intervals (probes.intervals); a measure not named is
+    # a mean of values in [0, 1] (a share of attention, of rows)
+    ranges: ClassVar[dict[str, tuple[float, float]]] = {}
     scalars: ClassVar[tuple[str, ...]] = ()
     tallies: ClassVar[tuple[str, ...]] = ()
 
@@ -102,6 +105,8 @@ class MeanAnalysis(Probe):
                 i = self.measures.index(measure)
                 if entry.count and self.replicate_counts[:, i].any():  # the analysis gave it per sentence
                     replicates = replicate_ratio(self.replicate_sums[:, i], self.replicate_counts[:, i])
-                    result.replicates[name] = attach_interval(entry, replicates, "mean")  # [R,L,H] → best [R]
+                    bounds = self.ranges.get(measure, (0.0, 1.0))
+                    result.replicates[name] = attach_interval(entry, replicates, "mean", bounds=bounds)  # → best [R]
                     result.extra["interval_method"] = interval_method("mean")
+                    record_range(result, bounds, name)
         return result

@@ -43,7 +43,7 @@ from probes.builtin.seg.scoring import COMBINE_RULES, STATS, greedy, metrics, ta
 from probes.builtin.seg.show import SegPresentation
 from probes.builtin.seg.units import COUNTS, LENGTH_LABELS, BatchUnits, batch_units, unit_surfaces
 from probes.errors import InputError
-from probes.intervals import attach_interval, interval_method
+from probes.intervals import SCORE_RANGES, attach_interval, interval_method, record_range
 from probes.maps import LayerMaps
 from probes.probe import Probe, ratio
 from probes.registry import register
@@ -181,6 +181,7 @@ class SegmentationProbe(SegPresentation, Probe, declared=SEG):
             f1 = (2 * self.replicate_right / denominator.where(denominator > 0, torch.nan)).numpy()  # [R,L,H]
             result.replicates["overall"] = attach_interval(overall, f1, "bounded")  # F1 in [0, 1], n = gold words
             result.extra["interval_method"] = interval_method({"overall": "bounded", "labels": "binomial"})
+            record_range(result, SCORE_RANGES["bounded"])  # F1 and the length labels' shares alike
             for i, label in enumerate(LENGTH_LABELS):
                 if labels[label].count:
                     scores = replicate_ratio(self.replicate_bucket_right[:, i], self.replicate_bucket_words[:, i])
