@@ -5,7 +5,7 @@ import argparse
 
 from probes.argtypes import check_output_folder, input_path
 from probes.arguments import add_settings, chosen_options
-from probes.choices import MODES, SWEEPS
+from probes.choices import CLASSIFY, MODES, SWEEPS
 from probes.collector import loading
 from probes.settings import ABLATE_SETTINGS
 from probes.errors import InputError
@@ -97,7 +97,7 @@ def add_commands(sub) -> None:
 
 def cmd_ablate(args: argparse.Namespace) -> int:
     with loading():
-        from probes.ablation.sweep import CLASSIFY, ablate
+        from probes.ablation.sweep import ablate
 
     if (args.order or args.importance) and args.target != CLASSIFY:
         raise InputError("--importance and --order are for the classify target")

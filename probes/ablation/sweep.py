@@ -21,10 +21,9 @@ from probes.ablation.masking import MODES, HeadMasker
 from probes.ablation.masks import build_masks, mask_tensor
 from probes.ablation.probe_target import ProbeTarget
 from probes.ablation.result import AblationResult
+from probes.choices import CLASSIFY
 from probes.errors import InputError
 from probes.progress import progress_bar
-
-CLASSIFY = "classify"
 
 
 def ablate(target: str = CLASSIFY, model: str | None = None, corpus: str | Path | Iterable[str | Path] | None = None,
