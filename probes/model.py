@@ -51,7 +51,8 @@ from safetensors import SafetensorError
 
 from probes.causal.capture import causal_capture
 from probes.causal.families import copying_scores, kv_heads
-from probes.checkpoint import check_tokenizer_files, check_weight_files, resolve_source
+from probes.checkpoint import (check_tokenizer_files, check_vocabulary, check_weight_files, resolve_source,
+                               tokenizer_files, unreadable_tokenizer)
 from probes.choices import check_weights
 from probes.defaults import default_model
 from probes.eager import reused_attention_memory
@@ -292,9 +293,8 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
     source = resolve_source(name)
     folder = Path(source) if Path(source).is_dir() else None
     try:
-        tokenizer = _load_tokenizer(transformers, source)
+        tokenizer = load_tokenizer(source, folder)
         if folder is not None:
-            check_tokenizer_files(folder, tokenizer)
             check_weight_files(folder)
         family = family_of(transformers.AutoConfig.from_pretrained(source).model_type)
         causal = family is not None and family.causal
@@ -348,10 +348,25 @@ def to_device(model: torch.nn.Module, device: str) -> torch.device:
     return dev
 
 
-def _load_tokenizer(transformers, source: str):
-    tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+def load_tokenizer(source: str, folder: Path | None):
+    """The fast tokenizer of `source` (a hub name, or the checkpoint `folder`), checked: its files are there
+    (probes.checkpoint) and its vocabulary is not empty. The tokenizers library's own errors (a plain Exception: an
+    empty vocab.json with its merges.txt, ...) are an InputError naming the folder's tokenizer files."""
+    import transformers
+
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+    except Exception as e:
+        if type(e) is not Exception:  # transformers' and Python's own errors: the caller's _LOAD_ERRORS
+            raise
+        if folder is None:
+            raise InputError(f"model {source!r}: its tokenizer cannot be read ({first_line(e)})") from None
+        raise unreadable_tokenizer(folder, first_line(e)) from None
     if not getattr(tokenizer, "is_fast", False):
         raise InputError(f"model {source!r}: its tokenizer is not a fast tokenizer; word alignment needs word_ids()")
+    if folder is not None:
+        check_tokenizer_files(folder, tokenizer)
+    check_vocabulary(tokenizer, tokenizer_files(folder, tokenizer) if folder else [], folder or source)
     return tokenizer
 
 
