@@ -83,6 +83,9 @@ class RunSettings:
     weights: str = setting("attention", "what every probe reads: the attention probabilities (default) or norm, the "
                            "norm-based maps of Kobayashi et al. 2020 (α·‖f(x)‖, each row renormalised to sum to 1)",
                            study=(str,), recorded="always", choices=WEIGHT_KINDS)
+    allow_unknown: bool = setting(False, "score a corpus even where more than half of its words tokenize only to the "
+                                  "unknown token (default: refused, the model cannot read it)", study=(bool,),
+                                  recorded="given", action="store_true")
     code: tuple[str, ...] = setting((), "import a Python file that registers probes", action="append",
                                     metavar="FILE.py")
     tokenize: str = setting("words", "what the tokenizer reads: the pre-split words (default) or each sentence's raw "
@@ -222,7 +225,7 @@ COMMAND_FLAGS = {
                "no_normalize", "order", "order_corpus", "prune_step", "mode", "percent", "repeats", "random_seed",
                "label", "out", "top", "masks_per_pass", "no_plots", "quiet"),
 }
-ABLATE_SETTINGS = ("format", "batch_size", "max_length", "limit", "device", "pool", "code")  # `probes ablate`'s
+ABLATE_SETTINGS = ("format", "batch_size", "max_length", "limit", "device", "pool", "allow_unknown", "code")  # `probes ablate`'s
 
 
 def command_flags(command: str) -> set[str]:

@@ -16,6 +16,7 @@ from probes.builtin.causal.sink import SinkProbe
 from probes.causal.detect import DETECTORS, detect
 from probes.causal.families import copying_scores
 from probes.causal.sequences import repeated_random_tokens
+from probes.encoding import UnknownTokensWarning
 from probes.families import Family
 from probes.results import RunInfo
 
@@ -135,11 +136,13 @@ BUNDLED = ["dep", "pos", "trees", "mass", "entropy", "positional", "rare", "patt
 @pytest.mark.parametrize("family", list(CONFIGS))
 def test_every_probe_of_the_bundled_sample_runs_on_each_family(family, tmp_path):
     """The probes that read the bundled EWT sample, on 6 of its sentences (Qwen2's byte-level BPE reads the words;
-    the word-level test vocabularies read them as unknown tokens): every one gives scores for every head."""
+    the word-level test vocabularies read them as unknown tokens, scored with allow_unknown): every one gives
+    scores for every head."""
     import probes
 
     folder = make_checkpoint(family, tmp_path / family)
-    results = probes.run(BUNDLED, str(folder), limit=6, fit_on="same", replicates=10, progress=False)
+    results = probes.run(BUNDLED, str(folder), limit=6, fit_on="same", replicates=10, progress=False,
+                         allow_unknown=True)
     assert set(results) == set(BUNDLED)
     for name, result in results.items():
         assert result.overall.scores.shape == (2, 4), name
@@ -151,6 +154,27 @@ def test_every_probe_of_the_bundled_sample_runs_on_each_family(family, tmp_path)
     stated = results["dep"].extra["causal_constraint"]["overall"]  # no head above what its direction can reach
     assert results["dep"].overall.extra["dep_to_head"].max() <= stated["head_precedes_share"] + 1e-6
     assert results["dep"].overall.extra["head_to_dep"].max() <= 1 - stated["head_precedes_share"] + 1e-6
+
+
+def test_a_corpus_the_model_cannot_read_is_refused_unless_allowed(tmp_path, capsys):
+    """The EWT sample through a word-level vocabulary that lacks every word of it (t2..t63): refused on one line
+    naming the share and the file, no scores (issue 42 item 6); with --allow-unknown scored, after the warning."""
+    from probes.cli import main
+    from probes.corpus import read_corpus
+    from probes.defaults import bundled_corpus
+
+    folder = make_checkpoint("gpt2", tmp_path / "gpt2")
+    capsys.readouterr()  # transformers' "Writing model shards"
+    argv = ["run", "induction", "--model", str(folder), "--limit", "6", "--replicates", "0", "--quiet"]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    words = sum(len(s.words) for s in read_corpus([bundled_corpus()]).sentences[:6])  # 104
+    assert out == "" and err == (f"probes: error: {bundled_corpus()}: 100.0% of the words ({words} of {words}) "
+                                 "tokenize only to the unknown token, e.g. From, the, AP: the model cannot read this "
+                                 "corpus; give --allow-unknown (allow_unknown=True) to score it anyway\n")
+    with pytest.warns(UnknownTokensWarning, match="the unknown token dominates this run"):
+        assert main([*argv, "--allow-unknown"]) == 0
+    assert "prefix_matching" in capsys.readouterr().out
 
 
 CORPUS_PROBES = ("srl", "ner", "con", "seg", "frames", "coref")

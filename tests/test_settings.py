@@ -50,7 +50,8 @@ def test_the_results_json_records_settings_only(tiny_model):
                         shard="0/2", protocol="hechoi2021")["dep"]
     recorded = set(result.info.settings)
     assert recorded <= set(setting_names())
-    assert recorded == {f.name for f in fields(RunSettings) if f.metadata.get("recorded")} - {"fit", "select_on"}
+    assert recorded == {f.name for f in fields(RunSettings) if f.metadata.get("recorded")} - {"fit", "select_on",
+                                                                                              "allow_unknown"}
     assert result.info.settings["shard"] == "0/2" and result.info.settings["replicates"] == 3
 
 
