@@ -20,6 +20,8 @@ from probes.arguments import add_code_argument, add_probe_options, add_settings,
 from probes.checkpoint import resolve_source
 from probes.choices import CLASSIFY, DEFAULT_SENTENCES, PLOT_KINDS
 from probes.collector import loading, process
+from probes.causal.commands import COMMANDS as SEQUENCES_COMMANDS
+from probes.causal.commands import add_commands as add_sequences_commands
 from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
 from probes.compare.commands import add_commands as add_compare_commands
 from probes.errors import InputError, StudyFailed
@@ -139,6 +141,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     add_code_argument(merge)
     add_compare_commands(sub)  # compare, similarity, correlate, plot (probes.compare.commands)
     add_ablation_commands(sub)  # ablate (probes.ablation.commands)
+    add_sequences_commands(sub)  # sequences (probes.causal.commands)
     parser.commands = sub.choices
     return parser, sub.choices
 
@@ -363,7 +366,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run, "study": cmd_study, "report": cmd_report, "merge": cmd_merge, "list": cmd_list, "show": cmd_show, "annotate": cmd_annotate, **COMPARE_COMMANDS,
-            **ABLATION_COMMANDS}
+            **ABLATION_COMMANDS, **SEQUENCES_COMMANDS}
 
 if __name__ == "__main__":
     entry()

@@ -41,10 +41,10 @@ from __future__ import annotations
 
 import inspect
 import pickle
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from safetensors import SafetensorError
@@ -284,32 +284,16 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
     """
     import transformers
 
-    transformers.utils.logging.set_verbosity_error()
-    import huggingface_hub
-
-    huggingface_hub.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
     name = default_model() if name is None else name
-    source = resolve_source(name)
-    folder = Path(source) if Path(source).is_dir() else None
-    try:
-        tokenizer = load_tokenizer(source, folder)
+    source, folder = _source(transformers, name)
+    with _load_errors(name, folder):
+        tokenizer, family = _tokenizer_and_family(transformers, source, folder)
         if folder is not None:
             check_weight_files(folder)
-        family = family_of(transformers.AutoConfig.from_pretrained(source).model_type)
         causal = family is not None and family.causal
-        tokenizer = _fit_tokenizer(tokenizer, family, lambda: transformers.AutoTokenizer.from_pretrained(
-            source, add_prefix_space=True))
         auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
         model, loading = auto.from_pretrained(source, attn_implementation="sdpa" if causal else "eager",
                                               output_loading_info=True, ignore_mismatched_sizes=True)
-    except InputError:
-        raise
-    except _LOAD_ERRORS as e:
-        if folder is not None:
-            raise InputError(f"cannot load the checkpoint ({type(e).__name__}: {first_line(e)})", folder) from None
-        raise InputError(f"cannot load model {name!r} (not a local directory, so it was looked up as a hub name): "
-                         f"{first_line(e)}") from None
     where = folder or name
     _check_weights_fit(loading, where)
     dev = to_device(model, device)
@@ -346,6 +330,53 @@ def to_device(model: torch.nn.Module, device: str) -> torch.device:
         raise InputError(f"device {device!r} is not available: {first_line(e)}") from None
     model.eval()
     return dev
+
+
+def model_tokenizer(name: str | None = None):
+    """The tokenizer of model `name` (default: the packaged MiniLM) as ``load_encoder`` gives it, its family's
+    quirks applied, without reading the weights (e.g. to draw the detectors' sequences from its vocabulary)."""
+    import transformers
+
+    name = default_model() if name is None else name
+    source, folder = _source(transformers, name)
+    with _load_errors(name, folder):
+        return _tokenizer_and_family(transformers, source, folder)[0]
+
+
+def _source(transformers, name: str) -> tuple[str, Path | None]:
+    """What transformers loads `name` from (probes.checkpoint.resolve_source) and its folder (None: a hub name);
+    transformers' and the hub's logging quietened."""
+    transformers.utils.logging.set_verbosity_error()
+    import huggingface_hub
+
+    huggingface_hub.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    source = resolve_source(name)
+    return source, Path(source) if Path(source).is_dir() else None
+
+
+@contextmanager
+def _load_errors(name: str, folder: Path | None) -> Iterator[None]:
+    """What reading a bad checkpoint raises inside transformers, torch.load and safetensors, as an InputError naming
+    the folder (or the hub name)."""
+    try:
+        yield
+    except InputError:
+        raise
+    except _LOAD_ERRORS as e:
+        if folder is not None:
+            raise InputError(f"cannot load the checkpoint ({type(e).__name__}: {first_line(e)})", folder) from None
+        raise InputError(f"cannot load model {name!r} (not a local directory, so it was looked up as a hub name): "
+                         f"{first_line(e)}") from None
+
+
+def _tokenizer_and_family(transformers, source: str, folder: Path | None) -> tuple[object, Family | None]:
+    """The model's tokenizer, checked (``load_tokenizer``) and fitted to its family (``_fit_tokenizer``), and the
+    family (probes.families), from its config's model_type."""
+    tokenizer = load_tokenizer(source, folder)
+    family = family_of(transformers.AutoConfig.from_pretrained(source).model_type)
+    return _fit_tokenizer(tokenizer, family, lambda: transformers.AutoTokenizer.from_pretrained(
+        source, add_prefix_space=True)), family
 
 
 def load_tokenizer(source: str, folder: Path | None):

@@ -233,3 +233,44 @@ def test_earlier_occurrences_from_a_sort_equal_their_definition():
             & real[:, :, None] & real[:, None, :]  # [B,T,T]
         found = earlier_occurrences(ids, real)
         assert all(torch.equal(a, e) for a, e in zip(found, defined.nonzero(as_tuple=True), strict=True))
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_sequences_written_by_the_command_score_as_the_default_ones(family, tmp_path, capsys):
+    """`probes sequences --repeated` writes the detectors' default sequences (issue 42 item 9): the file holds the
+    very ids ``detect`` draws, one sequence a line, and a run on it (read back as ids, not tokenised) gives
+    ``detect``'s scores with the same seed (Llama's tokenizer adds <s> before each, as to detect's): the same with
+    no per-sentence views, as detect keeps; within float32 rounding with the run's default views (whole maps)."""
+    import probes
+    from probes.cli import main
+
+    folder = make_checkpoint(family, tmp_path / family)
+    out = tmp_path / "repeated.ids"
+    assert main(["sequences", "--repeated", "--count", "6", "--length", "10", "--seed", "5", "--model", str(folder),
+                 "--out", str(out)]) == 0
+    assert capsys.readouterr().out.endswith(f"wrote 6 sequences of 20 token ids (random tokens repeated, seed 5) to "
+                                            f"{out}\n")
+    encoder = probes.load_encoder(str(folder))
+    lines = out.read_text().splitlines()
+    assert lines[0] == f"# generated: 6 × random tokens (10) repeated, seed 5; token ids of {folder}"
+    assert [[int(x) for x in line.split()] for line in lines[1:]] == \
+        repeated_random_tokens(encoder.tokenizer, 6, 10, seed=5).tolist()
+    written = probes.run(DETECTORS, encoder=encoder, corpus=out, replicates=20, batch_size=4, views=0, progress=False)
+    viewed = probes.run(DETECTORS, encoder=encoder, corpus=out, replicates=20, batch_size=4, progress=False)
+    default = detect(DETECTORS, encoder=encoder, count=6, length=10, sequence_seed=5, replicates=20, batch_size=4)
+    for name in DETECTORS:
+        assert written[name].labels.keys() == default[name].labels.keys(), name
+        for label, cell in default[name].labels.items():
+            assert written[name].labels[label].count == cell.count, (name, label)
+            np.testing.assert_array_equal(written[name].labels[label].scores, cell.scores, err_msg=f"{name} {label}")
+            np.testing.assert_allclose(viewed[name].labels[label].scores, cell.scores, atol=1e-6, rtol=0)
+    assert written["prev_token"].overall.count == 6 * (20 + (family == "llama") - 1)
+
+
+def test_the_sequences_file_must_be_a_ids_file(tmp_path, capsys):
+    from probes.cli import main
+
+    assert main(["sequences", "--repeated", "--out", str(tmp_path / "repeated.txt")]) == 2
+    assert capsys.readouterr().err == (f"probes: error: {tmp_path / 'repeated.txt'}: the sequences file's name must end "
+                                       "in .ids (a run reads a .ids file as token ids; any other name would be read as "
+                                       "text and tokenised again)\n")

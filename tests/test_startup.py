@@ -25,7 +25,8 @@ def test_importing_the_cli_loads_no_heavy_module():
 
 
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["list"], ["run", "--help"], ["ablate", "--help"],
-                                  ["run", "dep", "--limt", "50"], ["compare", "--help"], ["show", "nope.json"]])
+                                  ["run", "dep", "--limt", "50"], ["compare", "--help"], ["show", "nope.json"],
+                                  ["sequences", "--help"]])
 def test_answers_without_heavy_modules(argv):
     code = (f"import json, sys\nfrom probes.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
             f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]), file=sys.stderr)")
