@@ -3,6 +3,8 @@ hand-built weights, and the generated sequences end to end on tiny random models
 from __future__ import annotations
 
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -274,3 +276,63 @@ def test_the_sequences_file_must_be_a_ids_file(tmp_path, capsys):
     assert capsys.readouterr().err == (f"probes: error: {tmp_path / 'repeated.txt'}: the sequences file's name must end "
                                        "in .ids (a run reads a .ids file as token ids; any other name would be read as "
                                        "text and tokenised again)\n")
+
+
+def test_the_causal_constraint_is_printed_under_the_table():
+    """A hand-made dep result of a decoder: under its table, the note and, per shown label and overall, the share of
+    arcs whose head precedes and the best offset baseline k < 0 (either direction), as its JSON states them."""
+    from probes.results import LabelScores, ProbeResult
+    from probes.show import format_causal, format_result
+
+    stated = {"note": "decoder-only model: a note", "overall": {
+        "head_precedes_share": 0.4, "causal_offset_baseline": {"either": 0.35, "dep_to_head": 0.1, "head_to_dep": 0.3}},
+        "labels": {"nsubj": {"head_precedes_share": 0.088235, "causal_offset_baseline": {"either": 0.382353}},
+                   "det": {"head_precedes_share": 0.0, "causal_offset_baseline": {"either": 0.5}},
+                   "iobj": {"head_precedes_share": None, "causal_offset_baseline": {"either": 0.0}}}}
+    grid = np.array([[0.25, 0.5], [0.75, 0.125]])
+    labels = {"nsubj": LabelScores(34, grid), "det": LabelScores(44, grid), "iobj": LabelScores(2, grid)}
+    result = ProbeResult("dep", RunInfo("m", ["c.conllu"], 2, 2, 10, {}, {"min_count": 20}, {}), {}, labels,
+                         LabelScores(80, grid), extra={"causal_constraint": stated})
+    assert format_causal(result).splitlines() == [
+        "decoder-only model: a note (causal_constraint)",
+        "per label: the share of instances a direction can reach; causal baseline: the best baseline a causal model "
+        "can follow (offsets before the word, either direction)",
+        "label           head precedes share  causal baseline",
+        "----------------------------------------------------",
+        "det                           0.000            0.500",
+        "nsubj                         0.088            0.382",
+        "overall                       0.400            0.350"]
+    assert "\niobj                              -            0.000\n" in format_causal(result, all_labels=True)
+    assert format_result(result, sentences=0).endswith(format_causal(result))
+    del result.extra["causal_constraint"]
+    assert format_causal(result) == ""
+
+
+@pytest.mark.filterwarnings("ignore::probes.encoding.UnknownWordsWarning")
+def test_dep_on_a_decoder_prints_what_it_cannot_reach(tmp_path, capsys):
+    """`probes run dep` on a decoder prints the causal_constraint figures under the table (issue 42 item 9), and
+    `probes show` of its results file the same lines, every number the JSON's."""
+    from probes.cli import main
+
+    folder = make_checkpoint("gpt2", tmp_path / "gpt2", byte_level=True)
+    capsys.readouterr()  # transformers' "Writing model shards"
+    argv = ["run", "dep", "--model", str(folder), "--limit", "12", "--replicates", "0", "--quiet"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert main([*argv, "--out", str(tmp_path / "out"), "--no-plots"]) == 0
+    capsys.readouterr()
+    assert main(["show", str(tmp_path / "out" / "dep.json"), "--sentences", "0"]) == 0
+    shown = capsys.readouterr().out
+    stated = json.loads((tmp_path / "out" / "dep.json").read_text())["causal_constraint"]
+    for text in (printed, shown):
+        lines = text.splitlines()
+        start = lines.index(f"{stated['note']} (causal_constraint)")
+        end = next(i for i in range(start, len(lines)) if lines[i].startswith("overall "))
+        rows = {line.split()[0]: line.split()[1:] for line in lines[start + 4:end + 1]}
+        assert len(rows) > 3
+        assert rows["overall"] == [f"{stated['overall']['head_precedes_share']:.3f}",
+                                   f"{stated['overall']['causal_offset_baseline']['either']:.3f}"]
+        for label, (share, baseline) in rows.items():
+            reading = stated["overall"] if label == "overall" else stated["labels"][label]
+            assert [share, baseline] == [f"{reading['head_precedes_share']:.3f}",
+                                         f"{reading['causal_offset_baseline']['either']:.3f}"], label
