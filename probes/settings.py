@@ -45,7 +45,7 @@ class RunSettings:
     fit: tuple[str, ...] = setting((), "pos/ner/con: fit the per-head centroids on FILE (e.g. the dev split; repeat "
                                    "for several), then score --corpus (e.g. test); trees: the split the head ensemble "
                                    "is chosen on (default: --select-on, else --corpus itself)",
-                                   recorded="given", action="append", metavar="FILE")
+                                   recorded="given", action="append", metavar="FILE", type=input_path)
     select_on: tuple[str, ...] = setting((), "choose every label's best head on FILE (e.g. the dev split; repeat for "
                                          "several) and report its score on --corpus (e.g. test); the probes with a fit "
                                          "phase are fitted on FILE too unless --fit or --fit-on say otherwise",
@@ -148,6 +148,11 @@ class RunSettings:
         if self.select_on and (self.shard.count > 1 or self.state is not None):
             raise InputError("--select-on cannot be combined with --shard or --state (the selection split's scores are "
                              "not saved in the states; give --fit to fit on a split)")
+
+    def changed(self) -> set[str]:
+        """The fields whose values differ from the defaults."""
+        default = RunSettings()
+        return {f.name for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)}
 
     def replace(self, **changes: Any) -> RunSettings:
         """These settings with some fields changed (checked again)."""

@@ -12,6 +12,7 @@ from probes.ablation.masks import build_masks, keep_mask, mask_tensor, parse_lay
 from probes.cli import main
 from probes.defaults import bundled_corpus
 from probes.errors import InputError
+from probes.settings import RunSettings
 
 
 def test_keep_masks():
@@ -80,8 +81,8 @@ def test_shared_sweep_equals_one_run_per_mask(tiny_model, mode):
     grouping of masks into passes."""
     model = str(tiny_model("bert"))
     specs = ["0:1", "1:2", "0:*", "1:0,1:3"]
-    result = ablate("dep", model=model, corpus=bundled_corpus(), masks=specs, sweeps=["heads"], keeps=["1:1"],
-                    mode=mode, limit=40, batch_size=8, masks_per_pass=3, progress=False)
+    result = ablate("dep", model=model, corpus=bundled_corpus(), settings=RunSettings(limit=40, batch_size=8),
+                    masks=specs, sweeps=["heads"], keeps=["1:1"], mode=mode, masks_per_pass=3, progress=False)
     regrouped = ablate("dep", model=model, corpus=bundled_corpus(), masks=specs, sweeps=["heads"], keeps=["1:1"],
                        mode=mode, limit=40, batch_size=16, masks_per_pass=16, tokens_per_pass=400, progress=False)
     np.testing.assert_array_equal(result.grids, regrouped.grids)

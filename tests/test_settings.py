@@ -63,6 +63,25 @@ def test_run_takes_settings_and_overrides():
     assert not set(RUN_ARGUMENTS) & set(setting_names())
 
 
+def test_ablate_takes_settings_and_its_own_options_only():
+    """probes.ablate (issue 43 item 5): a RunSettings as probes.run takes it, and only the ablation's own options
+    besides; no parameter repeats a setting (format, batch_size, max_length, limit, device were loose keywords)."""
+    parameters = inspect.signature(probes.ablate).parameters
+    named = [p.name for p in parameters.values() if p.kind is not p.VAR_KEYWORD]
+    assert named[:4] == ["target", "model", "corpus", "settings"] and not set(named) & set(setting_names())
+    assert parameters["settings"].default is None and "overrides" in parameters
+    assert not set(named) & {o.name for cls in probes.available().values() for o in cls.options}  # no clash: seed
+
+
+def test_ablate_refuses_a_probe_targets_setting_for_classify(tmp_path):
+    data = tmp_path / "data.tsv"
+    data.write_text("a text\tyes\n", encoding="utf-8")
+    with pytest.raises(probes.InputError, match="^setting 'pool' is for probe targets, not for classify$"):
+        probes.ablate("classify", "some/classifier", data, RunSettings(pool="first-sum"))
+    with pytest.raises(probes.InputError, match="^option 'subtypes' is for probe targets, not for classify$"):
+        probes.ablate("classify", "some/classifier", data, subtypes=True)
+
+
 def test_settings_check_their_ranges_and_keep_paths_as_text():
     with pytest.raises(probes.InputError, match="batch size must be at least 1, not 0"):
         RunSettings(batch_size=0)

@@ -103,7 +103,8 @@ def test_showing_a_builtin_probes_result_imports_no_probe_code_nor_torch(tmp_pat
     (["run", "dep", "--model", "./no-such-model"], "./no-such-model: model path does not exist"),
     (["run", "dep", "--model", "models/base/no-such"], "models/base/no-such: model path does not exist"),
     (["ablate", "classify", "--model", "~/no-such-classifier"], "~/no-such-classifier: model path does not exist"),
-    (["run", "dep", "--corpus", "no-such.conllu"], "no-such.conllu: file not found")])
+    (["run", "dep", "--corpus", "no-such.conllu"], "no-such.conllu: file not found"),
+    (["run", "pos", "--fit", "no-such-dev.conllu"], "no-such-dev.conllu: file not found")])
 def test_argument_errors_come_before_torch(argv, line, tmp_path):
     """An unknown probe (with the closest name), a missing model path and a missing corpus are one line, exit 2,
     given before torch, transformers or numpy is imported (issue 42 item 4; timings: benchmarks/startup.py)."""
