@@ -230,7 +230,8 @@ COMMAND_FLAGS = {
                "no_normalize", "order", "order_corpus", "prune_step", "mode", "percent", "repeats", "random_seed",
                "label", "out", "top", "masks_per_pass", "no_plots", "quiet"),
 }
-ABLATE_SETTINGS = ("format", "batch_size", "max_length", "limit", "device", "pool", "allow_unknown", "code")  # `probes ablate`'s
+# the settings `probes ablate` has flags for
+ABLATE_SETTINGS = ("format", "batch_size", "max_length", "limit", "device", "pool", "allow_unknown", "code")
 
 
 def command_flags(command: str) -> set[str]:
