@@ -125,8 +125,8 @@ def test_a_probe_target_refuses_a_corpus_of_unknown_words_unless_allowed(tiny_mo
     """As probes.run (issue 42 item 6): 20 words that tokenize only to [UNK] are refused before any mask is fed;
     with allow_unknown in the settings they are scored, after the warning."""
     path = tmp_path / "birds.conllu"
-    path.write_text("".join(f"# sent_id = s{i}\n1\t🦜\t_\tNOUN\t_\t_\t2\tnsubj\t_\t_\n2\t🦩\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n"
-                            for i in range(10)), encoding="utf-8")
+    rows = "1\t🦜\t_\tNOUN\t_\t_\t2\tnsubj\t_\t_\n2\t🦩\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n"
+    path.write_text("".join(f"# sent_id = s{i}\n{rows}" for i in range(10)), encoding="utf-8")
     model = str(tiny_model("bert"))
     with pytest.raises(InputError, match=r"100\.0% of the words \(20 of 20\) tokenize only to the unknown token"):
         ablate("dep", model=model, corpus=path, masks=["0:1"], progress=False)
