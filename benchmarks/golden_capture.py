@@ -110,7 +110,8 @@ def capture(path: Path) -> None:
             for name, result in results.items():
                 keep(result, f"family-{family}/{name}", out)
             print(f"family {family}", file=sys.stderr, flush=True)
-        ablation = probes.ablate("dep", masks=["0:*", "1:0,2:3"], mode="zero", progress=False, **dep)
+        ablation = probes.ablate("dep", settings=probes.RunSettings(**dep), masks=["0:*", "1:0,2:3"], mode="zero",
+                                 progress=False)
         flatten({k: v for k, v in ablation.to_json().items() if k not in LEFT_OUT}, "ablation/dep", out)
     for key, value in out.items():  # the temporary folder's name differs between runs
         if value.dtype.kind == "U":

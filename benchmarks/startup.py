@@ -1,7 +1,8 @@
 """How soon the command line answers (issue 25 item 6): the median wall time of 5 fresh processes each for
-`probes --version`, `--help`, `probes list`, an argument error (`probes run dep --limt 50`), and the commands that
-read a result without a model: `probes show`, `probes compare` and `probes report` of a small dep result written
-first (2 labels, 6 × 12 heads, 100 replicates).
+`probes --version`, `--help`, `probes list`, the argument errors (`probes run dep --limt 50`, an unknown probe
+`probes run depp`, a missing model path and a missing corpus), and the commands that read a result without a
+model: `probes show`, `probes compare` and `probes report` of a small dep result written first (2 labels,
+6 × 12 heads, 100 replicates).
 
     python benchmarks/startup.py [REPEATS]
 """
@@ -18,7 +19,9 @@ from pathlib import Path
 import numpy as np
 
 COMMANDS = {"--version": ["--version"], "--help": ["--help"], "list": ["list"],
-            "argument error": ["run", "dep", "--limt", "50"]}
+            "argument error": ["run", "dep", "--limt", "50"], "unknown probe": ["run", "depp"],
+            "missing model": ["run", "dep", "--model", "./no-such-model"],
+            "missing corpus": ["run", "dep", "--corpus", "no-such.conllu"]}
 
 
 def seconds(argv: list[str]) -> tuple[float, float]:

@@ -29,6 +29,7 @@ from harness import PeakRSS, bare_forward_seconds
 from probes.ablation import ablate
 from probes.ablation.classifier import ClassifierTarget
 from probes.ablation.labelled import SENT_ID_PREFIX
+from probes.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "ablation-genre"
@@ -53,7 +54,8 @@ def _plain_seconds(target: ClassifierTarget, batch_size: int = 32) -> float:
 def test_genre_sweeps(benchmark, genre_checkpoint, shared_corpora):
     test = shared_corpora / "ud-english-ewt" / "en_ewt-ud-test.conllu"
     limit = int(os.environ.get("PROBES_ABLATION_LIMIT", 0)) or None
-    common = dict(model=str(genre_checkpoint), corpus=test, label_from=SENT_ID_PREFIX, limit=limit, progress=False)
+    common = dict(model=str(genre_checkpoint), corpus=test, settings=RunSettings(limit=limit),
+                  label_from=SENT_ID_PREFIX, progress=False)
     target = ClassifierTarget(str(genre_checkpoint), [test], label_from=SENT_ID_PREFIX, limit=limit)
     _plain_seconds(target)  # warm-up
     timings = {}
@@ -103,7 +105,8 @@ def test_dep_heads_sweep_ratio(benchmark, minilm, shared_corpora):
     def run():
         bare = [bare_forward_seconds(minilm, [dev], batch_size=32, limit=500)]
         start = time.perf_counter()
-        result = ablate("dep", corpus=dev, sweeps=["heads"], limit=500, batch_size=32, progress=False)
+        result = ablate("dep", corpus=dev, settings=RunSettings(limit=500, batch_size=32), sweeps=["heads"],
+                        progress=False)
         timings["sweep_s"] = time.perf_counter() - start
         bare.append(bare_forward_seconds(minilm, [dev], batch_size=32, limit=500))
         timings["bare_s"] = min(bare)

@@ -34,7 +34,7 @@ def add_settings(parser: argparse.ArgumentParser, names: tuple[str, ...] | None 
         cli = dict(f.metadata["cli"])
         listed = f.default is MISSING or f.name == "shard"  # a tuple (default_factory), or a Shard: made by RunSettings
         cli["default"] = None if listed else f.default
-        if "metavar" not in cli and "choices" not in cli:
+        if "metavar" not in cli and "choices" not in cli and cli.get("action") != "store_true":
             cli["metavar"] = f.name.upper()
         group = f.metadata["group"]
         (parser if group is None else groups[group]).add_argument(

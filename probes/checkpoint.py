@@ -110,6 +110,55 @@ def check_tokenizer_files(folder: Path, tokenizer) -> None:
                          folder)
 
 
+VOCABULARY_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "merges.txt", "spm.model", "sentencepiece.bpe.model",
+                    "tokenizer.model")  # the files tokenizers build their vocabularies from
+_REFILL = "copy the tokenizer files from the model it was trained from"
+
+
+def tokenizer_files(folder: Path, tokenizer) -> list[str]:
+    """The files of `folder` that `tokenizer`'s class builds its vocabulary from: tokenizer.json where there is one,
+    else the class's own vocabulary files that are there."""
+    if (folder / "tokenizer.json").exists():
+        return ["tokenizer.json"]
+    return [f for key, f in type(tokenizer).vocab_files_names.items() if key != "tokenizer_file" and (folder / f).exists()]
+
+
+def check_vocabulary(tokenizer, files: list[str], where) -> None:
+    """InputError (at `where`, naming the tokenizer's `files`) when the tokenizer's own vocabulary, its added special
+    tokens aside, is empty (an empty vocab.json or vocab.txt: no word would have a subword), or when a WordPiece
+    vocabulary lacks the unknown token that it gives every word it cannot split."""
+    backend = tokenizer.backend_tokenizer
+    vocabulary = backend.get_vocab(with_added_tokens=False)
+    if not vocabulary:
+        raise InputError(f"{_named(files)}: the vocabulary is empty (only special tokens); {_REFILL}", where)
+    unknown = getattr(backend.model, "unk_token", None)
+    if type(backend.model).__name__ == "WordPiece" and unknown not in vocabulary:
+        raise InputError(f"{_named(files)}: the vocabulary lacks its unknown token {unknown}; {_REFILL}", where)
+
+
+def unreadable_tokenizer(folder: Path, problem: str) -> InputError:
+    """The error for a folder whose tokenizer the tokenizers library could not build (its `problem`): an empty
+    vocabulary file (vocab.json of ``{}``, a vocab.txt of no token) named as such, else the files and the problem."""
+    files = [f for f in VOCABULARY_FILES if (folder / f).exists()]
+    empty = [f for f in files if _empty_vocabulary(folder / f)]
+    if empty:
+        return InputError(f"{_named(empty)}: the vocabulary is empty; {_REFILL}", folder)
+    return InputError(f"{_named(files)} cannot be read ({problem}); {_REFILL}", folder)
+
+
+def _empty_vocabulary(path: Path) -> bool:
+    text = path.read_text(encoding="utf-8", errors="replace").strip()
+    if path.name == "vocab.json":
+        return text in ("", "{}")
+    return path.name == "vocab.txt" and not text
+
+
+def _named(files: list[str]) -> str:
+    if not files:
+        return "the tokenizer"
+    return f"tokenizer file{'s' if len(files) > 1 else ''} {', '.join(files)}"
+
+
 _DIGESTS: dict[tuple, str] = {}  # (path, size, modification time) of each weights file -> their sha256
 
 

@@ -20,6 +20,7 @@ MASK64 = (1 << 64) - 1  # the largest bootstrap seed (probes.bootstrap)
 INVALID_TREES = ("refuse", "skip")  # what a reader does with a sentence that is not a tree (probes.corpus.trees)
 PLOT_KINDS = ("overview", "labels", "all-labels", "none")  # the figures a saved result gets (probes.presentation)
 COMPARE_SORTS = ("count", "score", "delta", "label")  # orders of `probes compare`'s table (probes.compare)
+CLASSIFY = "classify"  # the ablation target that is a fine-tuned classifier, not a probe (probes.ablation)
 SWEEPS = ("heads", "layers", "halves", "random")  # head sets an ablation sweeps (probes.ablation.masks)
 MODES = ("zero", "uniform")  # what a disabled head becomes (probes.ablation.masking)
 

@@ -153,12 +153,15 @@ class RunCorpus:
     Built before the model loads, it reads the first chunk of each (a reader's error in a corpus of one
     chunk comes before the model's, as from a whole read; in a later chunk, when the reading reaches it).
     Then ``start`` (whole-corpus pre-pass and first chunk), ``fit_chunks`` (the fit phase's chunks),
-    ``scoring`` (the scoring pass, a Pass) and ``finish``.
+    ``scoring`` (the scoring pass, a Pass) and ``finish``. A corpus most of whose words tokenize only to the
+    unknown token is refused (probes.encoding.UnknownWords.refuse) unless `allow_unknown`: a corpus of one chunk
+    when its chunk is tokenised, before any forward pass; a longer one when every chunk is read.
     """
 
     def __init__(self, paths: list[str], format: str, *, limit: int | None, invalid_trees: str,
-                 reader_options: dict[str, Any], shard: Shard, fit_paths: list[str], fit_format: str | None):
-        self.paths, self.shard = paths, shard
+                 reader_options: dict[str, Any], shard: Shard, fit_paths: list[str], fit_format: str | None,
+                 allow_unknown: bool = False):
+        self.paths, self.shard, self.allow_unknown = paths, shard, allow_unknown
         self.source = CorpusStream(paths, format, limit=limit, invalid_trees=invalid_trees, **reader_options)
         self.sharding = ShardStream(shard)
         self.scoring = Pass(self.sharding.select(self.source))
@@ -175,6 +178,8 @@ class RunCorpus:
         first = self.scoring.start(probes, encoder, tokenize)
         if self.scoring.single and not first.encoded:
             self._check_scored(encoder)
+        if self.scoring.single and not self.allow_unknown:
+            self.scoring.unknown.refuse(self.paths[0])
 
     def longest(self, default: int) -> int:
         """The longest tokenised sentence of a one-chunk corpus (`default` where none is), else `default`:
@@ -217,8 +222,11 @@ class RunCorpus:
                              with_counts(self.fit_source.counts.skipped, self.fit_pass.skips.counts()))
 
     def finish(self, encoder: Encoder) -> None:
-        """After the scoring pass: InputError where an unsharded run scored nothing; the unknown-word warning."""
+        """After the scoring pass: InputError where an unsharded run scored nothing, or where most words tokenize
+        only to the unknown token (unless allow_unknown); the unknown-word warning."""
         self._check_scored(encoder)
+        if not self.allow_unknown:
+            self.scoring.unknown.refuse(self.paths[0])
         self.scoring.unknown.warn(self.paths[0])
 
     def skipped(self) -> dict[str, int]:

@@ -18,11 +18,15 @@ from probes.ablation.commands import add_commands as add_ablation_commands
 from probes.argtypes import check_output_file, check_output_folder, input_path, parse_head
 from probes.arguments import (add_code_argument, add_probe_options, add_settings, chosen_options, chosen_settings,
                               setting_groups)
-from probes.choices import PLOT_KINDS
+from probes.checkpoint import resolve_source
+from probes.choices import CLASSIFY, PLOT_KINDS
 from probes.collector import loading, process
+from probes.causal.commands import COMMANDS as SEQUENCES_COMMANDS
+from probes.causal.commands import add_commands as add_sequences_commands
 from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
 from probes.compare.commands import add_commands as add_compare_commands
 from probes.errors import InputError, StudyFailed
+from probes.registry import check_probe_names
 
 if TYPE_CHECKING:
     from probes.drawing import Drawing
@@ -143,6 +147,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     add_code_argument(merge)
     add_compare_commands(sub)  # compare, similarity, correlate, plot (probes.compare.commands)
     add_ablation_commands(sub)  # ablate (probes.ablation.commands)
+    add_sequences_commands(sub)  # sequences (probes.causal.commands)
     parser.commands = sub.choices
     return parser, sub.choices
 
@@ -193,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _preload_code(argv)
         args = build_parser().parse_args(argv)
+        check_names(args)
         return COMMANDS[args.command](args)
     except InputError as e:
         print(f"probes: error: {e}", file=sys.stderr)
@@ -220,6 +226,18 @@ def entry() -> None:
     with process():
         code = main()
     sys.exit(code)
+
+
+def check_names(args: argparse.Namespace) -> None:
+    """The probe names and model paths of `probes run` and `probes ablate`, refused before the command imports torch:
+    an unknown probe names the closest one, a model that is neither a checkpoint folder nor a hub name is refused
+    (probes.checkpoint.resolve_source: a name that is not on disk is a missing path when it starts with '.', '/' or '~'
+    or is not a hub id, NAME or ORG/NAME). The corpus files were checked when the arguments were parsed."""
+    if args.command not in PROBE_OPTION_COMMANDS:
+        return
+    check_probe_names(args.probes if args.command == "run" else [] if args.target == CLASSIFY else [args.target])
+    for model in args.model if isinstance(args.model, list) else [args.model] if args.model else []:
+        resolve_source(model)
 
 
 def _preload_code(argv: list[str]) -> None:
@@ -349,7 +367,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"run": cmd_run, "study": cmd_study, "report": cmd_report, "merge": cmd_merge, "list": cmd_list, "show": cmd_show, "annotate": cmd_annotate, **COMPARE_COMMANDS,
-            **ABLATION_COMMANDS}
+            **ABLATION_COMMANDS, **SEQUENCES_COMMANDS}
 
 if __name__ == "__main__":
     entry()

@@ -42,6 +42,10 @@ from probes.packing import FALLBACK_SPECIALS
 
 END_COLUMN = -2  # placeholder for end specials until the batch width is known
 UNKNOWN_SHARE_WARNED = 0.05  # a corpus where more words than this tokenize to the unknown token gets a warning
+UNKNOWN_SHARE_REFUSED = 0.5  # a corpus where more words than this tokenize only to the unknown token is refused
+#                              (unless allow_unknown): the model cannot read it
+UNKNOWN_REFUSED_WORDS = 20  # ... of at least this many words (the share of a few words, e.g. a small shard's, is no
+#                             evidence: those get the warning)
 UNKNOWN_UNITS_DOMINATE = 0.20  # a run where more of the words' subword tokens than this are the unknown token is
 #                                dominated by it: a stronger warning, and provenance says so
 
@@ -238,10 +242,15 @@ class UnknownWords:
     examples: list[str]  # up to three distinct such words, in corpus order
     unknown_units: int = 0  # the words' subword tokens that are the unknown token
     units: int = 0  # the words' subword tokens (special tokens not counted)
+    only: int = 0  # the words (occurrences) every subword of which is the unknown token
 
     @property
     def share(self) -> float:
         return self.count / self.words if self.words else 0.0
+
+    @property
+    def only_share(self) -> float:
+        return self.only / self.words if self.words else 0.0
 
     @property
     def unit_share(self) -> float:
@@ -257,19 +266,31 @@ class UnknownWords:
         added, the examples the first three distinct of both in that order, as one count over all gives."""
         return UnknownWords(self.count + other.count, self.words + other.words,
                             list(dict.fromkeys([*self.examples, *other.examples]))[:3],
-                            self.unknown_units + other.unknown_units, self.units + other.units)
+                            self.unknown_units + other.unknown_units, self.units + other.units,
+                            self.only + other.only)
 
     def provenance(self) -> dict:
         """What the results record: {"count", "words", "share", "unknown_units", "units", "unit_share",
-        "dominated"}."""
+        "dominated", "only_unknown", "only_share"}."""
         return {"count": self.count, "words": self.words, "share": self.share, "unknown_units": self.unknown_units,
-                "units": self.units, "unit_share": self.unit_share, "dominated": self.dominated}
+                "units": self.units, "unit_share": self.unit_share, "dominated": self.dominated,
+                "only_unknown": self.only, "only_share": self.only_share}
 
     @classmethod
     def added(cls, recorded: list[dict]) -> "UnknownWords":
         """The counts of several runs' ``provenance()`` added up (the shards of one run), without examples."""
-        total = {k: sum(r.get(k, 0) for r in recorded) for k in ("count", "words", "unknown_units", "units")}
-        return cls(total["count"], total["words"], [], total["unknown_units"], total["units"])
+        total = {k: sum(r.get(k, 0) for r in recorded)
+                 for k in ("count", "words", "unknown_units", "units", "only_unknown")}
+        return cls(total["count"], total["words"], [], total["unknown_units"], total["units"], total["only_unknown"])
+
+    def refuse(self, where: str) -> None:
+        """InputError naming `where` (the corpus file) when more than UNKNOWN_SHARE_REFUSED of the words (of at least
+        UNKNOWN_REFUSED_WORDS) tokenize only to the unknown token: the scores would describe attention between unknown
+        tokens, not words."""
+        if self.words >= UNKNOWN_REFUSED_WORDS and self.only_share > UNKNOWN_SHARE_REFUSED:
+            raise InputError(f"{self.only_share:.1%} of the words ({self.only} of {self.words}) tokenize only to the "
+                             f"unknown token, e.g. {', '.join(self.examples)}: the model cannot read this corpus; "
+                             "give --allow-unknown (allow_unknown=True) to score it anyway", where)
 
     def warn(self, where: str) -> None:
         """A warning, one line naming `where`: UnknownTokensWarning when the run is ``dominated`` by the unknown
@@ -295,10 +316,14 @@ def unknown_words(unk_token_id: int | None, sentences: list[Sentence], encoded: 
     ids = np.concatenate([e.input_ids for e in encoded])  # [ΣT]
     columns = np.concatenate([e.columns for e in encoded])  # [ΣT]
     row = np.repeat(np.arange(len(encoded)), [len(e.input_ids) for e in encoded])  # [ΣT] encoded item of each id
-    hit = (ids == unk_token_id) & (columns >= 1)  # [ΣT] an unknown subword of a word
-    units = int((columns >= 1).sum())
+    word = columns >= 1  # [ΣT] a subword of a word (not a special token)
+    hit = (ids == unk_token_id) & word  # [ΣT] an unknown subword of a word
+    units = int(word.sum())
     width = int(columns.max()) + 1
     keys = np.unique(row[hit] * width + columns[hit])  # [U] one per (sentence, word), in corpus order
+    words, per_word = np.unique(row[word] * width + columns[word], return_counts=True)  # [W] each word, its subwords
+    unknown_per_word = np.bincount(np.searchsorted(words, row[hit] * width + columns[hit]), minlength=len(words))  # [W]
+    only = int((unknown_per_word == per_word).sum())
     examples: list[str] = []
     for key in keys:
         word = sentences[encoded[key // width].index].words[key % width - 1]
@@ -306,4 +331,4 @@ def unknown_words(unk_token_id: int | None, sentences: list[Sentence], encoded: 
             examples.append(word)
             if len(examples) == 3:
                 break
-    return UnknownWords(len(keys), total, examples, int(hit.sum()), units)
+    return UnknownWords(len(keys), total, examples, int(hit.sum()), units, only)

@@ -41,17 +41,18 @@ from __future__ import annotations
 
 import inspect
 import pickle
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 from safetensors import SafetensorError
 
 from probes.causal.capture import causal_capture
 from probes.causal.families import copying_scores, kv_heads
-from probes.checkpoint import check_tokenizer_files, check_weight_files, resolve_source
+from probes.checkpoint import (check_tokenizer_files, check_vocabulary, check_weight_files, resolve_source,
+                               tokenizer_files, unreadable_tokenizer)
 from probes.choices import check_weights
 from probes.defaults import default_model
 from probes.eager import reused_attention_memory
@@ -283,33 +284,16 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
     """
     import transformers
 
-    transformers.utils.logging.set_verbosity_error()
-    import huggingface_hub
-
-    huggingface_hub.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
     name = default_model() if name is None else name
-    source = resolve_source(name)
-    folder = Path(source) if Path(source).is_dir() else None
-    try:
-        tokenizer = _load_tokenizer(transformers, source)
+    source, folder = _source(transformers, name)
+    with _load_errors(name, folder):
+        tokenizer, family = _tokenizer_and_family(transformers, source, folder)
         if folder is not None:
-            check_tokenizer_files(folder, tokenizer)
             check_weight_files(folder)
-        family = family_of(transformers.AutoConfig.from_pretrained(source).model_type)
         causal = family is not None and family.causal
-        tokenizer = _fit_tokenizer(tokenizer, family, lambda: transformers.AutoTokenizer.from_pretrained(
-            source, add_prefix_space=True))
         auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
         model, loading = auto.from_pretrained(source, attn_implementation="sdpa" if causal else "eager",
                                               output_loading_info=True, ignore_mismatched_sizes=True)
-    except InputError:
-        raise
-    except _LOAD_ERRORS as e:
-        if folder is not None:
-            raise InputError(f"cannot load the checkpoint ({type(e).__name__}: {first_line(e)})", folder) from None
-        raise InputError(f"cannot load model {name!r} (not a local directory, so it was looked up as a hub name): "
-                         f"{first_line(e)}") from None
     where = folder or name
     _check_weights_fit(loading, where)
     dev = to_device(model, device)
@@ -348,10 +332,72 @@ def to_device(model: torch.nn.Module, device: str) -> torch.device:
     return dev
 
 
-def _load_tokenizer(transformers, source: str):
-    tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+def model_tokenizer(name: str | None = None):
+    """The tokenizer of model `name` (default: the packaged MiniLM) as ``load_encoder`` gives it, its family's
+    quirks applied, without reading the weights (e.g. to draw the detectors' sequences from its vocabulary)."""
+    import transformers
+
+    name = default_model() if name is None else name
+    source, folder = _source(transformers, name)
+    with _load_errors(name, folder):
+        return _tokenizer_and_family(transformers, source, folder)[0]
+
+
+def _source(transformers, name: str) -> tuple[str, Path | None]:
+    """What transformers loads `name` from (probes.checkpoint.resolve_source) and its folder (None: a hub name);
+    transformers' and the hub's logging quietened."""
+    transformers.utils.logging.set_verbosity_error()
+    import huggingface_hub
+
+    huggingface_hub.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    source = resolve_source(name)
+    return source, Path(source) if Path(source).is_dir() else None
+
+
+@contextmanager
+def _load_errors(name: str, folder: Path | None) -> Iterator[None]:
+    """What reading a bad checkpoint raises inside transformers, torch.load and safetensors, as an InputError naming
+    the folder (or the hub name)."""
+    try:
+        yield
+    except InputError:
+        raise
+    except _LOAD_ERRORS as e:
+        if folder is not None:
+            raise InputError(f"cannot load the checkpoint ({type(e).__name__}: {first_line(e)})", folder) from None
+        raise InputError(f"cannot load model {name!r} (not a local directory, so it was looked up as a hub name): "
+                         f"{first_line(e)}") from None
+
+
+def _tokenizer_and_family(transformers, source: str, folder: Path | None) -> tuple[object, Family | None]:
+    """The model's tokenizer, checked (``load_tokenizer``) and fitted to its family (``_fit_tokenizer``), and the
+    family (probes.families), from its config's model_type."""
+    tokenizer = load_tokenizer(source, folder)
+    family = family_of(transformers.AutoConfig.from_pretrained(source).model_type)
+    return _fit_tokenizer(tokenizer, family, lambda: transformers.AutoTokenizer.from_pretrained(
+        source, add_prefix_space=True)), family
+
+
+def load_tokenizer(source: str, folder: Path | None):
+    """The fast tokenizer of `source` (a hub name, or the checkpoint `folder`), checked: its files are there
+    (probes.checkpoint) and its vocabulary is not empty. The tokenizers library's own errors (a plain Exception: an
+    empty vocab.json with its merges.txt, ...) are an InputError naming the folder's tokenizer files."""
+    import transformers
+
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+    except Exception as e:
+        if type(e) is not Exception:  # transformers' and Python's own errors: the caller's _LOAD_ERRORS
+            raise
+        if folder is None:
+            raise InputError(f"model {source!r}: its tokenizer cannot be read ({first_line(e)})") from None
+        raise unreadable_tokenizer(folder, first_line(e)) from None
     if not getattr(tokenizer, "is_fast", False):
         raise InputError(f"model {source!r}: its tokenizer is not a fast tokenizer; word alignment needs word_ids()")
+    if folder is not None:
+        check_tokenizer_files(folder, tokenizer)
+    check_vocabulary(tokenizer, tokenizer_files(folder, tokenizer) if folder else [], folder or source)
     return tokenizer
 
 

@@ -14,6 +14,7 @@ entry point: tests use them instead of reaching into a registry's fields.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 from contextlib import contextmanager
 from importlib.metadata import EntryPoint, entry_points
@@ -73,7 +74,7 @@ class Registry(Generic[T]):
         if name not in self._entries and self.any_name:
             self.load_all()
         if name not in self._entries:
-            raise InputError(f"unknown {self.kind} {name!r}; available: {', '.join(self.names())}")
+            raise unknown_name(self.kind, name, self.names())
         return self._entries[name]
 
     def load_all(self) -> dict[str, T]:
@@ -127,3 +128,11 @@ class Registry(Generic[T]):
         checked = obj if self.check is None else self.check(ep.name, obj, ep.value)
         if checked is not None and ep.name not in self._entries:
             self._entries[ep.name] = checked
+
+
+def unknown_name(kind: str, name: str, names: list[str]) -> InputError:
+    """The error for a `kind` ("probe") called `name` that none of `names` is: the names available, and the closest
+    one (difflib) where one is close ("unknown probe 'depp'; available: ...; did you mean dep?")."""
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return InputError(f"unknown {kind} {name!r}; available: {', '.join(names)}{hint}")

@@ -21,7 +21,7 @@ from typing import Any
 
 from probes.builtin.declared import BUILTIN
 from probes.errors import InputError
-from probes.registries import Registry
+from probes.registries import Registry, unknown_name
 from probes.settings import COMMAND_FLAGS, RUN_ARGUMENTS, command_flags, option_flag, setting_names
 
 ENTRY_POINT_GROUP = "probes.probes"
@@ -96,6 +96,15 @@ def declared() -> dict[str, Any]:
     """Every probe's name, description and options, by name (sorted), without importing the built-in probes' code:
     a built-in probe not yet used is its Declaration (probes.builtin.declared), every other probe its class."""
     return dict(sorted({**BUILTIN, **PROBES.load_plugins()}.items()))
+
+
+def check_probe_names(names: list[str]) -> None:
+    """InputError for the first of `names` that no probe has, naming the closest one, without importing any built-in
+    probe's code (the command line refuses a misspelt probe before it loads torch)."""
+    known = declared()
+    for name in names:
+        if name not in known:
+            raise unknown_name("probe", name, list(known))
 
 
 def get_probe(name: str) -> type:

@@ -89,7 +89,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         return format or guess_format(files[0]) or classes[0].corpus_format
 
     data = RunCorpus(paths, reader(paths), limit=limit, invalid_trees=invalid_trees, reader_options=reader_options,
-                     shard=shard, fit_paths=fit_paths, fit_format=reader(fit_paths) if fit_paths else None)
+                     shard=shard, fit_paths=fit_paths, fit_format=reader(fit_paths) if fit_paths else None,
+                     allow_unknown=settings.allow_unknown)
     select_source = None  # the selection split, read in chunks like the scored corpus
     if select_paths:
         select_source = CorpusStream(select_paths, reader(select_paths), limit=limit, invalid_trees=invalid_trees,

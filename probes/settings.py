@@ -57,7 +57,7 @@ class RunSettings:
     fit: tuple[str, ...] = setting(
         "reading", (), "pos/ner/con: fit the per-head centroids on FILE (e.g. the dev split; repeat for several), "
         "then score --corpus (e.g. test); trees: the split the head ensemble is chosen on (default: --select-on, "
-        "else --corpus itself)", recorded="given", action="append", metavar="FILE")
+        "else --corpus itself)", recorded="given", action="append", metavar="FILE", type=input_path)
     select_on: tuple[str, ...] = setting(
         "reading", (), "choose every label's best head on FILE (e.g. the dev split; repeat for several) and report "
         "its score on --corpus (e.g. test); the probes with a fit phase are fitted on FILE too unless --fit or "
@@ -99,6 +99,9 @@ class RunSettings:
         "capture", "attention", "what every probe reads: the attention probabilities (default) or norm, the "
         "norm-based maps of Kobayashi et al. 2020 (α·‖f(x)‖, each row renormalised to sum to 1)", study=(str,),
         recorded="always", choices=WEIGHT_KINDS)
+    allow_unknown: bool = setting(
+        "reading", False, "score a corpus even where more than half of its words tokenize only to the unknown token "
+        "(default: refused, the model cannot read it)", study=(bool,), recorded="given", action="store_true")
     code: tuple[str, ...] = setting(None, (), "import a Python file that registers probes", action="append",
                                     metavar="FILE.py")
     tokenize: str = setting(
@@ -166,6 +169,11 @@ class RunSettings:
         if self.select_on and (self.shard.count > 1 or self.state is not None):
             raise InputError("--select-on cannot be combined with --shard or --state (the selection split's scores are "
                              "not saved in the states; give --fit to fit on a split)")
+
+    def changed(self) -> set[str]:
+        """The fields whose values differ from the defaults."""
+        default = RunSettings()
+        return {f.name for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)}
 
     def replace(self, **changes: Any) -> RunSettings:
         """These settings with some fields changed (checked again)."""
@@ -243,7 +251,8 @@ COMMAND_FLAGS = {
                "no_normalize", "order", "order_corpus", "prune_step", "mode", "percent", "repeats", "random_seed",
                "label", "out", "top", "masks_per_pass", "no_plots", "quiet"),
 }
-ABLATE_SETTINGS = ("format", "batch_size", "max_length", "limit", "device", "pool", "code")  # `probes ablate`'s
+# the settings `probes ablate` has flags for
+ABLATE_SETTINGS = ("format", "batch_size", "max_length", "limit", "device", "pool", "allow_unknown", "code")
 
 
 def command_flags(command: str) -> set[str]:

@@ -115,7 +115,39 @@ def format_result(result: ProbeResult, top: int = 0, head: tuple[int, int] | Non
     sentences segmented by `head`, default the best head), then `head`'s per-sentence view (``format_views``)."""
     details = presentation_of(result).details(result, head=head, sentences=sentences)
     views = format_views(result, head=head, sentences=sentences)
-    return format_table(result, top=top, all_labels=all_labels) + (f"\n{details}" if details else "") + (f"\n{views}" if views else "")
+    causal = format_causal(result, top=top, all_labels=all_labels)
+    return (format_table(result, top=top, all_labels=all_labels) + (f"\n{causal}" if causal else "")
+            + (f"\n{details}" if details else "") + (f"\n{views}" if views else ""))
+
+
+def format_causal(result: ProbeResult, top: int = 0, all_labels: bool = False) -> str:
+    """What a decoder-only model cannot reach, from the result's ``extra["causal_constraint"]`` ("" for an encoder's
+    result): its note, and where it has figures, per label of the table (and overall) the share of instances each
+    direction can reach ("<direction>_share") and the best baseline a causal model can follow (the offsets k < 0,
+    either direction; coref: its best baseline over earlier antecedents)."""
+    stated = result.extra.get("causal_constraint")
+    if not stated:
+        return ""
+    lines = [f"{stated['note']} (causal_constraint)"]
+    if "overall" not in stated:
+        return lines[0]
+    lines.append("per label: the share of instances a direction can reach; causal baseline: the best baseline a "
+                 "causal model can follow (offsets before the word, either direction)")
+    readings = [(name, stated["labels"].get(name)) for name, _ in result.shown(all_labels)[: top or None]]
+    readings = [(name, r) for name, r in readings if r is not None] + [("overall", stated["overall"])]
+    shares = [key for key in stated["overall"] if key.endswith("_share")]
+    baseline = next((key for key in ("causal_offset_baseline", "causal_baseline") if key in stated["overall"]), None)
+    columns = [key[: -len("_share")].replace("_", " ") + " share" for key in shares]
+    columns += ["causal baseline"] if baseline else []
+    header = f"{'label':<14}" + "".join(f"{c:>{max(len(c), 7) + 2}}" for c in columns)
+    lines += [header, "-" * len(header)]
+    for name, reading in readings:
+        values = [reading[key] for key in shares]
+        if baseline:
+            values.append(reading[baseline]["either" if baseline == "causal_offset_baseline" else "best"])
+        lines.append(f"{name:<14}" + "".join(f"{'-' if v is None else f'{v:.3f}':>{max(len(c), 7) + 2}}"
+                                             for c, v in zip(columns, values)))
+    return "\n".join(lines)
 
 
 def format_views(result: ProbeResult, head: tuple[int, int] | None = None, sentences: int = 3) -> str:

@@ -12,6 +12,7 @@ from probes.ablation.masks import build_masks, keep_mask, mask_tensor, parse_lay
 from probes.cli import main
 from probes.defaults import bundled_corpus
 from probes.errors import InputError
+from probes.settings import RunSettings
 
 
 def test_keep_masks():
@@ -80,8 +81,8 @@ def test_shared_sweep_equals_one_run_per_mask(tiny_model, mode):
     grouping of masks into passes."""
     model = str(tiny_model("bert"))
     specs = ["0:1", "1:2", "0:*", "1:0,1:3"]
-    result = ablate("dep", model=model, corpus=bundled_corpus(), masks=specs, sweeps=["heads"], keeps=["1:1"],
-                    mode=mode, limit=40, batch_size=8, masks_per_pass=3, progress=False)
+    result = ablate("dep", model=model, corpus=bundled_corpus(), settings=RunSettings(limit=40, batch_size=8),
+                    masks=specs, sweeps=["heads"], keeps=["1:1"], mode=mode, masks_per_pass=3, progress=False)
     regrouped = ablate("dep", model=model, corpus=bundled_corpus(), masks=specs, sweeps=["heads"], keeps=["1:1"],
                        mode=mode, limit=40, batch_size=16, masks_per_pass=16, tokens_per_pass=400, progress=False)
     np.testing.assert_array_equal(result.grids, regrouped.grids)
@@ -117,3 +118,19 @@ def test_disabled_best_head_is_not_scored(minilm, tmp_path, capsys):
     assert data["masks"][1]["scores"]["best"] == pytest.approx(np.nanmax(masked))
     assert data["masks"][1]["delta"]["best"] < 0  # the head itself no longer counts
     assert data["disabled_heads"] == "not scored (NaN)"
+
+
+@pytest.mark.integration
+def test_a_probe_target_refuses_a_corpus_of_unknown_words_unless_allowed(tiny_model, tmp_path):
+    """As probes.run (issue 42 item 6): 20 words that tokenize only to [UNK] are refused before any mask is fed;
+    with allow_unknown in the settings they are scored, after the warning."""
+    path = tmp_path / "birds.conllu"
+    rows = "1\t🦜\t_\tNOUN\t_\t_\t2\tnsubj\t_\t_\n2\t🦩\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n"
+    path.write_text("".join(f"# sent_id = s{i}\n{rows}" for i in range(10)), encoding="utf-8")
+    model = str(tiny_model("bert"))
+    with pytest.raises(InputError, match=r"100\.0% of the words \(20 of 20\) tokenize only to the unknown token"):
+        ablate("dep", model=model, corpus=path, masks=["0:1"], progress=False)
+    with pytest.warns(UserWarning, match="unknown token"):
+        result = ablate("dep", model=model, corpus=path, settings=RunSettings(allow_unknown=True), masks=["0:1"],
+                        progress=False)
+    assert result.info.sentences == 10

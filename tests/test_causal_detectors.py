@@ -3,6 +3,8 @@ hand-built weights, and the generated sequences end to end on tiny random models
 from __future__ import annotations
 
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -16,6 +18,7 @@ from probes.builtin.causal.sink import SinkProbe
 from probes.causal.detect import DETECTORS, detect
 from probes.causal.families import copying_scores
 from probes.causal.sequences import repeated_random_tokens
+from probes.encoding import UnknownTokensWarning
 from probes.families import Family
 from probes.results import RunInfo
 
@@ -135,11 +138,13 @@ BUNDLED = ["dep", "pos", "trees", "mass", "entropy", "positional", "rare", "patt
 @pytest.mark.parametrize("family", list(CONFIGS))
 def test_every_probe_of_the_bundled_sample_runs_on_each_family(family, tmp_path):
     """The probes that read the bundled EWT sample, on 6 of its sentences (Qwen2's byte-level BPE reads the words;
-    the word-level test vocabularies read them as unknown tokens): every one gives scores for every head."""
+    the word-level test vocabularies read them as unknown tokens, scored with allow_unknown): every one gives
+    scores for every head."""
     import probes
 
     folder = make_checkpoint(family, tmp_path / family)
-    results = probes.run(BUNDLED, str(folder), limit=6, fit_on="same", replicates=10, progress=False)
+    results = probes.run(BUNDLED, str(folder), limit=6, fit_on="same", replicates=10, progress=False,
+                         allow_unknown=True)
     assert set(results) == set(BUNDLED)
     for name, result in results.items():
         assert result.overall.scores.shape == (2, 4), name
@@ -151,6 +156,27 @@ def test_every_probe_of_the_bundled_sample_runs_on_each_family(family, tmp_path)
     stated = results["dep"].extra["causal_constraint"]["overall"]  # no head above what its direction can reach
     assert results["dep"].overall.extra["dep_to_head"].max() <= stated["head_precedes_share"] + 1e-6
     assert results["dep"].overall.extra["head_to_dep"].max() <= 1 - stated["head_precedes_share"] + 1e-6
+
+
+def test_a_corpus_the_model_cannot_read_is_refused_unless_allowed(tmp_path, capsys):
+    """The EWT sample through a word-level vocabulary that lacks every word of it (t2..t63): refused on one line
+    naming the share and the file, no scores (issue 42 item 6); with --allow-unknown scored, after the warning."""
+    from probes.cli import main
+    from probes.corpus import read_corpus
+    from probes.defaults import bundled_corpus
+
+    folder = make_checkpoint("gpt2", tmp_path / "gpt2")
+    capsys.readouterr()  # transformers' "Writing model shards"
+    argv = ["run", "induction", "--model", str(folder), "--limit", "6", "--replicates", "0", "--quiet"]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    words = sum(len(s.words) for s in read_corpus([bundled_corpus()]).sentences[:6])  # 104
+    assert out == "" and err == (f"probes: error: {bundled_corpus()}: 100.0% of the words ({words} of {words}) "
+                                 "tokenize only to the unknown token, e.g. From, the, AP: the model cannot read this "
+                                 "corpus; give --allow-unknown (allow_unknown=True) to score it anyway\n")
+    with pytest.warns(UnknownTokensWarning, match="the unknown token dominates this run"):
+        assert main([*argv, "--allow-unknown"]) == 0
+    assert "prefix_matching" in capsys.readouterr().out
 
 
 CORPUS_PROBES = ("srl", "ner", "con", "seg", "frames", "coref")
@@ -209,3 +235,104 @@ def test_earlier_occurrences_from_a_sort_equal_their_definition():
             & real[:, :, None] & real[:, None, :]  # [B,T,T]
         found = earlier_occurrences(ids, real)
         assert all(torch.equal(a, e) for a, e in zip(found, defined.nonzero(as_tuple=True), strict=True))
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_sequences_written_by_the_command_score_as_the_default_ones(family, tmp_path, capsys):
+    """`probes sequences --repeated` writes the detectors' default sequences (issue 42 item 9): the file holds the
+    very ids ``detect`` draws, one sequence a line, and a run on it (read back as ids, not tokenised) gives
+    ``detect``'s scores with the same seed (Llama's tokenizer adds <s> before each, as to detect's): the same with
+    no per-sentence views, as detect keeps; within float32 rounding with the run's default views (whole maps)."""
+    import probes
+    from probes.cli import main
+
+    folder = make_checkpoint(family, tmp_path / family)
+    out = tmp_path / "repeated.ids"
+    assert main(["sequences", "--repeated", "--count", "6", "--length", "10", "--seed", "5", "--model", str(folder),
+                 "--out", str(out)]) == 0
+    assert capsys.readouterr().out.endswith(f"wrote 6 sequences of 20 token ids (random tokens repeated, seed 5) to "
+                                            f"{out}\n")
+    encoder = probes.load_encoder(str(folder))
+    lines = out.read_text().splitlines()
+    assert lines[0] == f"# generated: 6 × random tokens (10) repeated, seed 5; token ids of {folder}"
+    assert [[int(x) for x in line.split()] for line in lines[1:]] == \
+        repeated_random_tokens(encoder.tokenizer, 6, 10, seed=5).tolist()
+    written = probes.run(DETECTORS, encoder=encoder, corpus=out, replicates=20, batch_size=4, views=0, progress=False)
+    viewed = probes.run(DETECTORS, encoder=encoder, corpus=out, replicates=20, batch_size=4, progress=False)
+    default = detect(DETECTORS, encoder=encoder, count=6, length=10, sequence_seed=5, replicates=20, batch_size=4)
+    for name in DETECTORS:
+        assert written[name].labels.keys() == default[name].labels.keys(), name
+        for label, cell in default[name].labels.items():
+            assert written[name].labels[label].count == cell.count, (name, label)
+            np.testing.assert_array_equal(written[name].labels[label].scores, cell.scores, err_msg=f"{name} {label}")
+            np.testing.assert_allclose(viewed[name].labels[label].scores, cell.scores, atol=1e-6, rtol=0)
+    assert written["prev_token"].overall.count == 6 * (20 + (family == "llama") - 1)
+
+
+def test_the_sequences_file_must_be_a_ids_file(tmp_path, capsys):
+    from probes.cli import main
+
+    assert main(["sequences", "--repeated", "--out", str(tmp_path / "repeated.txt")]) == 2
+    assert capsys.readouterr().err == (f"probes: error: {tmp_path / 'repeated.txt'}: the sequences file's name must end "
+                                       "in .ids (a run reads a .ids file as token ids; any other name would be read as "
+                                       "text and tokenised again)\n")
+
+
+def test_the_causal_constraint_is_printed_under_the_table():
+    """A hand-made dep result of a decoder: under its table, the note and, per shown label and overall, the share of
+    arcs whose head precedes and the best offset baseline k < 0 (either direction), as its JSON states them."""
+    from probes.results import LabelScores, ProbeResult
+    from probes.show import format_causal, format_result
+
+    stated = {"note": "decoder-only model: a note", "overall": {
+        "head_precedes_share": 0.4, "causal_offset_baseline": {"either": 0.35, "dep_to_head": 0.1, "head_to_dep": 0.3}},
+        "labels": {"nsubj": {"head_precedes_share": 0.088235, "causal_offset_baseline": {"either": 0.382353}},
+                   "det": {"head_precedes_share": 0.0, "causal_offset_baseline": {"either": 0.5}},
+                   "iobj": {"head_precedes_share": None, "causal_offset_baseline": {"either": 0.0}}}}
+    grid = np.array([[0.25, 0.5], [0.75, 0.125]])
+    labels = {"nsubj": LabelScores(34, grid), "det": LabelScores(44, grid), "iobj": LabelScores(2, grid)}
+    result = ProbeResult("dep", RunInfo("m", ["c.conllu"], 2, 2, 10, {}, {"min_count": 20}, {}), {}, labels,
+                         LabelScores(80, grid), extra={"causal_constraint": stated})
+    assert format_causal(result).splitlines() == [
+        "decoder-only model: a note (causal_constraint)",
+        "per label: the share of instances a direction can reach; causal baseline: the best baseline a causal model "
+        "can follow (offsets before the word, either direction)",
+        "label           head precedes share  causal baseline",
+        "----------------------------------------------------",
+        "det                           0.000            0.500",
+        "nsubj                         0.088            0.382",
+        "overall                       0.400            0.350"]
+    assert "\niobj                              -            0.000\n" in format_causal(result, all_labels=True)
+    assert format_result(result, sentences=0).endswith(format_causal(result))
+    del result.extra["causal_constraint"]
+    assert format_causal(result) == ""
+
+
+@pytest.mark.filterwarnings("ignore::probes.encoding.UnknownWordsWarning")
+def test_dep_on_a_decoder_prints_what_it_cannot_reach(tmp_path, capsys):
+    """`probes run dep` on a decoder prints the causal_constraint figures under the table (issue 42 item 9), and
+    `probes show` of its results file the same lines, every number the JSON's."""
+    from probes.cli import main
+
+    folder = make_checkpoint("gpt2", tmp_path / "gpt2", byte_level=True)
+    capsys.readouterr()  # transformers' "Writing model shards"
+    argv = ["run", "dep", "--model", str(folder), "--limit", "12", "--replicates", "0", "--quiet"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert main([*argv, "--out", str(tmp_path / "out"), "--no-plots"]) == 0
+    capsys.readouterr()
+    assert main(["show", str(tmp_path / "out" / "dep.json"), "--sentences", "0"]) == 0
+    shown = capsys.readouterr().out
+    stated = json.loads((tmp_path / "out" / "dep.json").read_text())["causal_constraint"]
+    for text in (printed, shown):
+        lines = text.splitlines()
+        start = lines.index(f"{stated['note']} (causal_constraint)")
+        end = next(i for i in range(start, len(lines)) if lines[i].startswith("overall "))
+        rows = {line.split()[0]: line.split()[1:] for line in lines[start + 4:end + 1]}
+        assert len(rows) > 3
+        assert rows["overall"] == [f"{stated['overall']['head_precedes_share']:.3f}",
+                                   f"{stated['overall']['causal_offset_baseline']['either']:.3f}"]
+        for label, (share, baseline) in rows.items():
+            reading = stated["overall"] if label == "overall" else stated["labels"][label]
+            assert [share, baseline] == [f"{reading['head_precedes_share']:.3f}",
+                                         f"{reading['causal_offset_baseline']['either']:.3f}"], label

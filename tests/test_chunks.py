@@ -247,6 +247,49 @@ def test_unknown_word_warning_counts_every_chunk(monkeypatch, minilm, tmp_path):
         warnings.simplefilter("always")
         result = probes.run(["dep"], encoder=minilm, corpus=path)["dep"]
     assert result.info.provenance["unknown_words"] == {"count": 20, "words": 40, "share": 0.5, "unknown_units": 20,
-                                                       "units": 40, "unit_share": 0.5, "dominated": True}
+                                                       "units": 40, "unit_share": 0.5, "dominated": True,
+                                                       "only_unknown": 20, "only_share": 0.5}
     assert [str(w.message).split(" (")[0] for w in caught if "unknown token" in str(w.message)] == \
         ["the unknown token dominates this run: 50.0% of the words' subword tokens"]
+
+
+def _unreadable(path: Path, sentences: int, readable: int) -> Path:
+    """`sentences` two-word sentences, the first `readable` of them "Dogs bark", the others "🦜 🦩" (MiniLM: [UNK])."""
+    rows = [SENTENCE.format(i) if i < readable else SENTENCE.format(i).replace("Dogs", "🦜").replace("bark", "🦩")
+            for i in range(sentences)]
+    path.write_text("".join(rows), encoding="utf-8")
+    return path
+
+
+def test_a_corpus_mostly_of_unknown_words_is_refused_before_any_forward_pass(monkeypatch, minilm, tmp_path):
+    """One chunk: refused once it is tokenised (issue 42 item 6), so no pass runs; 11 of 20 words unknown is above
+    the half, 10 of 20 is not."""
+    path = _unreadable(tmp_path / "birds.conllu", 10, 4)  # 12 of 20 words unknown
+    monkeypatch.setattr(type(minilm), "forward", lambda *a, **k: pytest.fail("a forward pass ran"))
+    with pytest.raises(InputError) as e:
+        probes.run(["dep"], encoder=minilm, corpus=path)
+    assert str(e.value) == (f"{path}: 60.0% of the words (12 of 20) tokenize only to the unknown token, e.g. 🦜, 🦩: "
+                            "the model cannot read this corpus; give --allow-unknown (allow_unknown=True) to score it "
+                            "anyway")
+    monkeypatch.undo()
+    half = _unreadable(tmp_path / "half.conllu", 10, 5)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert probes.run(["dep"], encoder=minilm, corpus=half)["dep"].info.sentences == 10
+
+
+def test_a_corpus_of_unknown_words_is_scored_with_allow_unknown(monkeypatch, minilm, tmp_path):
+    """allow_unknown (the API's keyword, RunSettings' field) scores it, after the warning; across chunks the
+    refusal comes once every chunk is read, on the whole corpus' share."""
+    path = _unreadable(tmp_path / "birds.conllu", 20, 0)
+    monkeypatch.setattr(chunks, "CHUNK_SENTENCES", TINY)
+    with pytest.raises(InputError, match=r"100\.0% of the words \(40 of 40\) tokenize only to the unknown token"):
+        probes.run(["dep"], encoder=minilm, corpus=path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = probes.run(["dep"], settings=probes.RunSettings(allow_unknown=True), encoder=minilm,
+                            corpus=path)["dep"]
+    assert result.info.sentences == 20 and result.info.settings["allow_unknown"] is True
+    assert result.info.provenance["unknown_words"]["only_share"] == 1.0
+    assert [str(w.message).split(":")[0] for w in caught if "unknown token" in str(w.message)] == \
+        ["the unknown token dominates this run"]

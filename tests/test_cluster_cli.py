@@ -187,7 +187,9 @@ def test_sentences_whose_tokens_differ_from_the_ud_sentence_are_counted(tmp_path
      "with --format conllu"),
     (["pos", "--annotate", "stanza"], "unknown annotator 'stanza'; available: spacy"),
 ])
-def test_contradictory_settings(tmp_path, capsys, args, problem):
+def test_contradictory_settings(tmp_path, capsys, monkeypatch, args, problem):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.conllu").write_text("", encoding="utf-8")  # --fit FILE must exist (checked as it is parsed)
     assert _fails(capsys, tmp_path / "out", *args) == f"probes: error: {problem}"
 
 

@@ -198,13 +198,14 @@ def test_unknown_words_counted_by_hand(tokenizer):
     # "x" twice and "xy" once are [UNK]; 7 words; units: ab [UNK] 我 [UNK] | ab ##c [UNK] | 照 = 8, 3 of them [UNK]
     assert (unknown.count, unknown.words, unknown.examples) == (3, 7, ["x", "xy"])
     assert unknown.provenance() == {"count": 3, "words": 7, "share": 3 / 7, "unknown_units": 3, "units": 8,
-                                    "unit_share": 3 / 8, "dominated": True}
+                                    "unit_share": 3 / 8, "dominated": True, "only_unknown": 3, "only_share": 3 / 7}
     pairs = [sentence(["ab", "我", "x", "6"], pair=2)]  # the [UNK] in the second segment is word 3
     assert unknown_words(UNK, pairs, encode(tokenizer, pairs, 64)[0]).examples == ["x"]
     # raw text: 拍 is [UNK] and starts in 拍照
     texts = [Sentence(words=["我", "拍照"], ann={"text": "我拍照"})]
     unknown = unknown_words(UNK, texts, encode(tokenizer, texts, 64, "text")[0])
     assert (unknown.count, unknown.words, unknown.examples) == (1, 2, ["拍照"])
+    assert unknown.only == 0  # 拍照 is [UNK] 照: unknown in part, so not a word that tokenizes only to [UNK]
     assert unknown_words(None, sentences, items).count == 0
     assert unknown_words(None, sentences, items).provenance()["units"] == 8
 
@@ -254,14 +255,17 @@ def test_english_vocabulary_on_chinese_warns_once(minilm, shared_corpora):
     corpus = shared_corpora / "ud-chinese-gsdsimp" / "zh_gsdsimp-ud-dev.conllu"
     result, caught = _run_recording(minilm, corpus, 5)
     unknown, words = _independent_unknown(minilm.tokenizer, read_corpus([corpus]).sentences[:5])
-    assert result.info.sentences == 5 and len(unknown) > 0.05 * len(words)
+    only = [w for w in words if set(minilm.tokenizer(w, add_special_tokens=False)["input_ids"]) ==
+            {minilm.tokenizer.unk_token_id}]
+    assert result.info.sentences == 5 and len(unknown) > 0.05 * len(words) and 0 < len(only) <= 0.5 * len(words)
     examples = list(dict.fromkeys(unknown))[:3]
     units = [t for w in words for t in minilm.tokenizer(w, add_special_tokens=False)["input_ids"]]
     unknown_units = units.count(minilm.tokenizer.unk_token_id)
     assert unknown_units > 0.2 * len(units)  # Chinese through an English vocabulary: dominated by [UNK]
     assert result.info.provenance["unknown_words"] == {
         "count": len(unknown), "words": len(words), "share": len(unknown) / len(words), "unknown_units": unknown_units,
-        "units": len(units), "unit_share": unknown_units / len(units), "dominated": True}
+        "units": len(units), "unit_share": unknown_units / len(units), "dominated": True,
+        "only_unknown": len(only), "only_share": len(only) / len(words)}
     assert len(caught) == 1
     message = str(caught[0].message)
     assert message.startswith(f"the unknown token dominates this run: {unknown_units / len(units):.1%} of the words' "
@@ -331,3 +335,17 @@ def test_words_through_the_rust_tokenizer_equal_transformers_call(kind, tokenize
             assert e.offsets.tolist() == [list(o) for o in offsets], (kind, i)
         assert len(kept) + sum(skipped.values()) == len(sentences)
         assert len(kept) >= 50
+
+
+def test_the_refusal_needs_more_than_half_of_twenty_words():
+    """More than half of the words tokenize only to the unknown token, of at least 20 words (issue 42 item 6); a
+    word unknown in part does not count."""
+    def refused(only: int, words: int, count: int | None = None) -> bool:
+        try:
+            UnknownWords(only if count is None else count, words, ["x"], only, words, only).refuse("c.conllu")
+        except InputError as e:
+            assert str(e).startswith(f"c.conllu: {only / words:.1%} of the words ({only} of {words}) tokenize only")
+            return True
+        return False
+
+    assert [refused(11, 20), refused(10, 20), refused(19, 19), refused(0, 20, count=20)] == [True, False, False, False]

@@ -24,7 +24,7 @@ FLOORS = {
                 "probes.builtin.seg.show", "probes.builtin.analyses.head_layout"],
     "probes": ["probes.probe", "probes.centroids", "probes.builtin"],
     "runner": ["probes.chunks", "probes.state_files", "probes.runner"],
-    "tools": ["probes.causal.detect", "probes.ablation.", "probes.compare.", "probes.studies.", "probes.report", "probes.show",
+    "tools": ["probes.causal.detect", "probes.causal.commands", "probes.ablation.", "probes.compare.", "probes.studies.", "probes.report", "probes.show",
               "probes.arguments"],
     "cli": ["probes.cli", "probes.__main__"],
 }

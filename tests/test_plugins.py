@@ -214,7 +214,8 @@ def test_help_shows_no_internal_names(capsys, command):
 
 
 def test_ablate_passes_pool_beside_the_probe_options(monkeypatch):
-    """--pool goes to ablate() as probes.run's pooling rule; the probe options are only the probes' own."""
+    """--pool goes to ablate() in its RunSettings, as probes.run's pooling rule; the probe options are only the
+    probes' own."""
     import probes.ablation.sweep
 
     seen = {}
@@ -225,8 +226,8 @@ def test_ablate_passes_pool_beside_the_probe_options(monkeypatch):
 
     monkeypatch.setattr(probes.ablation.sweep, "ablate", fake_ablate)
     assert main(["ablate", "dep", "--pool", "first-sum", "--subtypes", "--max-fe-words", "3"]) == 2
-    assert seen["pool"] == "first-sum" and seen["subtypes"] is True and seen["max_fe_words"] == 3
-    assert not any(key.startswith("opt_") for key in seen)
+    assert seen["settings"].pool == "first-sum" and seen["subtypes"] is True and seen["max_fe_words"] == 3
+    assert seen["settings"].changed() == {"pool"} and not any(key.startswith(("opt_", "set_")) for key in seen)
 
 
 def test_a_plugin_presents_its_own_results(tmp_path, capsys, clean_registry):

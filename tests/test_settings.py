@@ -50,7 +50,8 @@ def test_the_results_json_records_settings_only(tiny_model):
                         shard="0/2", protocol="hechoi2021")["dep"]
     recorded = set(result.info.settings)
     assert recorded <= set(setting_names())
-    assert recorded == {f.name for f in fields(RunSettings) if f.metadata.get("recorded")} - {"fit", "select_on"}
+    assert recorded == {f.name for f in fields(RunSettings) if f.metadata.get("recorded")} - {"fit", "select_on",
+                                                                                              "allow_unknown"}
     assert result.info.settings["shard"] == "0/2" and result.info.settings["replicates"] == 3
 
 
@@ -60,6 +61,25 @@ def test_run_takes_settings_and_overrides():
     named = [p for p in parameters.values() if p.kind is not p.VAR_KEYWORD]
     assert len(named) <= 6 and tuple(p.name for p in named) == RUN_ARGUMENTS
     assert not set(RUN_ARGUMENTS) & set(setting_names())
+
+
+def test_ablate_takes_settings_and_its_own_options_only():
+    """probes.ablate (issue 43 item 5): a RunSettings as probes.run takes it, and only the ablation's own options
+    besides; no parameter repeats a setting (format, batch_size, max_length, limit, device were loose keywords)."""
+    parameters = inspect.signature(probes.ablate).parameters
+    named = [p.name for p in parameters.values() if p.kind is not p.VAR_KEYWORD]
+    assert named[:4] == ["target", "model", "corpus", "settings"] and not set(named) & set(setting_names())
+    assert parameters["settings"].default is None and "overrides" in parameters
+    assert not set(named) & {o.name for cls in probes.available().values() for o in cls.options}  # no clash: seed
+
+
+def test_ablate_refuses_a_probe_targets_setting_for_classify(tmp_path):
+    data = tmp_path / "data.tsv"
+    data.write_text("a text\tyes\n", encoding="utf-8")
+    with pytest.raises(probes.InputError, match="^setting 'pool' is for probe targets, not for classify$"):
+        probes.ablate("classify", "some/classifier", data, RunSettings(pool="first-sum"))
+    with pytest.raises(probes.InputError, match="^option 'subtypes' is for probe targets, not for classify$"):
+        probes.ablate("classify", "some/classifier", data, subtypes=True)
 
 
 def test_settings_check_their_ranges_and_keep_paths_as_text():

@@ -25,7 +25,8 @@ def test_importing_the_cli_loads_no_heavy_module():
 
 
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["list"], ["run", "--help"], ["ablate", "--help"],
-                                  ["run", "dep", "--limt", "50"], ["compare", "--help"], ["show", "nope.json"]])
+                                  ["run", "dep", "--limt", "50"], ["compare", "--help"], ["show", "nope.json"],
+                                  ["sequences", "--help"]])
 def test_answers_without_heavy_modules(argv):
     code = (f"import json, sys\nfrom probes.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit:\n    pass\n"
             f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]), file=sys.stderr)")
@@ -92,3 +93,34 @@ def test_showing_a_builtin_probes_result_imports_no_probe_code_nor_torch(tmp_pat
                   "probes.builtin.fitted", "probes.builtin.analyses.head_layout")
     packages = ("probes.builtin.trees", "probes.builtin.seg", "probes.builtin.analyses")  # their empty __init__
     assert [m for m in modules if m not in presenting + packages] == []
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["run", "depp"], "unknown probe 'depp'; available: {probes}; did you mean dep?"),
+    (["run", "dep", "srl", "entropyy", "--limit", "5"], "unknown probe 'entropyy'; available: {probes}; "
+                                                         "did you mean entropy?"),
+    (["ablate", "depp"], "unknown probe 'depp'; available: {probes}; did you mean dep?"),
+    (["run", "dep", "--model", "./no-such-model"], "./no-such-model: model path does not exist"),
+    (["run", "dep", "--model", "models/base/no-such"], "models/base/no-such: model path does not exist"),
+    (["ablate", "classify", "--model", "~/no-such-classifier"], "~/no-such-classifier: model path does not exist"),
+    (["run", "dep", "--corpus", "no-such.conllu"], "no-such.conllu: file not found"),
+    (["run", "pos", "--fit", "no-such-dev.conllu"], "no-such-dev.conllu: file not found")])
+def test_argument_errors_come_before_torch(argv, line, tmp_path):
+    """An unknown probe (with the closest name), a missing model path and a missing corpus are one line, exit 2,
+    given before torch, transformers or numpy is imported (issue 42 item 4; timings: benchmarks/startup.py)."""
+    from probes.builtin.declared import BUILTIN
+
+    code = (f"import json, sys\nfrom probes.cli import main\ncode = main({argv!r})\n"
+            f"print(json.dumps([code, [m for m in {HEAVY!r} if m in sys.modules]]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert json.loads(done.stdout) == [2, []]
+    assert done.stderr == f"probes: error: {line.format(probes=', '.join(sorted(BUILTIN)))}\n"
+
+
+@pytest.mark.parametrize("model", ["bert-base-cased", "google/electra-small-discriminator", "org/name.v2"])
+def test_a_hub_name_passes_the_early_check(model):
+    """A model that is not on disk but reads as a hub id (NAME or ORG/NAME) is left to the hub (its loading says
+    whether it can be reached)."""
+    from probes.cli import build_parser, check_names
+
+    check_names(build_parser().parse_args(["run", "dep", "--model", model]))

@@ -1,8 +1,10 @@
 """Head ablation: disable attention heads (zero or uniform) and measure what a model loses or gains.
 
+    from probes import RunSettings
     from probes.ablation import ablate
     result = ablate("classify", model="genre-minilm/", corpus="en_ewt-ud-test.conllu",
-                    label_from="sent_id-prefix", sweeps=["heads", "layers"])
+                    settings=RunSettings(batch_size=64, limit=1000), label_from="sent_id-prefix",
+                    sweeps=["heads", "layers"])
     result.baseline; result.head_grid("accuracy"); result.ranked("accuracy", "heads")[:5]; result.save("out/")
 
     from probes.ablation import prune

@@ -23,7 +23,7 @@ from probes.ablation.labelled import Example, read_labelled
 from probes.ablation.sharing import SharedPrefix, by_first_layer, mask_passes
 from probes.checkpoint import resolve_source
 from probes.errors import InputError
-from probes.model import first_line, length_limit, self_attention_modules, to_device
+from probes.model import first_line, length_limit, load_tokenizer, self_attention_modules, to_device
 from probes.results import RunInfo
 from probes.provenance import provenance
 
@@ -67,7 +67,7 @@ def load_classifier(name: str, *, device: str = "cpu", max_length: int | None = 
                              "...ForSequenceClassification checkpoint", name)
         model, loading = transformers.AutoModelForSequenceClassification.from_pretrained(source,
                                                                                         output_loading_info=True)
-        tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+        tokenizer = load_tokenizer(source, Path(source) if Path(source).is_dir() else None)
     except InputError:
         raise
     except (OSError, ValueError, KeyError, ImportError) as e:

@@ -4,10 +4,10 @@ from __future__ import annotations
 import argparse
 
 from probes.argtypes import check_output_folder, input_path
-from probes.arguments import add_settings, chosen_options
-from probes.choices import MODES, SWEEPS
+from probes.arguments import add_settings, chosen_options, chosen_settings
+from probes.choices import CLASSIFY, MODES, SWEEPS
 from probes.collector import loading
-from probes.settings import ABLATE_SETTINGS
+from probes.settings import ABLATE_SETTINGS, RunSettings
 from probes.errors import InputError
 
 EPILOG = """\
@@ -97,19 +97,18 @@ def add_commands(sub) -> None:
 
 def cmd_ablate(args: argparse.Namespace) -> int:
     with loading():
-        from probes.ablation.sweep import CLASSIFY, ablate
+        from probes.ablation.sweep import ablate
 
     if (args.order or args.importance) and args.target != CLASSIFY:
         raise InputError("--importance and --order are for the classify target")
     if args.order or args.importance:
         return _importance_or_pruning(args)
-    run_options = {"pool": args.set_pool} if args.set_pool else {}  # pool is probes.run's, not a probe option
-    result = ablate(args.target, model=args.model, corpus=args.corpus, sweeps=args.sweep, masks=args.mask or (),
-                    keeps=args.keep or (), in_layers=args.in_layers,
-                    mode=args.mode, percents=args.percent or (10.0,), repeats=args.repeats, seed=args.random_seed,
-                    format=args.set_format, label_from=args.label_from, label=args.label, batch_size=args.set_batch_size,
-                    masks_per_pass=args.masks_per_pass, max_length=args.set_max_length, limit=args.set_limit,
-                    device=args.set_device, progress=False if args.quiet else None, **run_options, **chosen_options(args))
+    settings = RunSettings(**chosen_settings(args))  # ABLATE_SETTINGS' flags
+    result = ablate(args.target, model=args.model, corpus=args.corpus, settings=settings, sweeps=args.sweep,
+                    masks=args.mask or (), keeps=args.keep or (), in_layers=args.in_layers, mode=args.mode,
+                    percents=args.percent or (10.0,), repeats=args.repeats, random_seed=args.random_seed,
+                    label_from=args.label_from, label=args.label, masks_per_pass=args.masks_per_pass,
+                    progress=False if args.quiet else None, **chosen_options(args))
     print(result.summary(top=args.top))
     if args.out:
         written = result.save(args.out, plots=not args.no_plots)

@@ -13,8 +13,9 @@ layer its maps are the unmasked model's, so those layers' word-level maps are po
 batch and handed to every mask. A heads sweep of an L×H model thus costs about 0.62 × (L·H + 1)
 forward passes for 6 × 12 heads, plus the probe's own updates.
 
-Probes with a fit phase, a word-shuffled twin or context vectors, and runs with fit/annotate/code
-options, run ``probes.run`` once per mask instead (same scores, no sharing).
+Probes with a fit phase, a word-shuffled twin or context vectors, and runs whose settings (RunSettings) differ
+from the defaults in more than SHARED_SETTINGS (fit, annotate, protocol, replicates, ...), run ``probes.run`` with
+those settings once per mask instead (same scores, no sharing).
 
 The scores of one label (default ``overall``) give two metrics:
 
@@ -47,32 +48,35 @@ from probes.provenance import provenance
 from probes.registry import get_probe
 from probes.results import ProbeResult, RunInfo
 from probes.runner import run
-from probes.settings import settings_from
+from probes.settings import RunSettings
 
-READ_OPTIONS = ("format", "batch_size", "limit", "pool", "tokenize")  # what the shared read handles
+# the settings the shared read honours (any other changed from its default: one probes.run per mask)
+SHARED_SETTINGS = ("format", "batch_size", "limit", "pool", "tokenize", "device", "max_length", "allow_unknown",
+                   "code")
 
 
 class ProbeTarget:
     """Score a probe on a corpus under each of many head masks."""
 
-    def __init__(self, probe: str, model: str | None, corpus: list[str | Path], *, label: str = "overall",
-                 mode: str = "zero", device: str = "cpu", max_length: int | None = None,
-                 run_options: dict[str, Any] | None = None):
+    def __init__(self, probe: str, model: str | None, corpus: list[str | Path], settings: RunSettings,
+                 options: dict[str, Any], *, label: str = "overall", mode: str = "zero"):
         self.cls = get_probe(probe)
         self.probe = self.cls.name
         self.corpus = [str(p) for p in corpus] or None
         self.label, self.mode = label, mode
-        self.run_options = {k: v for k, v in (run_options or {}).items() if v is not None}
-        self.encoder = enc = load_encoder(model or default_model(), device=device, max_length=max_length)
+        self.settings = settings
+        self.given_options = {k: v for k, v in options.items() if v is not None}  # probe options given (for probes.run)
+        self.encoder = enc = load_encoder(model or default_model(), device=settings.device,
+                                          max_length=settings.max_length)
         self.model, self.layers, self.heads, self.head_dim = enc.model, enc.layers, enc.heads, enc.head_dim
         self.modules = enc.attention_modules
         self.disabled: torch.Tensor | None = None  # [M,L,H] after evaluate()
         self.results: list[ProbeResult] = []
         self.probes: list = []  # one probe instance per mask (shared read)
         option_names = {o.name for o in self.cls.options}
-        self.options = {k: v for k, v in self.run_options.items() if k in option_names}
+        self.options = {k: v for k, v in self.given_options.items() if k in option_names}
         self.template = self.cls(enc.layers, enc.heads, **self.options)
-        others = set(self.run_options) - option_names - set(READ_OPTIONS)
+        others = (set(self.given_options) - option_names) | (settings.changed() - set(SHARED_SETTINGS))
         self.shared = not (others or self.cls.needs_fit or self.cls.needs_vectors
                            or self.template.shuffle_seed() is not None)
         if self.shared:
@@ -91,8 +95,7 @@ class ProbeTarget:
     def _read(self) -> None:
         """Stream the corpus as ``probes.run`` does (probes.chunks): the probe's whole-corpus ``prepare``, then
         the first chunk read, filtered and tokenised (the later ones while the masks are fed)."""
-        opts = self.run_options
-        settings = settings_from(opts)[0]  # checked as probes.run checks them
+        settings = self.settings
         self.paths = self.corpus or [bundled_corpus()]
         kind = settings.format or guess_format(self.paths[0]) or self.cls.corpus_format
         self.source = CorpusStream(self.paths, kind, limit=settings.limit, **self.template.reader_options())
@@ -101,6 +104,8 @@ class ProbeTarget:
         first = self.scoring.start([self.template], self.encoder, settings.tokenize)
         if self.scoring.single and not first.encoded:
             self._check_scored()
+        if self.scoring.single and not settings.allow_unknown:
+            self.scoring.unknown.refuse(self.paths[0])
 
     def _check_scored(self) -> None:
         if not self.scoring.scored:
@@ -114,19 +119,21 @@ class ProbeTarget:
         if not self.shared:
             for mask in masks:
                 masker.set(mask)
-                self.results.append(run([self.probe], encoder=self.encoder, corpus=self.corpus, progress=False,
-                                        **self.run_options)[self.probe])
+                self.results.append(run([self.probe], encoder=self.encoder, corpus=self.corpus, settings=self.settings,
+                                        progress=False, **self.given_options)[self.probe])
                 bar.update(1)
             return
         self.probes = [copy.deepcopy(self.template) for _ in range(masks.shape[0])]
         self.scoring.probes = self.probes  # the later chunks' skips are counted by every mask's probe
         groups = by_first_layer(masks)
-        pool = self.run_options.get("pool", "mean-sum")
+        pool = self.settings.pool or "mean-sum"
         with SharedPrefix(self.model, self.modules) as prefix:
             for chunk in self.scoring:
-                self._feed(chunk, groups, masks, masker, bar, pool, self.run_options.get("batch_size", batch_size),
-                           masks_per_pass, tokens_per_pass, prefix)
+                self._feed(chunk, groups, masks, masker, bar, pool, batch_size, masks_per_pass, tokens_per_pass,
+                           prefix)
         self._check_scored()
+        if not self.settings.allow_unknown:
+            self.scoring.unknown.refuse(self.paths[0])
         self.scoring.unknown.warn(self.paths[0])
 
     def _feed(self, chunk: Chunk, groups: list, masks: torch.Tensor, masker, bar, pool: str, batch_size: int,
@@ -174,9 +181,9 @@ class ProbeTarget:
             info = RunInfo(model=self.encoder.name, corpus=read.files, layers=self.layers, heads=self.heads,
                            sentences=self.scoring.scored,
                            skipped=with_counts(read.skipped, self.scoring.skips.counts()),
-                           settings={"pool": self.run_options.get("pool", "mean-sum"),
+                           settings={"pool": self.settings.pool or "mean-sum",
                                      "max_length": self.encoder.max_length,
-                                     "tokenize": self.run_options.get("tokenize", "words")},
+                                     "tokenize": self.settings.tokenize},
                            provenance=provenance(self.encoder, read.files, elapsed,
                                                  unknown_words=self.scoring.unknown.provenance(),
                                                  skipped_ids=read.skipped_ids),

@@ -21,19 +21,21 @@ from probes.ablation.masking import MODES, HeadMasker
 from probes.ablation.masks import build_masks, mask_tensor
 from probes.ablation.probe_target import ProbeTarget
 from probes.ablation.result import AblationResult
+from probes.choices import CLASSIFY
 from probes.errors import InputError
 from probes.progress import progress_bar
+from probes.registry import load_code
+from probes.settings import RunSettings, settings_from
 
-CLASSIFY = "classify"
+CLASSIFY_SETTINGS = ("format", "batch_size", "max_length", "limit", "device", "code")  # what the classify target reads
 
 
 def ablate(target: str = CLASSIFY, model: str | None = None, corpus: str | Path | Iterable[str | Path] | None = None,
-           *, sweeps: Iterable[str] | None = None, masks: Iterable[str] = (), keeps: Iterable[str] = (),
-           in_layers: str | None = None, mode: str = "zero",
-           percents: Iterable[float] = (10.0,), repeats: int = 5, seed: int = 0, format: str | None = None,
-           label_from: str = "label", label: str = "overall", batch_size: int = 32, masks_per_pass: int = 16,
-           tokens_per_pass: int = 16384, max_length: int | None = None, limit: int | None = None,
-           device: str = "cpu", progress: bool | None = None, **run_options: Any) -> AblationResult:
+           settings: RunSettings | None = None, *, sweeps: Iterable[str] | None = None, masks: Iterable[str] = (),
+           keeps: Iterable[str] = (), in_layers: str | None = None, mode: str = "zero",
+           percents: Iterable[float] = (10.0,), repeats: int = 5, random_seed: int = 0, label_from: str = "label",
+           label: str = "overall", masks_per_pass: int = 16, tokens_per_pass: int = 16384,
+           progress: bool | None = None, **overrides: Any) -> AblationResult:
     """Disable heads and measure what `target` loses (or gains).
 
     target: "classify" (a sequence-classification checkpoint on labelled data: accuracy, macro-F1)
@@ -42,48 +44,52 @@ def ablate(target: str = CLASSIFY, model: str | None = None, corpus: str | Path 
     corpus: data file(s): for classify a TSV (text[, text_pair], label) or CoNLL-U with a sentence
       label (`label_from`: a comment key such as "label", or "sent_id-prefix"); for a probe, its
       corpus (default: the bundled sample).
-    sweeps: any of "heads" (every single head), "layers", "halves", "random" (k% of heads for each k
-      in `percents`, `repeats` draws, seeded by `seed`); masks: user masks such as "2:3,4:0" or "2:*";
-      keeps: keep-masks such as "2:3,3:1": every other head of the layers `in_layers` ("0-5"; default
-      every layer) is disabled. With none of these, every single head is swept.
+    settings: how the data is read, batched and run, as ``probes.run`` takes them (probes.settings.RunSettings:
+      format, batch_size, max_length, limit, device, ...; default RunSettings()). The classify target reads
+      CLASSIFY_SETTINGS of them; a probe target every one, as ``probes.run`` does.
+    sweeps: any of "heads" (every single head), "layers", "halves", "random" (k% of heads for each k in `percents`,
+      `repeats` draws, seeded by `random_seed`: a name of its own, ``seed`` being a probe option); masks: user
+      masks such as "2:3,4:0" or "2:*"; keeps: keep-masks such as "2:3,3:1": every other head of the layers
+      `in_layers` ("0-5"; default every layer) is disabled. With none of these, every single head is swept.
     mode: "zero" (a disabled head's output is 0) or "uniform" (it attends equally to all real tokens).
       In zero mode a probe target's grid has NaN at each mask's disabled heads: a head whose output is
       gone is not scored (its attention is still computed, but nothing reads it), and it is never "best".
-    batch_size: sentences per batch; masks_per_pass, tokens_per_pass: how many masks share a pass
-      (classify). format, max_length, limit, device as in ``probes.run``.
-    run_options: for probe targets, anything else ``probes.run`` takes (pool, tokenize, fit, probe
-      options such as subtypes=True).
+    masks_per_pass, tokens_per_pass: how many masks share a pass.
+    overrides: RunSettings fields by name, changing `settings` (``limit=50``), and, for probe targets, probe options
+      by name (e.g. ``subtypes=True`` for dep), as ``probes.run`` takes them.
     Returns an AblationResult; masks[0] is the baseline, evaluated in the same passes.
     """
     started = time.perf_counter()
-    check_settings(mode, batch_size=batch_size, masks_per_pass=masks_per_pass, tokens_per_pass=tokens_per_pass,
-                   limit=limit)
+    settings, options = settings_from(overrides, settings)
+    check_settings(mode, masks_per_pass=masks_per_pass, tokens_per_pass=tokens_per_pass)
+    for path in settings.code:
+        load_code(path)
     paths = [str(p) for p in ([corpus] if isinstance(corpus, (str, Path)) else list(corpus or []))]
     if target == CLASSIFY:
-        if run_options:
-            raise InputError(f"option {sorted(run_options)[0]!r} is for probe targets, not for classify")
+        if options:
+            raise InputError(f"option {sorted(options)[0]!r} is for probe targets, not for classify")
+        if unread := sorted(settings.changed() - set(CLASSIFY_SETTINGS)):
+            raise InputError(f"setting {unread[0]!r} is for probe targets, not for classify")
         if not paths:
             raise InputError("the classify target needs labelled data: give a TSV or CoNLL-U file")
         if model is None:
             raise InputError("the classify target needs a fine-tuned sequence-classification checkpoint (--model)")
-        evaluated = ClassifierTarget(model, paths, format=format, label_from=label_from, limit=limit, device=device,
-                                     max_length=max_length)
+        evaluated = ClassifierTarget(model, paths, format=settings.format, label_from=label_from, limit=settings.limit,
+                                     device=settings.device, max_length=settings.max_length)
     else:
-        evaluated = ProbeTarget(target, model, paths, label=label, mode=mode, device=device, max_length=max_length,
-                                run_options={"format": format, "batch_size": batch_size, "limit": limit,
-                                             **run_options})
+        evaluated = ProbeTarget(target, model, paths, settings, options, label=label, mode=mode)
     masks, keeps = list(masks), list(keeps)
     sweeps = list(sweeps) if sweeps is not None else ([] if masks or keeps else ["heads"])
     mask_list = build_masks(evaluated.layers, evaluated.heads, sweeps, masks, percents=list(percents),
-                            repeats=repeats, seed=seed, keeps=keeps, in_layers=in_layers)
+                            repeats=repeats, seed=random_seed, keeps=keeps, in_layers=in_layers)
     table = mask_tensor(mask_list, evaluated.layers, evaluated.heads)  # [M,L,H]
-    evaluate_masks(evaluated, table, mode, batch_size=batch_size, masks_per_pass=masks_per_pass,
+    evaluate_masks(evaluated, table, mode, batch_size=settings.batch_size, masks_per_pass=masks_per_pass,
                    tokens_per_pass=tokens_per_pass, progress=progress)
-    settings = {"mode": mode, "batch_size": batch_size, "masks_per_pass": masks_per_pass,
-                "tokens_per_pass": tokens_per_pass, "limit": limit, "device": device, "format": format,
-                "seed": seed, "percents": list(percents), "repeats": repeats, "in_layers": in_layers,
-                **({"label_from": label_from} if target == CLASSIFY else {})}
-    values, grids, extra, info = evaluated.finish(settings, time.perf_counter() - started)
+    recorded = {"mode": mode, "batch_size": settings.batch_size, "masks_per_pass": masks_per_pass,
+                "tokens_per_pass": tokens_per_pass, "limit": settings.limit, "device": settings.device,
+                "format": settings.format, "seed": random_seed, "percents": list(percents), "repeats": repeats,
+                "in_layers": in_layers, **({"label_from": label_from} if target == CLASSIFY else {})}
+    values, grids, extra, info = evaluated.finish(recorded, time.perf_counter() - started)
     return AblationResult(target=target, mode=mode, masks=mask_list, values=values, info=info, grids=grids,
                           extra=extra)
 

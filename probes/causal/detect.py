@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from probes.causal.sequences import repeated_random_tokens, write_token_ids
+from probes.causal.sequences import repeated_description, repeated_random_tokens, write_token_ids
 from probes.model import Encoder, load_encoder
 from probes.results import ProbeResult
 from probes.runner import run
@@ -30,7 +30,7 @@ def detect(probes: str | Iterable[str] = DETECTORS, model: str | None = None, *,
         encoder = load_encoder(model, device=device)
     sequences = repeated_random_tokens(encoder.tokenizer, count, length, sequence_seed)
     made = {"kind": "random tokens repeated", "count": count, "length": length, "seed": sequence_seed}
-    name = f"generated: {count} × random tokens ({length}) repeated, seed {sequence_seed}"
+    name = repeated_description(count, length, sequence_seed)
     with tempfile.TemporaryDirectory(prefix="probes-sequences-") as folder:
         path = Path(folder) / "repeated.ids"
         write_token_ids(path, sequences, name)

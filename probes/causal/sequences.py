@@ -26,6 +26,12 @@ def repeated_random_tokens(tokenizer, count: int, length: int, seed: int) -> np.
     return np.concatenate([first, first], axis=1)
 
 
+def repeated_description(count: int, length: int, seed: int) -> str:
+    """How `count` sequences of `length` random tokens repeated, drawn with `seed`, are named (a results file's
+    corpus, a ``.ids`` file's first line)."""
+    return f"generated: {count} × random tokens ({length}) repeated, seed {seed}"
+
+
 def write_token_ids(path: str | Path, sequences: np.ndarray, header: str) -> None:
     """Write sequences [N,T] as a ``.ids`` file, one a line after the comment line "# header"; atomically (a
     temporary file renamed into place)."""
