@@ -22,6 +22,9 @@ PLOT_KINDS = ("overview", "labels", "all-labels", "none")  # the figures a saved
 COMPARE_SORTS = ("count", "score", "delta", "label")  # orders of `probes compare`'s table (probes.compare)
 SWEEPS = ("heads", "layers", "halves", "random")  # head sets an ablation sweeps (probes.ablation.masks)
 MODES = ("zero", "uniform")  # what a disabled head becomes (probes.ablation.masking)
+# the OV copying score's vocabulary (without the special tokens, or whole) and layer norms (left out, or folded in)
+COPYING_VOCABULARIES = ("no-special", "all")  # (probes.causal.families)
+COPYING_NORMS = ("ignore", "fold")
 
 
 def check_invalid_trees(invalid_trees: str) -> None:
