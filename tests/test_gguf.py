@@ -113,8 +113,9 @@ def test_words_get_the_space_running_text_gives_them(smollm2):
 
 @pytest.mark.slow
 def test_token_ids_are_given_as_ids_never_tokenised_again(smollm2, tmp_path):
-    """Random BPE ids do not survive decoding and encoding again (the text merges differently); a .ids file's
-    sequences reach the model as they are (SmolLM2 adds no start token)."""
+    """Random BPE ids do not survive decoding and encoding again (the text merges differently: 5 of these 8
+    sequences come back as other ids); a .ids file's sequences reach the model as they are (SmolLM2 adds no start
+    token)."""
     from probes.causal.sequences import repeated_random_tokens, write_token_ids
     from probes.corpus import read_corpus
     from probes.encoding import encode
@@ -122,7 +123,7 @@ def test_token_ids_are_given_as_ids_never_tokenised_again(smollm2, tmp_path):
     tokenizer = smollm2.tokenizer
     sequences = repeated_random_tokens(tokenizer, 8, 16, seed=0)  # [8,32]
     again = [tokenizer(tokenizer.decode(row), add_special_tokens=False)["input_ids"] for row in sequences.tolist()]
-    assert sum(ids != row for ids, row in zip(again, sequences.tolist())) == 8  # not one survives
+    assert sum(ids != row for ids, row in zip(again, sequences.tolist())) == 5
     write_token_ids(tmp_path / "seqs.ids", sequences, "8 × 16 random tokens repeated")
     encoded, skipped = encode(tokenizer, read_corpus([tmp_path / "seqs.ids"]).sentences, smollm2.max_length)
     assert skipped == {} and [e.input_ids for e in encoded] == sequences.tolist()
