@@ -6,17 +6,15 @@ quantised values, not the original checkpoint's.
 """
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probes.errors import InputError
+from probes.errors import InputError, require
 
 MAGIC = b"GGUF"  # a GGUF file's first four bytes
-EXTRA = "pip install 'attention-probes[gguf]'"
-NEEDED = ("gguf", "accelerate")  # transformers reads the file with gguf and refuses to load it without accelerate
+NEEDED_BY = "loading a GGUF file"
 
 
 def is_gguf(path: str | Path) -> bool:
@@ -44,19 +42,12 @@ class GgufFile:
         return {"file": self.path.name, "quantisation": self.quantisation, "tensor_types": self.tensor_types}
 
 
-def require_gguf() -> None:
-    """InputError naming the extra to install where a package transformers needs for GGUF files is missing."""
-    missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
-    if missing:
-        raise InputError(f"loading a GGUF file needs {' and '.join(missing)}: {EXTRA}")
-
-
 def read_gguf(path: str | Path) -> GgufFile:
     """The header of the GGUF file at `path`; InputError (naming the file) where it cannot be read, or naming the
-    extra where the ``gguf`` package is missing."""
-    require_gguf()
-    import gguf
-
+    extra attention-probes[gguf] where the ``gguf`` or ``accelerate`` package is missing (transformers reads the
+    file with gguf, and refuses to load it without accelerate)."""
+    gguf = require("gguf", "gguf", NEEDED_BY)
+    require("accelerate", "gguf", NEEDED_BY)
     path = Path(path)
     try:
         reader = gguf.GGUFReader(path)

@@ -47,13 +47,13 @@ def test_a_file_that_is_not_a_gguf_file_is_refused(tmp_path, capsys):
         "(config.json, weights, tokenizer) or a GGUF file")
 
 
-def test_a_missing_gguf_package_names_the_extra(fake_gguf, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "gguf", None)  # hidden: find_spec finds nothing, import raises
+def test_a_missing_accelerate_names_the_extra_too(fake_gguf, capsys, monkeypatch):
+    """(gguf itself: tests/test_optional_extras.py, with the other extras.)"""
+    pytest.importorskip("gguf")
+    monkeypatch.setitem(sys.modules, "accelerate", None)  # hidden: importing it raises ModuleNotFoundError
     assert refused(capsys, ["prev_token", "--model", str(fake_gguf)]) == (
-        "probes: error: loading a GGUF file needs gguf: pip install 'attention-probes[gguf]'")
-    monkeypatch.setitem(sys.modules, "accelerate", None)
-    assert refused(capsys, ["prev_token", "--model", str(fake_gguf)]) == (
-        "probes: error: loading a GGUF file needs gguf and accelerate: pip install 'attention-probes[gguf]'")
+        "probes: error: loading a GGUF file needs accelerate, which is not installed: "
+        "pip install 'attention-probes[gguf]'")
 
 
 def test_a_truncated_gguf_file_is_one_line(fake_gguf, capsys):
