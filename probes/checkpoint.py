@@ -1,7 +1,7 @@
 """What a checkpoint folder must hold, checked before transformers reads it, and its weights fingerprint.
 
 A local checkpoint is a folder with config.json, weights (``*.safetensors``, else ``*.bin``) and the
-tokenizer's files. Missing tokenizer files matter most: transformers then builds a 5-token vocabulary
+tokenizer's files, or one GGUF file (probes.gguf_file), which holds all three. Missing tokenizer files matter most: transformers then builds a 5-token vocabulary
 and every word becomes [UNK], so a folder without them is refused rather than scored. Weights files
 are checked for truncation and corruption from their headers (safetensors) or zip directory (PyTorch),
 without reading the tensors. Every problem is an InputError naming the folder or file.
@@ -15,17 +15,21 @@ import zipfile
 from pathlib import Path
 
 from probes.errors import InputError
+from probes.gguf_file import is_gguf
 
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _NOT_WEIGHTS = {"training_args.bin"}  # written beside the weights by transformers' Trainer
 
 
 def resolve_source(name: str) -> str:
-    """The checkpoint folder (checked: a folder with config.json and weights) or the hub name to load."""
+    """The checkpoint folder (checked: a folder with config.json and weights), GGUF file or hub name to load."""
     path = Path(name).expanduser()
     if path.exists():
+        if is_gguf(path):
+            return str(path)
         if not path.is_dir():
-            raise InputError("model path is a file; expected a checkpoint directory (config.json, weights, tokenizer)", path)
+            raise InputError("model path is a file and not a GGUF file; expected a checkpoint directory (config.json, "
+                             "weights, tokenizer) or a GGUF file", path)
         try:
             empty = not any(path.iterdir())
         except OSError as e:
@@ -165,14 +169,17 @@ _DIGESTS: dict[tuple, str] = {}  # (path, size, modification time) of each weigh
 def weights_sha256(model: str) -> str:
     """sha256 of a checkpoint's weights: the bytes of its weight files (see weight_files) in name order.
 
-    model: a checkpoint folder, or a hub name whose snapshot is in the local hub cache (the files of
-    the snapshot its "main" revision points to). Reads every weights file once, and
+    model: a checkpoint folder, a GGUF file (its bytes), or a hub name whose snapshot is in the local hub cache (the
+    files of the snapshot its "main" revision points to). Reads every weights file once, and
     again in the same process only when a file's size or modification time has changed.
     """
     folder = Path(model).expanduser()
-    if not folder.is_dir():
-        folder = _cached_snapshot(model)
-    files = weight_files(folder)
+    if is_gguf(folder):
+        files = [folder]
+    else:
+        if not folder.is_dir():
+            folder = _cached_snapshot(model)
+        files = weight_files(folder)
     if not files:
         raise InputError("checkpoint has no weights file (*.safetensors or *.bin)", folder)
     key = tuple((str(path.resolve()), path.stat().st_size, path.stat().st_mtime_ns) for path in files)

@@ -23,6 +23,9 @@ COMPARE_SORTS = ("count", "score", "delta", "label")  # orders of `probes compar
 CLASSIFY = "classify"  # the ablation target that is a fine-tuned classifier, not a probe (probes.ablation)
 SWEEPS = ("heads", "layers", "halves", "random")  # head sets an ablation sweeps (probes.ablation.masks)
 MODES = ("zero", "uniform")  # what a disabled head becomes (probes.ablation.masking)
+# the OV copying score's vocabulary (without the special tokens, or whole) and layer norms (left out, or folded in)
+COPYING_VOCABULARIES = ("no-special", "all")  # (probes.causal.families)
+COPYING_NORMS = ("ignore", "fold")
 
 
 def check_invalid_trees(invalid_trees: str) -> None:

@@ -11,6 +11,7 @@ import argparse
 import difflib
 import sys
 from contextlib import nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from probes.ablation.commands import COMMANDS as ABLATION_COMMANDS
@@ -70,8 +71,12 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
     groups["reading"].add_argument("--corpus", action="append", metavar="FILE", type=input_path,
                                    help="corpus file; repeat for several (default: the bundled UD English EWT sample)")
     groups["capture"].add_argument(
-        "--model", action="append", help="checkpoint directory or hub name (default: the packaged all-MiniLM-L6-v2); "
-        "repeat for several: a small study, one results folder per model under --out")
+        "--model", action="append", help="checkpoint directory, GGUF file (needs attention-probes[gguf]) or hub name "
+        "(default: the packaged all-MiniLM-L6-v2); repeat for several: a small study, one results folder per model "
+        "under --out")
+    groups["capture"].add_argument(
+        "--gguf-file", metavar="NAME", help="the GGUF file NAME in the --model folder (the same as --model "
+        "FOLDER/NAME): config, tokenizer and weights from that one file, dequantised to float32")
     output = groups["output"]
     output.add_argument("--out", metavar="DIR", type=check_output_folder,
                         help="also write DIR/<probe>.json, .csv and an overview figure (the table is printed either "
@@ -255,6 +260,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from probes.drawing import Drawing
 
     plots = "none" if args.no_plots else args.plots
+    if args.gguf_file:
+        if not args.model:
+            raise InputError("--gguf-file names a GGUF file in the --model folder: give --model FOLDER too")
+        args.model = [str(Path(m) / args.gguf_file) for m in args.model]
     # the figures' child process imports matplotlib on the other core while this one imports torch (probes.drawing);
     # a run of several models saves each model's results as it goes (probes.studies.models), in this process
     several = bool(args.model) and len(args.model) > 1

@@ -43,6 +43,8 @@ PAD_WITH_END = ("eos_token", "unk_token")  # a decoder's tokenizer without a pad
 
 # (W_V [H,d,D], W_O [H,D,d]) of one attention module, given H and K
 OVWeights = Callable[["torch.nn.Module", int, int], "tuple[torch.Tensor, torch.Tensor]"]
+# base model → (the L norms the attention modules' inputs go through, layers 0..L-1; the final norm before W_U)
+NormModules = Callable[["torch.nn.Module"], "tuple[list[torch.nn.Module], torch.nn.Module]"]
 
 
 def no_window(attention: torch.nn.Module, config) -> None:
@@ -73,8 +75,17 @@ def separate_ov(attention: torch.nn.Module, heads: int, kv_heads: int) -> tuple[
     return value, output
 
 
+def layers_input_norms(base: torch.nn.Module) -> tuple[list[torch.nn.Module], torch.nn.Module]:
+    """``base.layers[i].input_layernorm`` and ``base.norm``: Llama's, Qwen2's, Mistral's RMS norms."""
+    return [layer.input_layernorm for layer in base.layers], base.norm
+
+
 def _gpt2_blocks(base: torch.nn.Module) -> list[torch.nn.Module]:
     return [block.attn for block in base.h]
+
+
+def _gpt2_norms(base: torch.nn.Module) -> tuple[list[torch.nn.Module], torch.nn.Module]:
+    return [block.ln_1 for block in base.h], base.ln_f
 
 
 def _gpt2_ov(attention: torch.nn.Module, heads: int, kv_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,6 +98,10 @@ def _gpt2_ov(attention: torch.nn.Module, heads: int, kv_heads: int) -> tuple[tor
 
 def _neox_blocks(base: torch.nn.Module) -> list[torch.nn.Module]:
     return [layer.attention for layer in base.layers]
+
+
+def _neox_norms(base: torch.nn.Module) -> tuple[list[torch.nn.Module], torch.nn.Module]:
+    return [layer.input_layernorm for layer in base.layers], base.final_layer_norm
 
 
 def _neox_ov(attention: torch.nn.Module, heads: int, kv_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -127,6 +142,9 @@ class Family:
     ov: (attention module, H, K) → the layer's value and output weights per query head, W_V [H,d,D] and W_O
     [H,D,d] (grouped-query families: the K value heads repeated g times, as repeat_kv does), read by the OV
     copying score (probes.causal.families); None: the family's copying score is refused.
+    norms: base model → (the L norms each attention module's input goes through, the final norm before the
+    unembedding), whose scales (``weight``; and the mean subtracted, for a torch.nn.LayerNorm) the copying score
+    folds into W_V and W_U with ``--copying-norms fold``; None: that option is refused for the family.
 
     Tokenizer quirks:
     prefix_space: the tokenizer is byte-level BPE, whose words (handed over pre-split) must each get a leading
@@ -150,6 +168,7 @@ class Family:
     blocks: Callable[[torch.nn.Module], list[torch.nn.Module]] | None = None
     window: Callable[[torch.nn.Module, object], int | None] = no_window
     ov: OVWeights | None = None
+    norms: NormModules | None = None
     prefix_space: bool | None = None
     pad_with: tuple[str, ...] = ()
 
@@ -159,10 +178,10 @@ class Family:
         return found.group(1) if found else None
 
 
-def _decoder(name: str, blocks: Callable, ov: OVWeights, *, window: Callable = no_window,
+def _decoder(name: str, blocks: Callable, ov: OVWeights, norms: NormModules, *, window: Callable = no_window,
              prefix_space: bool | None = None) -> Family:
-    return Family(name, (name,), causal=True, blocks=blocks, window=window, ov=ov, prefix_space=prefix_space,
-                  pad_with=PAD_WITH_END)
+    return Family(name, (name,), causal=True, blocks=blocks, window=window, ov=ov, norms=norms,
+                  prefix_space=prefix_space, pad_with=PAD_WITH_END)
 
 
 BUILTIN_FAMILIES = {f.name: f for f in (
@@ -175,11 +194,13 @@ BUILTIN_FAMILIES = {f.name: f for f in (
     Family("deberta-v2", ("deberta-v2",), asks_for_attention=True, values=("value_proj",), prefix_space=False),
     Family("deberta", ("deberta",), asks_for_attention=True, values=(), fused_values=("in_proj", "v_bias"),
            prefix_space=True),
-    _decoder("gpt2", _gpt2_blocks, _gpt2_ov, prefix_space=True),
-    _decoder("gpt_neox", _neox_blocks, _neox_ov, prefix_space=True),
-    _decoder("llama", layers_self_attn, separate_ov),  # Llama 2: SentencePiece, Llama 3: byte-level BPE
-    _decoder("qwen2", layers_self_attn, separate_ov, window=module_window, prefix_space=True),
-    _decoder("mistral", layers_self_attn, separate_ov, window=config_window),  # SentencePiece, later Tekken BPE
+    _decoder("gpt2", _gpt2_blocks, _gpt2_ov, _gpt2_norms, prefix_space=True),
+    _decoder("gpt_neox", _neox_blocks, _neox_ov, _neox_norms, prefix_space=True),
+    # Llama 2: SentencePiece, Llama 3: byte-level BPE
+    _decoder("llama", layers_self_attn, separate_ov, layers_input_norms),
+    _decoder("qwen2", layers_self_attn, separate_ov, layers_input_norms, window=module_window, prefix_space=True),
+    # SentencePiece, later Tekken BPE
+    _decoder("mistral", layers_self_attn, separate_ov, layers_input_norms, window=config_window),
 )}
 
 

@@ -48,16 +48,18 @@ from typing import Callable, Iterator
 
 import torch
 from safetensors import SafetensorError
+from tokenizers.pre_tokenizers import ByteLevel
 
 from probes.causal.capture import causal_capture
 from probes.causal.families import copying_scores, kv_heads
 from probes.checkpoint import (check_tokenizer_files, check_vocabulary, check_weight_files, resolve_source,
                                tokenizer_files, unreadable_tokenizer)
-from probes.choices import check_weights
+from probes.choices import COPYING_NORMS, COPYING_VOCABULARIES, check_weights
 from probes.defaults import default_model
 from probes.eager import reused_attention_memory
 from probes.errors import InputError
 from probes.families import Family, decoder_families, family_of, model_family, warn_unknown
+from probes.gguf_file import GgufFile, is_gguf, read_gguf
 from probes.hooks import HookSet
 from probes.norms import NormWeights
 from probes.reuse import reused_output_memory
@@ -95,7 +97,9 @@ class Encoder:
     attention_modules: list[torch.nn.Module] = field(default_factory=list, repr=False)  # per layer, in order
     family: Family | None = None  # its entry in the family table (probes.families); None: all-maps mode only
     windows: list[int | None] = field(default_factory=list, repr=False)  # a causal model's sliding window per layer
-    _copying: torch.Tensor | None = field(default=None, init=False, repr=False)  # copying_scores(), once computed
+    gguf: GgufFile | None = None  # the GGUF file it was loaded from (its header's quantisation), else None
+    # copying_scores(vocabulary, norms) -> [L,H], each computed once
+    _copying: dict[tuple[str, str], torch.Tensor] = field(default_factory=dict, init=False, repr=False)
 
     @torch.inference_mode()
     def layerwise(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
@@ -189,23 +193,34 @@ class Encoder:
         return Capture(attentions=attentions, context=context)
 
     @torch.inference_mode()
-    def copying_scores(self) -> torch.Tensor | None:
-        """[L,H] the OV circuit's copying score of every head of a causal model over its vocabulary without the
-        special tokens (probes.causal.families.copying_scores); None for an encoder. Computed once per loaded
-        model and kept: the weights it reads do not change."""
+    def copying_scores(self, vocabulary: str = "no-special", norms: str = "ignore") -> torch.Tensor | None:
+        """[L,H] the OV circuit's copying score of every head of a causal model (probes.causal.families.
+        copying_scores); None for an encoder. vocabulary (COPYING_VOCABULARIES): "no-special", the special tokens
+        left out, or "all"; norms (COPYING_NORMS): "ignore", the layer norms left out, or "fold", each layer's input
+        norm and the final norm folded into W_V and W_U as TransformerLens' fold_ln does (the family's ``norms``).
+        Computed once per loaded model and choice, and kept: the weights it reads do not change."""
+        if vocabulary not in COPYING_VOCABULARIES or norms not in COPYING_NORMS:
+            raise InputError(f"the copying score's vocabulary is one of {', '.join(COPYING_VOCABULARIES)} and its "
+                             f"norms one of {', '.join(COPYING_NORMS)}, not {vocabulary!r} and {norms!r}")
         if not self.causal:
             return None
-        if self._copying is None:
-            self._copying = self._copying_scores().cpu()  # [L,H] on the host, where the probes' results are made
-        return self._copying.clone()
+        if (vocabulary, norms) not in self._copying:  # [L,H] on the host, where the probes' results are made
+            self._copying[vocabulary, norms] = self._copying_scores(vocabulary, norms).cpu()
+        return self._copying[vocabulary, norms].clone()
 
-    def _copying_scores(self) -> torch.Tensor:
-        special = torch.tensor(sorted(set(self.tokenizer.all_special_ids)), dtype=torch.long)
+    def _copying_scores(self, vocabulary: str, norms: str) -> torch.Tensor:
         embedding = self.model.get_input_embeddings().weight  # [V,D]
         unembedding = self.model.get_output_embeddings().weight  # [V,D]
         size = min(len(embedding), len(unembedding))
+        special = torch.tensor(sorted(set(self.tokenizer.all_special_ids)), dtype=torch.long)
+        excluded = special[special < size] if vocabulary == "no-special" else None
+        if norms == "fold" and self.family.norms is None:
+            raise InputError(f"--copying-norms fold folds each layer's norms into the weights, which a decoder "
+                             f"family's entry says where to find (norms), and the {self.family.name} family's entry "
+                             "gives none")
+        folded = self.family.norms(self.model.base_model) if norms == "fold" else None
         return copying_scores(self.family, self.attention_modules, embedding[:size], unembedding[:size], self.heads,
-                              kv_heads(self.model.config), excluded=special[special < size])
+                              kv_heads(self.model.config), excluded=excluded, norms=folded)
 
     @property
     def causal(self) -> bool:
@@ -264,9 +279,16 @@ def _ask_for_attention(module: torch.nn.Module, args: tuple, kwargs: dict) -> tu
     return args, kwargs
 
 
-def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: int | None = None) -> Encoder:
-    """Load a local checkpoint directory or a hub name as an encoder with eager attention; without a
+def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: int | None = None,
+                 gguf_file: str | None = None) -> Encoder:
+    """Load a local checkpoint directory, a GGUF file or a hub name as an encoder with eager attention; without a
     name, the packaged MiniLM (probes.defaults.default_model(), as ``run()`` uses).
+
+    A GGUF file (`name` the file, or `name` its folder and `gguf_file` its name in it; probes.gguf_file) is loaded
+    by transformers (``from_pretrained(folder, gguf_file=name)``: config, tokenizer and weights from the one file,
+    dequantised to float32), for any architecture transformers reads GGUF files of; its header's quantisation type
+    is kept (``Encoder.gguf``) for the results' provenance. Without the ``gguf`` or ``accelerate`` package:
+    InputError naming the extra attention-probes[gguf].
 
     Task checkpoints (``...ForSequenceClassification`` etc.) give their encoder. Raises InputError,
     naming the folder or file, for a model that cannot be right: a path that does not exist, an empty
@@ -285,16 +307,19 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
     import transformers
 
     name = default_model() if name is None else name
-    source, folder = _source(transformers, name)
-    with _load_errors(name, folder):
-        tokenizer, family = _tokenizer_and_family(transformers, source, folder)
+    if gguf_file is not None:
+        name = str(Path(name) / gguf_file)
+    source, folder, gguf = _source(transformers, name)
+    where = folder or (gguf.path if gguf is not None else name)
+    with _load_errors(name, where):
+        tokenizer, family = _tokenizer_and_family(transformers, source, folder, gguf)
         if folder is not None:
             check_weight_files(folder)
         causal = family is not None and family.causal
         auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
-        model, loading = auto.from_pretrained(source, attn_implementation="sdpa" if causal else "eager",
-                                              output_loading_info=True, ignore_mismatched_sizes=True)
-    where = folder or name
+        path, files = pretrained_files(source, gguf)
+        model, loading = auto.from_pretrained(path, attn_implementation="sdpa" if causal else "eager",
+                                              output_loading_info=True, ignore_mismatched_sizes=True, **files)
     _check_weights_fit(loading, where)
     dev = to_device(model, device)
     config = model.config
@@ -314,7 +339,7 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
     encoder = Encoder(name=name, model=model, tokenizer=tokenizer, layers=layers, heads=heads, head_dim=head_dim,
                       max_length=length_limit(config, tokenizer, max_length), device=dev,
                       attention_modules=attention, family=family,
-                      windows=[family.window(m, config) for m in attention] if causal else [])
+                      windows=[family.window(m, config) for m in attention] if causal else [], gguf=gguf)
     if family is None:
         warn_unknown(config.model_type, name)
     _check_capture(encoder)
@@ -338,55 +363,63 @@ def model_tokenizer(name: str | None = None):
     import transformers
 
     name = default_model() if name is None else name
-    source, folder = _source(transformers, name)
-    with _load_errors(name, folder):
-        return _tokenizer_and_family(transformers, source, folder)[0]
+    source, folder, gguf = _source(transformers, name)
+    with _load_errors(name, folder or (gguf.path if gguf is not None else name)):
+        return _tokenizer_and_family(transformers, source, folder, gguf)[0]
 
 
-def _source(transformers, name: str) -> tuple[str, Path | None]:
-    """What transformers loads `name` from (probes.checkpoint.resolve_source) and its folder (None: a hub name);
-    transformers' and the hub's logging quietened."""
+def _source(transformers, name: str) -> tuple[str, Path | None, GgufFile | None]:
+    """What transformers loads `name` from (probes.checkpoint.resolve_source), its folder (None: a hub name or a
+    file) and its GGUF file (None: not one); transformers' and the hub's logging quietened."""
     transformers.utils.logging.set_verbosity_error()
     import huggingface_hub
 
     huggingface_hub.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     source = resolve_source(name)
-    return source, Path(source) if Path(source).is_dir() else None
+    return source, Path(source) if Path(source).is_dir() else None, read_gguf(source) if is_gguf(source) else None
+
+
+def pretrained_files(source: str, gguf: GgufFile | None) -> tuple[str, dict[str, str]]:
+    """from_pretrained's arguments for `source`: a GGUF file is named in its folder (``gguf_file=``)."""
+    return (str(gguf.path.parent), {"gguf_file": gguf.path.name}) if gguf is not None else (source, {})
 
 
 @contextmanager
-def _load_errors(name: str, folder: Path | None) -> Iterator[None]:
+def _load_errors(name: str, where: Path | str) -> Iterator[None]:
     """What reading a bad checkpoint raises inside transformers, torch.load and safetensors, as an InputError naming
-    the folder (or the hub name)."""
+    the folder or file (`where` a Path), or the hub name."""
     try:
         yield
     except InputError:
         raise
     except _LOAD_ERRORS as e:
-        if folder is not None:
-            raise InputError(f"cannot load the checkpoint ({type(e).__name__}: {first_line(e)})", folder) from None
+        if isinstance(where, Path):
+            raise InputError(f"cannot load the checkpoint ({type(e).__name__}: {first_line(e)})", where) from None
         raise InputError(f"cannot load model {name!r} (not a local directory, so it was looked up as a hub name): "
                          f"{first_line(e)}") from None
 
 
-def _tokenizer_and_family(transformers, source: str, folder: Path | None) -> tuple[object, Family | None]:
+def _tokenizer_and_family(transformers, source: str, folder: Path | None,
+                          gguf: GgufFile | None) -> tuple[object, Family | None]:
     """The model's tokenizer, checked (``load_tokenizer``) and fitted to its family (``_fit_tokenizer``), and the
     family (probes.families), from its config's model_type."""
-    tokenizer = load_tokenizer(source, folder)
-    family = family_of(transformers.AutoConfig.from_pretrained(source).model_type)
-    return _fit_tokenizer(tokenizer, family, lambda: transformers.AutoTokenizer.from_pretrained(
-        source, add_prefix_space=True)), family
+    path, files = pretrained_files(source, gguf)
+    tokenizer = load_tokenizer(path, folder, **files)
+    family = family_of(transformers.AutoConfig.from_pretrained(path, **files).model_type)
+    # a GGUF file's tokenizer takes the file's own add_prefix_space, whatever it is given: no reload
+    return _fit_tokenizer(tokenizer, family, (lambda: tokenizer) if gguf is not None else (
+        lambda: transformers.AutoTokenizer.from_pretrained(source, add_prefix_space=True))), family
 
 
-def load_tokenizer(source: str, folder: Path | None):
-    """The fast tokenizer of `source` (a hub name, or the checkpoint `folder`), checked: its files are there
-    (probes.checkpoint) and its vocabulary is not empty. The tokenizers library's own errors (a plain Exception: an
+def load_tokenizer(source: str, folder: Path | None, **files: str):
+    """The fast tokenizer of `source` (a hub name, or the checkpoint `folder`; `files`: from_pretrained's
+    ``gguf_file``), checked: its files are there (probes.checkpoint) and its vocabulary is not empty. The tokenizers library's own errors (a plain Exception: an
     empty vocab.json with its merges.txt, ...) are an InputError naming the folder's tokenizer files."""
     import transformers
 
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(source, **files)
     except Exception as e:
         if type(e) is not Exception:  # transformers' and Python's own errors: the caller's _LOAD_ERRORS
             raise
@@ -405,14 +438,18 @@ def _fit_tokenizer(tokenizer, family: Family | None, with_prefix_space: Callable
     """The tokenizer as the probes use it, given its family's tokenizer quirks (probes.families.Family):
     byte-level BPE must see pre-split words with a leading space (``prefix_space``; where the entry leaves it
     open, or for a model of no family, when its pre-tokenizer is ByteLevel): `with_prefix_space()` loads it again
-    so; a tokenizer without a padding token pads with the family's ``pad_with`` (decoders: end of sequence, else
-    unknown). Padding goes on the right."""
+    so, and where its byte-level pre-tokenizer still adds no space (a tokenizer read from a GGUF file ignores the
+    argument) it is set on that pre-tokenizer; a tokenizer without a padding token pads with the family's
+    ``pad_with`` (decoders: end of sequence, else unknown). Padding goes on the right."""
     prefix_space = family.prefix_space if family is not None else None
     if prefix_space is None:
         pre = getattr(tokenizer.backend_tokenizer, "pre_tokenizer", None)
         prefix_space = pre is not None and "ByteLevel" in repr(pre)
     if prefix_space:
         tokenizer = with_prefix_space()
+        pre = tokenizer.backend_tokenizer.pre_tokenizer
+        if isinstance(pre, ByteLevel) and not pre.add_prefix_space:
+            pre.add_prefix_space = True
     pad = next(filter(None, (getattr(tokenizer, n, None) for n in family.pad_with)), None) if family else None
     if tokenizer.pad_token is None and pad is not None:
         tokenizer.pad_token = pad

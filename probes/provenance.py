@@ -16,9 +16,11 @@ from probes.errors import InputError
 
 
 def provenance(encoder, files: list[str], elapsed: float, **extra: Any) -> dict[str, Any]:
-    """Provenance of a run of `encoder` (anything with ``.name`` and ``.model``, a transformers model) over
-    corpus `files` that took `elapsed` seconds; `extra` entries are recorded as given (e.g. the words
-    that tokenize to [UNK], the ids of skipped sentences)."""
+    """Provenance of a run of `encoder` (anything with ``.name`` and ``.model``, a transformers model, and
+    optionally ``.gguf``, the probes.gguf_file.GgufFile it was loaded from) over corpus `files` that took `elapsed`
+    seconds; `extra` entries are recorded as given (e.g. the words that tokenize to [UNK], the ids of skipped
+    sentences). model_weights_sha256: of the weights files (a GGUF file's own bytes); model_gguf: the GGUF file's
+    name, quantisation type and tensor types from its header (None for a checkpoint that is not one)."""
     import tokenizers
     import torch
     import transformers
@@ -30,6 +32,7 @@ def provenance(encoder, files: list[str], elapsed: float, **extra: Any) -> dict[
         "model_class": type(encoder.model).__name__, "model_type": encoder.model.config.model_type,
         "model_commit": getattr(encoder.model.config, "_commit_hash", None),
         "model_weights_sha256": _weights(encoder.name),
+        "model_gguf": gguf.record() if (gguf := getattr(encoder, "gguf", None)) is not None else None,
         "corpus_sha256": {f: sha256(f) for f in files}, **extra,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "seconds": round(elapsed, 3),
     }

@@ -2,6 +2,7 @@
 hand-built weights, and the generated sequences end to end on tiny random models of each family."""
 from __future__ import annotations
 
+from pathlib import Path
 
 import json
 
@@ -16,11 +17,13 @@ from probes.builtin.causal.induction import InductionProbe
 from probes.builtin.causal.prev_token import PrevTokenProbe
 from probes.builtin.causal.sink import SinkProbe
 from probes.causal.detect import DETECTORS, detect
-from probes.causal.families import copying_scores
+from probes.causal.families import copying_scores, fold_norms, norm_parts
 from probes.causal.sequences import repeated_random_tokens
 from probes.encoding import UnknownTokensWarning
 from probes.families import Family
 from probes.results import RunInfo
+
+TRAINED = Path(__file__).resolve().parent / "data" / "induction-gpt2"
 
 # Sequence A: ids 7 3 5 7 3 (no start token), positions 0..4. Sequence B: <s>(1) 9 9, padded to 5.
 #   A duplicates: 3 → 0 (id 7), 4 → 1 (id 3); induction targets: 3 → 1, 4 → 2.  B duplicate: 2 → 1; no induction
@@ -99,6 +102,54 @@ def test_copying_score_of_hand_built_circuits():
     scores = copying_scores(family, [object()], torch.eye(2), torch.eye(2), 4, 4)
     assert scores.shape == (1, 4) and torch.allclose(scores[0], torch.tensor([1.0, -1.0, 0.0, 0.0]).double(),
                                                       atol=1e-12)
+
+
+def test_folding_a_norm_scales_the_columns_and_centres_the_rows_of_a_layer_norm():
+    """weights [[1, 2], [3, 4]] read a norm with scale (2, −1): the columns scaled, [[2, −2], [6, −4]]; a LayerNorm
+    also subtracts its input's mean, so each row less its mean (0 and 1): [[2, −2], [5, −5]]."""
+    weights, scale = torch.tensor([[1.0, 2.0], [3.0, 4.0]]), torch.tensor([2.0, -1.0])
+    assert torch.equal(fold_norms(weights, scale, torch.tensor(False)), torch.tensor([[2.0, -2.0], [6.0, -4.0]]))
+    assert torch.equal(fold_norms(weights, scale, torch.tensor(True)), torch.tensor([[2.0, -2.0], [5.0, -5.0]]))
+    rms, layer = torch.nn.Module(), torch.nn.LayerNorm(2)
+    rms.weight = torch.nn.Parameter(scale)
+    parts = norm_parts([rms, layer, torch.nn.LayerNorm(2, elementwise_affine=False)], 2)
+    assert torch.equal(parts[0], torch.tensor([[2.0, -1.0], [1.0, 1.0], [1.0, 1.0]]).double())
+    assert parts[1].tolist() == [False, True, True]
+
+
+def test_copying_score_with_the_norms_folded_in():
+    """W_E = W_U = W_V = W_O = I (V = D = d = 2): every head copies (1) with the norms left out. Folded in, an RMS
+    input norm of scale (2, −1) and a final one of scale (1, 3) make the circuit diag(1·2, 3·(−1)) = diag(2, −3):
+    (2 − 3) / (2 + 3) = −0.2."""
+    rms_in, rms_final = torch.nn.Module(), torch.nn.Module()
+    rms_in.weight, rms_final.weight = torch.nn.Parameter(torch.tensor([2.0, -1.0])), torch.nn.Parameter(
+        torch.tensor([1.0, 3.0]))
+    family = Family("hand", ("hand",), causal=True, blocks=lambda base: [],
+                    ov=lambda module, heads, kv: (torch.eye(2)[None], torch.eye(2)[None]))
+    left_out = copying_scores(family, [object()], torch.eye(2), torch.eye(2), 1, 1)
+    folded = copying_scores(family, [object()], torch.eye(2), torch.eye(2), 1, 1, norms=([rms_in], rms_final))
+    assert torch.allclose(left_out, torch.ones(1, 1).double(), atol=1e-12)
+    assert torch.allclose(folded, torch.full((1, 1), -0.2).double(), atol=1e-12)
+
+
+def test_the_copying_options_are_recorded_and_move_the_trained_model_s_scores(tmp_path):
+    """The trained GPT-2 (tests/data/induction-gpt2): with its special token (<|endoftext|>, id 0) in the vocabulary
+    layer 0's head 0 moves from 0.325 to 0.414; the JSON records both options, the defaults too."""
+    from probes.cli import main
+    from probes.results import load_result
+
+    corpus = tmp_path / "seqs.ids"
+    corpus.write_text("5 9 17 33 5 9 17 33\n", encoding="utf-8")
+    copying = {}
+    for vocab in ("no-special", "all"):
+        out = tmp_path / vocab
+        flags = [] if vocab == "no-special" else ["--copying-vocab", "all"]
+        assert main(["run", "induction", "--model", str(TRAINED), "--corpus", str(corpus), *flags, "--replicates",
+                     "0", "--no-plots", "--out", str(out), "--quiet"]) == 0
+        result = load_result(out / "induction.json")
+        assert result.options["copying_vocab"] == vocab and result.options["copying_norms"] == "ignore"
+        copying[vocab] = result.labels["copying"].scores
+    assert round(float(copying["no-special"][0, 0]), 3) == 0.325 and round(float(copying["all"][0, 0]), 3) == 0.414
 
 
 def test_repeated_random_tokens_leave_out_special_tokens(tmp_path):

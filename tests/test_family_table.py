@@ -177,3 +177,18 @@ def test_a_decoder_family_from_a_plugin_file_with_only_a_table_entry(olmo, tmp_p
             copying[layer, head] = float(eigen.sum().real / eigen.abs().sum())
     induction = load_result(tmp_path / "out" / "induction.json")
     assert np.allclose(induction.labels["copying"].scores, copying, atol=1e-6, rtol=0)  # W_E·W_U summed in float32
+
+
+def test_folding_the_norms_needs_the_entry_to_say_where_they_are(olmo, tmp_path):
+    """The OLMo entry gives no ``norms``: the copying score with the norms left out is read, folded is refused."""
+    folder, corpus, _ = olmo
+    plugin = tmp_path / "olmo_family.py"
+    plugin.write_text(DECODER_FAMILY, encoding="utf-8")
+    with FAMILIES.scoped():
+        probes.registry.load_code(str(plugin))
+        encoder = probes.load_encoder(str(folder))
+        assert encoder.copying_scores("all", "ignore").shape == (2, 4)
+        with pytest.raises(probes.InputError, match=r"^--copying-norms fold folds each layer's norms into the "
+                                                    r"weights, .* the olmo family's entry gives none$"):
+            probes.run(["induction"], encoder=encoder, corpus=corpus, copying_norms="fold", replicates=0,
+                       progress=False)

@@ -11,6 +11,7 @@ from test_package_structure import PACKAGE, cycles, imported, modules
 # floor -> the modules on it, by prefix (the longest prefix that names a module decides); lowest first
 FLOORS = {
     "base": ["probes", "probes.errors", "probes.choices", "probes.defaults", "probes.provenance", "probes.checkpoint",
+             "probes.gguf_file",
              "probes.packing", "probes.options", "probes.allocator", "probes.collector", "probes.progress", "probes.scratch",
              "probes.exports", "probes.argtypes", "probes.files", "probes.registries", "probes.protocols", "probes.ablation",
              "probes.compare", "probes.studies"],

@@ -4,8 +4,8 @@ traceback, nothing written (probes.errors.require).
 Each command runs in a fresh Python process with the module hidden (``sys.modules[name] = None``: importing it, or
 any of its submodules, raises ModuleNotFoundError, as where it is not installed). The extras and the commands that
 need them: spacy (`probes run coref`, whose reader parses the mentions; `probes annotate` and ``--annotate spacy``),
-ray (`probes study --engine ray`). selenium and transformer-lens are in the test extra only: tests and benchmarks
-use them, no command does.
+ray (`probes study --engine ray`), gguf (`probes run --model FILE.gguf`: gguf and accelerate). selenium and
+transformer-lens are in the test extra only: tests and benchmarks use them, no command does.
 """
 from __future__ import annotations
 
@@ -51,8 +51,14 @@ def ray_study(out: Path) -> tuple[str, str, list[str], str]:
     return "ray", "ray", ["study", str(study), "--engine", "ray", "--out", str(out)], "the ray engine"
 
 
+def gguf_model(out: Path) -> tuple[str, str, list[str], str]:
+    model = out.with_name("model.gguf")
+    model.write_bytes(b"GGUF\x03\x00\x00\x00")  # a GGUF file's start: read only once gguf imports
+    return "gguf", "gguf", ["run", "prev_token", "--model", str(model), "--out", str(out)], "loading a GGUF file"
+
+
 # name -> (OUT -> the module hidden, the extra that installs it, the command writing to OUT, what needs it)
-CASES = {"coref": coref, "annotate": annotate, "ray study": ray_study}
+CASES = {"coref": coref, "annotate": annotate, "ray study": ray_study, "gguf model": gguf_model}
 
 
 @pytest.mark.parametrize("case", CASES)

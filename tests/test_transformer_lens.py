@@ -64,3 +64,24 @@ def test_scores_equal_detect_head_up_to_the_denominator_and_the_self_key(tmp_pat
     assert np.allclose(theirs["induction without k = i"], scaled, atol=1e-5)
     assert np.allclose(theirs["induction_head"], scaled + theirs["k = i"], atol=1e-5)
     assert 1e-3 < np.abs(theirs["k = i"]).max() < 2e-3  # the term: far beyond the tolerance
+
+
+def test_folded_copying_scores_equal_those_of_transformer_lens_processed_weights():
+    """--copying-norms fold against TransformerLens' own fold_ln: its processed W_E, W_V, W_O and W_U (fold_ln only:
+    no centring of the writing weights or of the unembedding) give each head's whole circuit W_E·W_V·W_O·W_U
+    [V,V], whose eigenvalues give the score, over the whole vocabulary and without the special token (id 0)."""
+    pytest.importorskip("transformer_lens")
+    from transformer_lens import TransformerBridge
+
+    encoder = probes.load_encoder(str(TRAINED))
+    bridge = TransformerBridge.boot_transformers(str(TRAINED), device="cpu")
+    bridge.process_weights(fold_ln=True, center_writing_weights=False, center_unembed=False, fold_value_biases=False)
+    with torch.no_grad():
+        embedding, value, output, unembedding = (w.double() for w in (bridge.W_E, bridge.W_V, bridge.W_O, bridge.W_U))
+    circuits = embedding @ value @ output @ unembedding  # [V,D]·[L,H,D,d]·[L,H,d,D]·[D,V] → [L,H,V,V]
+    for vocabulary, tokens in (("all", slice(None)), ("no-special", slice(1, None))):
+        eigen = torch.linalg.eigvals(circuits[:, :, tokens, tokens])  # [L,H,V']
+        theirs = (eigen.sum(-1).real / eigen.abs().sum(-1)).numpy()  # [L,H]
+        ours = encoder.copying_scores(vocabulary, "fold").numpy()
+        assert np.allclose(ours, theirs, atol=1e-5, rtol=0)
+        assert not np.allclose(encoder.copying_scores(vocabulary, "ignore").numpy(), theirs, atol=1e-3)

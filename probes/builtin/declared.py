@@ -4,6 +4,7 @@ probe's class takes its declaration (``class DependencyProbe(Probe, declared=DEP
 what the probe has; the registry imports a probe's module (and with it torch) only when the probe is used."""
 from __future__ import annotations
 
+from probes.choices import COPYING_NORMS, COPYING_VOCABULARIES
 from probes.options import Declaration, Option
 
 END_RULES = ("next", "sep")  # seg: when a unit ends a word
@@ -135,7 +136,12 @@ INDUCTION = Declaration("induction", "probes.builtin.causal.induction", "causal 
                         "token to the token after its earlier occurrence, and the OV circuit's copying score (induction "
                         "heads, Olsson et al. 2022)", (
     Option("induction_threshold", 0.3, "induction: a head is an induction head when its prefix-matching score reaches "
-           "this and its copying score is positive", float),),
+           "this and its copying score is positive", float),
+    Option("copying_vocab", "no-special", "induction: the OV copying score's vocabulary: without the tokenizer's "
+           "special tokens (no-special) or all of it", str, COPYING_VOCABULARIES),
+    Option("copying_norms", "ignore", "induction: the OV copying score leaves the layer norms out (ignore) or folds "
+           "each layer's input norm into W_V and the final norm into W_U, as TransformerLens' fold_ln (fold)", str,
+           COPYING_NORMS)),
     score="prefix matching; copying (-1..1)")
 
 SINK = Declaration("sink", "probes.builtin.causal.sink", "causal models: share of each head's attention on the first "

@@ -7,8 +7,10 @@ sequences) the rows are the second copy's tokens and the target is the token aft
 TransformerLens' "induction_head" pattern (which divides by all T rows instead, and counts the key k = i too).
 
 OV side: each head's copying score (probes.causal.families.copying_scores): of W_U·W_O·W_V·W_E the real part of
-its eigenvalues' sum over the sum of their moduli, in -1..1 (positive: attending to a token raises its logit). It
-depends on the weights only: label "copying", without interval, read from decoder-only models (an encoder's
+its eigenvalues' sum over the sum of their moduli, in -1..1 (positive: attending to a token raises its logit). Two
+choices move it, both options recorded with the results: --copying-vocab (the vocabulary without the special tokens,
+the default, or all of it) and --copying-norms (the layer norms left out, the default, or their scales folded into
+W_V and W_U as TransformerLens' fold_ln does). It depends on the weights only: label "copying", without interval, read from decoder-only models (an encoder's
 results have prefix matching only). An induction head does both: the JSON's
 "induction_heads" lists the heads whose prefix-matching score reaches --induction-threshold and whose copying
 score is positive. "overall" is prefix matching, with bootstrap intervals by sequence.
@@ -39,7 +41,8 @@ class InductionProbe(MeanAnalysis, declared=INDUCTION):
 
     def read_model(self, encoder: Any) -> None:
         super().read_model(encoder)
-        scores = encoder.copying_scores()  # None for an encoder: prefix matching only
+        # None for an encoder: prefix matching only
+        scores = encoder.copying_scores(self.config["copying_vocab"], self.config["copying_norms"])
         self.copying = None if scores is None else scores.numpy()
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
