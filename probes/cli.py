@@ -234,12 +234,17 @@ def entry() -> None:
 
 
 def check_names(args: argparse.Namespace) -> None:
-    """The probe names and model paths of `probes run` and `probes ablate`, refused before the command imports torch:
+    """The probe names and model paths of `probes run` and `probes ablate` (a --gguf-file joined to its --model
+    folder), refused before the command imports torch:
     an unknown probe names the closest one, a model that is neither a checkpoint folder nor a hub name is refused
     (probes.checkpoint.resolve_source: a name that is not on disk is a missing path when it starts with '.', '/' or '~'
     or is not a hub id, NAME or ORG/NAME). The corpus files were checked when the arguments were parsed."""
     if args.command not in PROBE_OPTION_COMMANDS:
         return
+    if getattr(args, "gguf_file", None):  # --model FOLDER --gguf-file NAME is --model FOLDER/NAME
+        if not args.model:
+            raise InputError("--gguf-file names a GGUF file in the --model folder: give --model FOLDER too")
+        args.model = [str(Path(m) / args.gguf_file) for m in args.model]
     check_probe_names(args.probes if args.command == "run" else [] if args.target == CLASSIFY else [args.target])
     for model in args.model if isinstance(args.model, list) else [args.model] if args.model else []:
         resolve_source(model)
@@ -260,10 +265,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from probes.drawing import Drawing
 
     plots = "none" if args.no_plots else args.plots
-    if args.gguf_file:
-        if not args.model:
-            raise InputError("--gguf-file names a GGUF file in the --model folder: give --model FOLDER too")
-        args.model = [str(Path(m) / args.gguf_file) for m in args.model]
     # the figures' child process imports matplotlib on the other core while this one imports torch (probes.drawing);
     # a run of several models saves each model's results as it goes (probes.studies.models), in this process
     several = bool(args.model) and len(args.model) > 1
