@@ -1,6 +1,7 @@
 """The probe interface: additive state fed one layer at a time, scores computed at the end.
 
-Like torchmetrics' ``Metric``: a probe declares its state once (``add_state``), ``update(batch, maps)``
+Like torchmetrics' ``Metric``: a probe declares its state once (``add_state``; ``replicated=True`` for sums the
+bootstrap's intervals need, which the base class gives the run's replicates), ``update(batch, maps)``
 adds counts and sums for one layer of one batch, ``compute(info)`` turns the state into a
 ProbeResult. Because every piece of state is a sum, ``merge`` (add another shard's state), ``reset``
 and ``state_dict`` / ``load_state_dict`` (save and reload a shard) come free, and a corpus split
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 
 from probes.batching import Batch
-from probes.bootstrap import Bootstrap, add_weighted_sums
+from probes.bootstrap import Bootstrap, add_replicates, add_weighted_sums
 from probes.corpus.sentence import Sentence
 from probes.errors import InputError
 from probes.maps import LayerMaps
@@ -64,8 +65,8 @@ class Probe(Presentation, ABC):
             cls.score = declared.score
 
     def __init__(self, layers: int, heads: int, *, replicates: int = 0, bootstrap_seed: int = 0, **options: Any):
-        """replicates, bootstrap_seed: the run's bootstrap (probes.bootstrap); the probe's replicated state
-        (``LabelSums(..., replicates=self.bootstrap.replicates)``) gets ``self.bootstrap.weights(batch)``."""
+        """replicates, bootstrap_seed: the run's bootstrap (probes.bootstrap), which the state declared
+        ``replicated`` (``add_state``) keeps replicate sums of."""
         self.layers, self.heads = layers, heads
         self.bootstrap = Bootstrap(replicates, bootstrap_seed)
         known = {o.name: o for o in self.options}
@@ -78,17 +79,31 @@ class Probe(Presentation, ABC):
         self._fit_state: set[str] = set()  # state of the fit phase (merged apart, see merge_fit)
         self.causal = False  # whether the run's model is decoder-only (read_model): results state what that rules out
 
-    def add_state(self, name: str, default: torch.Tensor | "Additive", *, fit: bool = False) -> None:
+    def add_state(self, name: str, default: torch.Tensor | "Additive", *, fit: bool = False,
+                  replicated: bool = False) -> None:
         """Declare additive state: a tensor of sums (float64) or counts (int64), or an object with
         ``merge``/``state_dict``/``load_state_dict`` (``LabelSums``, ``probes.centroids.Centroids``).
         It becomes ``self.<name>``; merge adds it, reset restores `default`, state_dict saves it.
-        fit=True: state of the fit phase (``fit_update``), merged by ``merge_fit``."""
+        fit=True: state of the fit phase (``fit_update``), merged by ``merge_fit``.
+        replicated=True: sums the bootstrap's intervals need, kept per replicate of the run's bootstrap
+        (``self.bootstrap``; none without replicates): an empty ``LabelSums`` keeps its replicate sums, weighted by
+        ``add(..., sentences=rows, batch=batch)``; a float64 tensor of `shape` becomes [R, *shape] zeros, added to by
+        ``add_replicated``."""
         if isinstance(default, torch.Tensor) and default.dtype not in (torch.float64, torch.int64):
             raise TypeError(f"state {name!r} must be float64 sums or int64 counts, not {default.dtype}")
+        if replicated:
+            default = default.new_zeros((self.bootstrap.replicates, *default.shape)) \
+                if isinstance(default, torch.Tensor) else default.with_bootstrap(self.bootstrap)
         self._defaults[name] = default
         if fit:
             self._fit_state.add(name)
         setattr(self, name, copy.deepcopy(default))
+
+    def add_replicated(self, table: torch.Tensor, sentences: torch.Tensor, values: torch.Tensor, batch: Batch,
+                       at: tuple = ()) -> None:
+        """table[:, at] += Σ_i weights[:, sentences[i]] · values[i] for a tensor declared ``replicated`` ([R, ...]),
+        weights the bootstrap's of `batch` (probes.bootstrap.add_replicates); nothing without replicates."""
+        add_replicates(table, sentences, values, self.bootstrap.weights(batch), at=at)
 
     def reader_options(self) -> dict[str, Any]:
         """Options this probe needs from the corpus reader (e.g. keep relation subtypes)."""
@@ -199,8 +214,8 @@ class LabelSums:
     Labels are added as they appear; two tables merge by label name, so shards that saw
     different label sets still combine by adding.
 
-    With replicates R > 0 it also keeps the bootstrap's replicate sums (probes.bootstrap) of its main
-    part, replicas [labels, R, *main shape] in `replicate_dtype`: the whole of `shape`, or with `main`
+    With replicates R > 0 (a probe's state declared ``replicated``: ``Probe.add_state``, which gives the table the
+    run's bootstrap: ``with_bootstrap``) it also keeps the bootstrap's replicate sums (probes.bootstrap) of its main part, replicas [labels, R, *main shape] in `replicate_dtype`: the whole of `shape`, or with `main`
     given only sums[:, main] (e.g. the "either" way of dep's [3, L, H] hits). float32 holds the replicate
     sums of counts exactly up to 2^24 per cell; give float64 for sums of fractional values.
     """
@@ -213,10 +228,20 @@ class LabelSums:
         self._last: tuple[list[str] | None, torch.Tensor | None] = (None, None)  # the labels last asked, their ids
         self.sums = torch.zeros((0, *shape), dtype=dtype)  # [labels, *shape]
         self.replicates, self.main_index = replicates, main
+        self.replicate_dtype = replicate_dtype
+        self.bootstrap: Bootstrap | None = None  # whose weights ``add(..., batch=...)`` draws (``with_bootstrap``)
         self._main_shape = self.shape if main is None else self.shape[1:]
         # [R, room, *main shape]: replicate-major, so that a batch's sums go in as one [R,B] × [B, labels·F] product;
         # rows past the labels' are room for labels yet to come (see ids)
         self._replicas = torch.zeros((replicates, 0, *self._main_shape), dtype=replicate_dtype)
+
+    def with_bootstrap(self, bootstrap: Bootstrap) -> "LabelSums":
+        """An empty table of this one's shape, main part and types that keeps `bootstrap`'s replicate sums (R =
+        its replicates; none for 0) and draws a batch's weights from it (``add(..., batch=...)``)."""
+        table = LabelSums(self.shape, self.sums.dtype, replicates=bootstrap.replicates, main=self.main_index,
+                          replicate_dtype=self.replicate_dtype)
+        table.bootstrap = bootstrap
+        return table
 
     @property
     def replicas(self) -> torch.Tensor:
@@ -249,7 +274,7 @@ class LabelSums:
             self._replicas = room
 
     def add(self, rows: torch.Tensor, values: torch.Tensor, at: tuple = (), *, sentences: torch.Tensor | None = None,
-            weights: torch.Tensor | None = None) -> None:
+            weights: torch.Tensor | None = None, batch: Batch | None = None) -> None:
         """sums[rows[i]][at] += values[i] for every i (rows may repeat); `at` indexes the trailing
         dimensions, e.g. ``(slice(None), layer)`` adds [N, 3, H] values into the layer's slice of a
         (3, L, H) table.
@@ -258,7 +283,8 @@ class LabelSums:
         for many rows and few labels. Products run in float64, so counts and sums stay exact.
 
         sentences [N] (each value's sentence row in the batch) and weights [R,B] (the batch's replicate
-        weights, ``Bootstrap.weights``) add the main part to the replicas too, where the table keeps them.
+        weights, ``Bootstrap.weights``), or `batch` whose weights the table's bootstrap draws (``with_bootstrap``), add
+        the main part to the replicas too, where the table keeps them.
         With `main` set, `at` must take the whole of the first trailing dimension (or leave it out).
         """
         target = self.sums[(slice(None), *at)]  # a view: [labels, *values.shape[1:]]
@@ -266,6 +292,8 @@ class LabelSums:
         onehot = torch.zeros(len(self.names), len(rows), dtype=self.sums.dtype)
         onehot[rows, torch.arange(len(rows))] = 1
         target += (onehot @ values).reshape(target.shape)
+        if self.replicates and weights is None and batch is not None:
+            weights = self.bootstrap.weights(batch)
         if self.replicates and weights is not None:
             main, main_at = (values, at) if self.main_index is None else \
                 (values.view(len(rows), self.shape[0], -1)[:, self.main_index], at[1:])

@@ -47,9 +47,8 @@ class ClusteringProbe(FitPresentation, Probe):
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
         self.add_state("centroids", Centroids(layers, heads), fit=True)  # per-label sums [K,L,H,d] and counts [K]
-        r = self.bootstrap.replicates
-        self.add_state("hits", LabelSums((layers, heads), replicates=r))  # [labels, L, H] units predicted right (replicas [labels, R, L, H])
-        self.add_state("units", LabelSums((), replicates=r))  # [labels] units scored (replicas [labels, R])
+        self.add_state("hits", LabelSums((layers, heads)), replicated=True)  # [labels, L, H] units predicted right (replicas [labels, R, L, H])
+        self.add_state("units", LabelSums(()), replicated=True)  # [labels] units scored (replicas [labels, R])
 
     @abstractmethod
     def spans(self, sentence: Sentence) -> list[tuple[str, int, int]]:
@@ -92,11 +91,11 @@ class ClusteringProbe(FitPresentation, Probe):
             return
         predicted = self.centroids.classify(vectors, maps.layer).cpu()  # [N,H]
         right = predicted == self.centroids.index(labels)[:, None]  # [N,H]
-        rows, weights = self.unit_rows(batch), self.bootstrap.weights(batch)  # [N] sentence of each unit, [R,B] or None
+        rows = self.unit_rows(batch)  # [N] sentence of each unit
         self.keep_view(maps.layer, rows, predicted=self._sorted_position()[predicted], right=right)
-        self.hits.add(self.hits.ids(labels), right, at=(maps.layer,), sentences=rows, weights=weights)
+        self.hits.add(self.hits.ids(labels), right, at=(maps.layer,), sentences=rows, batch=batch)
         if maps.layer == 0:  # units are counted once
-            self.units.add(self.units.ids(labels), torch.ones(len(labels)), sentences=rows, weights=weights)
+            self.units.add(self.units.ids(labels), torch.ones(len(labels)), sentences=rows, batch=batch)
 
     def unit_rows(self, batch: Batch) -> torch.Tensor:
         """[N] the sentence row of each unit of ``unit_vectors``, in its order (units in sentence order)."""

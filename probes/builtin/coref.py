@@ -53,11 +53,10 @@ class CoreferenceProbe(Probe, declared=COREF):
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
-        r = self.bootstrap.replicates
         for prefix in ("", "nest_"):  # anaphor types, then nested / non_nested: each partitions the anaphors
-            self.add_state(f"{prefix}hits", LabelSums((layers, heads), replicates=r))  # [labels, L, H] anaphors right
-            self.add_state(f"{prefix}baseline_hits", LabelSums((len(BASELINES),), replicates=r))  # [labels, K]
-            self.add_state(f"{prefix}anaphors", LabelSums((), replicates=r))  # [labels] anaphors scored
+            self.add_state(f"{prefix}hits", LabelSums((layers, heads)), replicated=True)  # [labels, L, H] anaphors right
+            self.add_state(f"{prefix}baseline_hits", LabelSums((len(BASELINES),)), replicated=True)  # [labels, K]
+            self.add_state(f"{prefix}anaphors", LabelSums(()), replicated=True)  # [labels] anaphors scored
             self.add_state(f"{prefix}reachable", LabelSums(()))  # [labels] anaphors with an antecedent head before h
             self.add_state(f"{prefix}causal_baseline_hits", LabelSums((len(BASELINES),)))  # [labels, K] at such a head
         self.add_state("counts", torch.zeros(len(COUNTS), dtype=torch.int64))  # [COUNTS]

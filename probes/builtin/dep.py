@@ -52,10 +52,10 @@ class DependencyProbe(Probe, declared=DEP):
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
         self.offsets = CLAMPED_OFFSETS if self.config["offsets"] == "clamped" else OFFSETS
-        r = self.bootstrap.replicates  # replicated: the "either" way, [labels, R, L, H] and [labels, R, offsets]
-        self.add_state("hits", LabelSums((len(WAYS), layers, heads), replicates=r, main=0))  # [labels, 3, L, H] arcs right, per way
-        self.add_state("baseline_hits", LabelSums((len(WAYS), len(self.offsets)), replicates=r, main=0))  # [labels, 3, offsets]
-        self.add_state("arcs", LabelSums((), replicates=r))  # [labels] arc counts
+        # replicated: the "either" way, [labels, R, L, H] and [labels, R, offsets]
+        self.add_state("hits", LabelSums((len(WAYS), layers, heads), main=0), replicated=True)  # [labels, 3, L, H] arcs right, per way
+        self.add_state("baseline_hits", LabelSums((len(WAYS), len(self.offsets)), main=0), replicated=True)  # [labels, 3, offsets]
+        self.add_state("arcs", LabelSums(()), replicated=True)  # [labels] arc counts
         self.add_state("left_arcs", LabelSums(()))  # [labels] arcs whose head precedes the dependent (root arcs too)
 
     def reader_options(self):
@@ -81,16 +81,15 @@ class DependencyProbe(Probe, declared=DEP):
             to_dep = looked_at.transpose(1, 2)[rows, dependents].cpu() == heads[:, None]  # [N,H]
         either = to_head | to_dep
         self.keep_view(maps.layer, rows, right=either)
-        weights = self.bootstrap.weights(batch)  # [R,B] or None
         right = self.batch_buffer(batch, "dep.right", (len(labels), len(WAYS), self.layers, self.heads),
                                   torch.bool)  # [N,3,L,H]
         this_layer = right[:, :, maps.layer]  # [N,3,H] a view: the ways in WAYS order
         this_layer[:, 0], this_layer[:, 1], this_layer[:, 2] = either, to_head, to_dep
         if maps.layer == self.layers - 1:  # the batch's hits added at once, every layer's (one product, not L)
-            self.hits.add(self.hits.ids(labels), right, sentences=rows, weights=weights)
+            self.hits.add(self.hits.ids(labels), right, sentences=rows, batch=batch)
         if maps.layer:  # the arcs and the baselines do not depend on the layer: counted once, at layer 0
             return
-        self.arcs.add(self.arcs.ids(labels), torch.ones(len(labels)), sentences=rows, weights=weights)
+        self.arcs.add(self.arcs.ids(labels), torch.ones(len(labels)), sentences=rows, batch=batch)
         self.left_arcs.add(self.left_arcs.ids(labels), (heads < dependents).double())
         offsets = torch.tensor(self.offsets)
         if self.config["offsets"] == "free":
@@ -103,7 +102,7 @@ class DependencyProbe(Probe, declared=DEP):
             base_to_dep &= heads[:, None] > 0
         self.baseline_hits.add(self.baseline_hits.ids(labels),
                                torch.stack([base_to_head | base_to_dep, base_to_head, base_to_dep], dim=1),
-                               sentences=rows, weights=weights)
+                               sentences=rows, batch=batch)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         labels = {name: accuracy(self.arcs[name], self.hits[name], WAYS) for name in self.arcs.names}

@@ -55,7 +55,7 @@ from pathlib import Path
 import torch
 
 from probes.batching import Batch
-from probes.bootstrap import add_replicates, replicate_ratio
+from probes.bootstrap import replicate_ratio
 from probes.builtin.declared import FRAMES
 from probes.builtin.directional import causal_constraint
 from probes.corpus.framenet import STANDARD_DEV_DOCUMENTS, STANDARD_TEST_DOCUMENTS, read_document_list
@@ -89,8 +89,8 @@ class FrameElementProbe(Probe, declared=FRAMES):
         self.add_state("counts", LabelSums(()))  # [FE names] instances scored
         self.add_state("reachable", LabelSums((len(DIRECTIONS),)))  # [FE names, 2] an FE word before / after a target word
         # the bootstrap's replicates of the overall score only (FE names are many: per name they would not fit)
-        self.add_state("replicate_sums", torch.zeros(self.bootstrap.replicates, layers, heads, dtype=torch.float64))  # [R,L,H]
-        self.add_state("replicate_counts", torch.zeros(self.bootstrap.replicates, dtype=torch.float64))  # [R]
+        self.add_state("replicate_sums", torch.zeros(layers, heads, dtype=torch.float64), replicated=True)  # [R,L,H]
+        self.add_state("replicate_counts", torch.zeros((), dtype=torch.float64), replicated=True)  # [R]
         self.add_state("annotated", torch.zeros((), dtype=torch.int64))  # instances seen by skip_reason (all filters)
         self.add_state("removed", torch.zeros(len(FILTERS), dtype=torch.int64))  # [FILTERS] instances each removed
 
@@ -140,16 +140,15 @@ class FrameElementProbe(Probe, declared=FRAMES):
         per_instance = torch.zeros(shape, dtype=per_pair.dtype, device=per_pair.device).scatter_reduce_(
             0, index, per_pair, "amax")  # [N,6,H] max over each instance's (t, f) pairs (all values ≥ 0)
         self.sums.add(self.sums.ids(labels), per_instance, at=(slice(None), maps.layer))
-        weights = self.bootstrap.weights(batch)  # [R,B] or None
         sentence = torch.zeros(len(labels), dtype=torch.long).scatter_(0, instance.cpu(), rows.cpu())  # [N] each instance's row
         self.keep_view(maps.layer, sentence, right=per_instance[:, 3] > 0, weight=per_instance[:, 0])
-        add_replicates(self.replicate_sums, sentence, per_instance[:, 0], weights, at=(maps.layer,))
+        self.add_replicated(self.replicate_sums, sentence, per_instance[:, 0], batch, at=(maps.layer,))
         if maps.layer == 0:  # instances are counted once
             self.counts.add(self.counts.ids(labels), torch.ones(len(labels)))
             sides = torch.stack([f < t, t < f], dim=1).double()  # [P,2]
             reached = torch.zeros(len(labels), len(DIRECTIONS), dtype=sides.dtype, device=sides.device)
             self.reachable.add(self.reachable.ids(labels), reached.index_add_(0, instance, sides) > 0)  # [N,2]
-            add_replicates(self.replicate_counts, sentence, torch.ones(len(labels)), weights)
+            self.add_replicated(self.replicate_counts, sentence, torch.ones(len(labels)), batch)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         labels = {name: _scores(self.counts[name], self.sums[name]) for name in self.counts.names}

@@ -51,10 +51,10 @@ class SemanticRoleProbe(Probe, declared=SRL):
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
-        r = self.bootstrap.replicates  # replicated: the "either" way, [roles, R, L, H] and [roles, R, offsets]
-        self.add_state("hits", LabelSums((len(WAYS), layers, heads), replicates=r, main=0))  # [roles, 3, L, H] arguments right, per way
-        self.add_state("baseline_hits", LabelSums((len(WAYS), len(OFFSETS)), replicates=r, main=0))  # [roles, 3, offsets]
-        self.add_state("arguments", LabelSums((), replicates=r))  # [roles] argument counts
+        # replicated: the "either" way, [roles, R, L, H] and [roles, R, offsets]
+        self.add_state("hits", LabelSums((len(WAYS), layers, heads), main=0), replicated=True)  # [roles, 3, L, H] arguments right, per way
+        self.add_state("baseline_hits", LabelSums((len(WAYS), len(OFFSETS)), main=0), replicated=True)  # [roles, 3, offsets]
+        self.add_state("arguments", LabelSums(()), replicated=True)  # [roles] argument counts
         self.add_state("reachable", LabelSums((len(DIRECTIONS),)))  # [roles, 2] arguments with a word before / after p
         self.add_state("not_arguments", LabelSums(()))  # [V / C-V] predicate words left out
         self.add_state("predicates", torch.zeros((), dtype=torch.int64))  # predicates seen
@@ -91,17 +91,16 @@ class SemanticRoleProbe(Probe, declared=SRL):
         n = len(labels)
         pred_to_arg, arg_to_pred = _any(member, into_argument, n), _any(member, to_predicate, n)  # [N,H]
         self.keep_view(maps.layer, rows, right=pred_to_arg | arg_to_pred)
-        weights = self.bootstrap.weights(batch)  # [R,B] or None
         self.hits.add(self.hits.ids(labels), torch.stack([pred_to_arg | arg_to_pred, pred_to_arg, arg_to_pred], dim=1),
-                      at=(slice(None), maps.layer), sentences=rows, weights=weights)
+                      at=(slice(None), maps.layer), sentences=rows, batch=batch)
         if maps.layer:
             return
         offsets = torch.tensor(OFFSETS, device=device)
         base_into = _any(member, column[:, None] == predicates[member, None] + offsets, n)  # [N,K] p + k ∈ S
         base_to = _any(member, column[:, None] + offsets == predicates[member, None], n)  # [N,K] t + k == p, t ∈ S
         base_hits = torch.stack([base_into | base_to, base_into, base_to], dim=1)  # [N,3,K]
-        self.baseline_hits.add(self.baseline_hits.ids(labels), base_hits, sentences=rows, weights=weights)
-        self.arguments.add(self.arguments.ids(labels), torch.ones(n), sentences=rows, weights=weights)
+        self.baseline_hits.add(self.baseline_hits.ids(labels), base_hits, sentences=rows, batch=batch)
+        self.arguments.add(self.arguments.ids(labels), torch.ones(n), sentences=rows, batch=batch)
         sides = torch.stack([column < predicates[member], column > predicates[member]], dim=1)  # [M,2]
         self.reachable.add(self.reachable.ids(labels), _any(member, sides, n))
 

@@ -6,7 +6,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from probes.bootstrap import add_replicates, replicate_ratio
+from probes.bootstrap import replicate_ratio
 from probes.intervals import attach_interval, interval_method, record_range
 from probes.maps import LayerMaps
 from probes.probe import Probe, ratio
@@ -47,9 +47,10 @@ class MeanAnalysis(Probe):
         self.add_state("scalar_sums", torch.zeros(len(self.scalars), dtype=torch.float64))  # [scalars]
         self.add_state("scalar_counts", torch.zeros(len(self.scalars), dtype=torch.int64))  # [scalars]
         self.add_state("tally_counts", torch.zeros(len(self.tallies), dtype=torch.int64))  # [tallies]
-        r = self.bootstrap.replicates  # the bootstrap's replicate sums and counts (probes.bootstrap)
-        self.add_state("replicate_sums", torch.zeros(r, len(self.measures), layers, heads, dtype=torch.float64))  # [R,measures,L,H]
-        self.add_state("replicate_counts", torch.zeros(r, len(self.measures), dtype=torch.float64))  # [R,measures]
+        # the bootstrap's replicate sums and counts (probes.bootstrap)
+        self.add_state("replicate_sums", torch.zeros(len(self.measures), layers, heads, dtype=torch.float64),
+                       replicated=True)  # [R,measures,L,H]
+        self.add_state("replicate_counts", torch.zeros(len(self.measures), dtype=torch.float64), replicated=True)  # [R,measures]
 
     def add(self, maps: LayerMaps, measure: str, sums: torch.Tensor, count: torch.Tensor | int,
             per_sentence: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
@@ -59,13 +60,12 @@ class MeanAnalysis(Probe):
         self.sums[i, maps.layer] += sums.detach().to("cpu", torch.float64)
         if maps.layer == 0:
             self.counts[i] += int(count)
-        weights = self.bootstrap.weights(maps.batch)  # [R,B] or None
-        if per_sentence is not None and weights is not None:
+        if per_sentence is not None and self.bootstrap.replicates:
             values, counts = per_sentence
             rows = torch.arange(len(counts))
-            add_replicates(self.replicate_sums, rows, values.detach(), weights, at=(i, maps.layer))
+            self.add_replicated(self.replicate_sums, rows, values.detach(), maps.batch, at=(i, maps.layer))
             if maps.layer == 0:
-                add_replicates(self.replicate_counts, rows, counts.detach(), weights, at=(i,))
+                self.add_replicated(self.replicate_counts, rows, counts.detach(), maps.batch, at=(i,))
 
     def add_scalar(self, name: str, total: torch.Tensor | float, count: torch.Tensor | int) -> None:
         """Add a head-independent sum and its count (call once per batch)."""

@@ -70,13 +70,13 @@ class SegmentationProbe(SegPresentation, Probe, declared=SEG):
         self.add_state("bucket_words", torch.zeros(len(LENGTH_LABELS), dtype=torch.int64))  # reachable gold words
         self.add_state("kept", KeptEnds(grid))  # every head's ends at every unit, for the ensembles
         self.add_state("examples", Examples())  # every head's segmentation of the first sentences
-        r = self.bootstrap.replicates  # word F1's parts per bootstrap replicate (probes.bootstrap): [R,L,H], [R]
-        self.add_state("replicate_right", torch.zeros(r, layers, heads, dtype=torch.float64))  # right words
-        self.add_state("replicate_predicted", torch.zeros(r, layers, heads, dtype=torch.float64))  # predicted words
-        self.add_state("replicate_gold", torch.zeros(r, dtype=torch.float64))  # gold words
+        # word F1's parts per bootstrap replicate (probes.bootstrap): [R,L,H], [R]
+        self.add_state("replicate_right", torch.zeros(layers, heads, dtype=torch.float64), replicated=True)  # right words
+        self.add_state("replicate_predicted", torch.zeros(layers, heads, dtype=torch.float64), replicated=True)  # predicted words
+        self.add_state("replicate_gold", torch.zeros((), dtype=torch.float64), replicated=True)  # gold words
         buckets = len(LENGTH_LABELS)  # the labels: right reachable words / reachable words, by length
-        self.add_state("replicate_bucket_right", torch.zeros(r, buckets, layers, heads, dtype=torch.float64))
-        self.add_state("replicate_bucket_words", torch.zeros(r, buckets, dtype=torch.float64))
+        self.add_state("replicate_bucket_right", torch.zeros(buckets, layers, heads, dtype=torch.float64), replicated=True)
+        self.add_state("replicate_bucket_words", torch.zeros(buckets, dtype=torch.float64), replicated=True)
         self._ends: torch.Tensor | None = None  # [N,L,H] the current batch's ends, filled layer by layer
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:

@@ -65,9 +65,9 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         shape = (len(DECODERS), len(FORMS), 2, layers, heads)  # [decoder, form, directed/undirected, L, H]
         self.add_state("hits", torch.zeros(shape, dtype=torch.int64))
         self.add_state("arcs", torch.zeros((), dtype=torch.int64))
-        r = self.bootstrap.replicates  # replicated: the main variant per relation, [labels, R, L, H] and [labels, R]
-        self.add_state("relation_hits", LabelSums((layers, heads), replicates=r))  # [labels, L, H] main variant, directed
-        self.add_state("relation_arcs", LabelSums((), replicates=r))
+        # replicated: the main variant per relation, [labels, R, L, H] and [labels, R]
+        self.add_state("relation_hits", LabelSums((layers, heads)), replicated=True)  # [labels, L, H] main variant, directed
+        self.add_state("relation_arcs", LabelSums(()), replicated=True)
         self.add_state("baseline_hits", torch.zeros((len(BASELINES), 2), dtype=torch.int64))  # [baseline, way]
         self.add_state("ensemble_hits", torch.zeros(2, dtype=torch.int64))  # [way]
         self.add_state("sample", SelectionSample(self.config["select_sentences"], layers, heads), fit=True)
@@ -95,15 +95,14 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         self.keep_view(maps.layer, rows, right=directed[0, 0].T, head=predicted[0, 0][:, rows, dependents].T)
         self.hits[:, :, 0, maps.layer] += directed.sum(-1)
         self.hits[:, :, 1, maps.layer] += undirected.sum(-1)
-        weights = self.bootstrap.weights(batch)  # [R,B] or None
         if maps.layer == 0:  # arcs and baselines do not depend on the layer
             self.arcs += len(labels)
-            self.relation_arcs.add(self.relation_arcs.ids(labels), torch.ones(len(labels)), sentences=rows, weights=weights)
+            self.relation_arcs.add(self.relation_arcs.ids(labels), torch.ones(len(labels)), sentences=rows, batch=batch)
             self.baseline_hits += _baselines(dependents, heads, batch.n_words[rows])
         relations = self.batch_buffer(batch, "trees.relations", (len(labels), self.layers, self.heads), torch.bool)
         relations[:, maps.layer] = directed[0, 0].T  # [N,L,H] the main variant; added per relation at the last layer
         if maps.layer == self.layers - 1:
-            self.relation_hits.add(self.relation_hits.ids(labels), relations, sentences=rows, weights=weights)
+            self.relation_hits.add(self.relation_hits.ids(labels), relations, sentences=rows, batch=batch)
         self._ensemble_update(attention, batch.n_words, maps.layer, rows, dependents, heads)
 
     def _ensemble_update(self, attention: torch.Tensor, n_words: torch.Tensor, layer: int, rows: torch.Tensor,
