@@ -21,7 +21,7 @@ from probes.results import load_result
 from probe_corpora import FRAMENET_DOCUMENTS, excerpt
 from test_report_browser import artefacts, browser, not_blank  # noqa: F401  (browser: the fixture)
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
