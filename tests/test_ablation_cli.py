@@ -95,6 +95,7 @@ def test_unknown_target(tmp_path, capsys):
 # The packaged MiniLM on UD English EWT test
 # ---------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.shared
 def test_dep_target_on_ewt(minilm, shared_corpora, tmp_path, capsys):
@@ -134,6 +135,7 @@ def _shortest_blocks(conllu: Path, per_genre: int, out: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.shared
 def test_classify_on_ewt(shared_corpora, tmp_path, capsys):

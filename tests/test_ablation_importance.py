@@ -54,6 +54,7 @@ def _losses(model, target: ClassifierTarget) -> torch.Tensor:
     return torch.stack(out)
 
 
+@pytest.mark.slow
 def test_importance_matches_finite_differences(classifier_dir, genre_data):
     target = ClassifierTarget(str(classifier_dir), [genre_data[1]], label_from="label")
     target.model.double()
@@ -93,6 +94,7 @@ def _accuracy(model, target: ClassifierTarget) -> float:
     return correct / total
 
 
+@pytest.mark.slow
 def test_pruning_curves(classifier_dir, genre_data, tmp_path):
     result = prune(str(classifier_dir), genre_data[1], ["importance", "random", "probe:dep:nsubj"],
                    order_data=bundled_corpus(), label_from="sent_id-prefix", step=25, repeats=2, seed=3,

@@ -53,6 +53,7 @@ def _masked_run(encoder, heads, mode="zero", **options):
         return probes.run("dep", encoder=encoder, corpus=bundled_corpus(), progress=False, **options)["dep"], table
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_a_probe_target_streams_its_corpus_in_chunks(tiny_model, monkeypatch):
     """Read in chunks of 7 sentences (probes.chunks, as runs read), a probe target scores every mask as when the
@@ -74,6 +75,7 @@ def test_a_probe_target_streams_its_corpus_in_chunks(tiny_model, monkeypatch):
     np.testing.assert_allclose(chunked.grids[0], plain.scores["overall"], rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.parametrize("mode", ["zero", "uniform"])
 def test_shared_sweep_equals_one_run_per_mask(tiny_model, mode):
@@ -100,6 +102,7 @@ def test_shared_sweep_equals_one_run_per_mask(tiny_model, mode):
         assert result.values["best"][k] == pytest.approx(np.nanmax(expected), abs=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_disabled_best_head_is_not_scored(minilm, tmp_path, capsys):
     """Masking the best dep head in zero mode: its cell is NaN and the best head is the next one, not itself."""

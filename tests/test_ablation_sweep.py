@@ -157,6 +157,7 @@ def sweeps(classifier_dir, genre_data):
         "regrouped": ablate("classify", mode="zero", batch_size=7, masks_per_pass=3, progress=False, **common)}
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.parametrize("mode", ["zero", "uniform"])
 def test_sweep_matches_models_without_the_heads(sweeps, classifier_dir, genre_data, mode):

@@ -20,7 +20,7 @@ from probes.encoding import encode
 from probes.registry import available
 from rows_alone import FLOAT32_ROUNDING, THREADS, rows_alone, torch_threads
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ANALYSES = ["mass", "entropy", "positional", "rare", "patterns", "head_distance", "word_order"]
 LIMIT = 40
 

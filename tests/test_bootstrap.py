@@ -172,6 +172,7 @@ def test_label_sums_replicas_as_labels_arrive():
 
 # ---- intervals -------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_coverage_of_a_known_rate():
     """4,000 simulated corpora of 40 sentences, 1 to 5 items each, every item right with p = 0.3: the 95%
     interval of the rate (replicate hits / replicate items) covers 0.3 93–97% of the time (the binomial sd
@@ -372,6 +373,7 @@ def _assert_same_intervals(a: ProbeResult, b: ProbeResult) -> None:
         np.testing.assert_array_equal(a.replicates[name], b.replicates[name], err_msg=name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["dep", "trees", "pos"])
 def test_intervals_do_not_depend_on_the_batch_size(name, tiny_encoder):
     runs = {bs: probes.run([name], encoder=tiny_encoder, batch_size=bs, limit=25, replicates=200, progress=False,
@@ -570,6 +572,7 @@ def test_seg_replicates_add_up_to_its_counts(tiny_encoder, monkeypatch):
     np.testing.assert_array_equal(result.replicates["overall"], np.full(6, np.nanmax(f1)))
 
 
+@pytest.mark.slow
 def test_seg_intervals_do_not_depend_on_the_batch_size(tiny_encoder):
     runs = [probes.run(["seg"], encoder=tiny_encoder, limit=25, batch_size=bs, replicates=200, progress=False)["seg"]
             for bs in (1, 64)]
@@ -626,6 +629,7 @@ def _variants(shared_corpora, tmp_path, n: int = 40) -> dict[str, Path]:
     return paths
 
 
+@pytest.mark.slow
 def test_line_endings_bom_comments_and_empty_nodes_change_no_interval(shared_corpora, minilm, tmp_path):
     """Issue 24: the same 40 EWT sentences (and one of them again) written with LF, CR LF, a BOM, other sent_ids
     and more comments, empty nodes, and all of these at once: the same words and annotation, so every score,

@@ -50,7 +50,7 @@ def _groups() -> list[tuple[str, ...]]:
     return [bundled, *[(n,) for n in probes.available() if n in CORPORA]]
 
 
-@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("threads", [t if t == 1 else pytest.param(t, marks=pytest.mark.slow) for t in THREADS])
 @pytest.mark.parametrize("names", _groups(), ids=lambda names: "+".join(names))
 def test_given_the_same_maps_every_probe_gives_the_same_numbers_however_captured_and_batched(names, threads, minilm,
                                                                                             tmp_path, request,
@@ -77,6 +77,7 @@ def test_given_the_same_maps_every_probe_gives_the_same_numbers_however_captured
             same(grids(reference[name]), grids(runs[name]), f"{name}: {what}", atol=0, rtol=FLOAT32_ROUNDING)
 
 
+@pytest.mark.slow
 def test_a_batch_out_of_memory_is_split_and_retried_without_counting_twice(minilm, monkeypatch, capsys):
     """A forward pass of more than 3 sentences fails after its first layers (their updates already made):
     the state is restored, the batch split until it fits, and the scores are those of an undisturbed run."""

@@ -55,6 +55,7 @@ def _units(files, key):
     return Counter(t for s in sentences for t in s.ann[key] if t != "_")
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_pos_fit_on_ewt_dev_scored_on_ewt_test(ewt):
     results, files = ewt
@@ -72,6 +73,7 @@ def test_pos_fit_on_ewt_dev_scored_on_ewt_test(ewt):
     assert _best(r["labels"]["PUNCT"]) > 0.6 and _best(r["labels"]["DET"]) > 0.6
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_ner_on_uner_dev_and_test(ewt):
     results, files = ewt
@@ -93,6 +95,7 @@ def craft(shared_corpora, tmp_path_factory):
     return result["con"], dev, test
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_con_on_craft_dev_and_test_articles(craft):
     r, dev, test = craft
@@ -117,6 +120,7 @@ def test_craft_ids_files_name_articles_in_the_penn_folder_beside_them(shared_cor
         read_corpus([missing], format="craft")
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_same_split_and_batch_size_invariance(minilm):
     """--fit-on same fits on the scored sentences; scores do not depend on batch size (1 vs 12)."""

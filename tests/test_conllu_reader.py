@@ -2,7 +2,6 @@
 given as CoNLL-U, and the full treebanks at hand."""
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -192,10 +191,8 @@ def test_full_treebanks_are_trees(shared_corpora, name):
 
 
 @pytest.mark.shared
-def test_tree_checks_cost_milliseconds(shared_corpora):
+def test_ewt_dev_has_no_tree_problem(shared_corpora):
     c = read_conllu(shared_corpora / "ud-english-ewt" / "en_ewt-ud-dev.conllu")
     heads = [s.ann["head"] for s in c.sentences]
     assert len(heads) == 2001
-    start = time.perf_counter()
     assert not any(head_problem(h) for h in heads)
-    assert time.perf_counter() - start < 0.1  # about 5 ms for the 25,148 words

@@ -23,7 +23,7 @@ from probes.maps import LayerMaps
 from probe_corpora import same
 from state_checks import assert_same
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 DATA = Path(__file__).parent / "data" / "litbank"
 

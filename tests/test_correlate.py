@@ -85,6 +85,7 @@ def ewt_dep(minilm):
     return probes.run("dep", encoder=minilm, limit=200, progress=False)["dep"]  # the bundled EWT sample
 
 
+@pytest.mark.slow
 def test_random_grids_find_nothing_after_correction(ewt_dep):
     # 20 seeded random 6 × 12 grids against every dep label (32 tests: 31 relations and overall): uncorrected,
     # several grids have a "significant" row (as issue 12's example, ρ = −0.264, p = 0.025; 6 of these 20);

@@ -16,6 +16,7 @@ def dep_result(minilm):
     return probes.run(["dep"], encoder=minilm, limit=20, progress=False)["dep"]
 
 
+@pytest.mark.slow
 def test_the_child_draws_the_same_bytes(dep_result):
     here = figures_of(dep_result, "labels")
     with Drawing() as drawing:
@@ -67,6 +68,7 @@ def test_plugins_and_none_are_drawn_here(dep_result, monkeypatch):
     assert calls == ["none", "overview"]
 
 
+@pytest.mark.slow
 def test_the_run_command_draws_through_the_child(tmp_path):
     """probes run --out: the PNG written equals the one drawn from the saved JSON in this process."""
     import subprocess

@@ -25,7 +25,7 @@ from probe_corpora import BUNDLED, CORPORA, LIMIT, grids, same
 from probes.corpus import read_corpus
 from probes.defaults import bundled_corpus, default_model
 
-pytestmark = [pytest.mark.integration, pytest.mark.bert, pytest.mark.roberta, pytest.mark.electra]
+pytestmark = [pytest.mark.integration, pytest.mark.bert, pytest.mark.roberta, pytest.mark.electra, pytest.mark.slow]
 FAMILIES = ("bert", *PORTED)
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory) -> dict[str, Path]:

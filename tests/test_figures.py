@@ -222,6 +222,7 @@ def ablated(tmp_path_factory, minilm):
     return out, titles
 
 
+@pytest.mark.slow
 def test_disabled_head_has_its_own_colour(ablated):
     out, titles = ablated
     pixels = np.asarray(Image.open(io.BytesIO((out / "ablation-dep-mask-2_3.png").read_bytes())).convert("RGB"))
@@ -238,6 +239,7 @@ def test_disabled_head_has_its_own_colour(ablated):
     assert any("heads 2:3 disabled (grey: disabled, not scored)" in t for t in titles)
 
 
+@pytest.mark.slow
 def test_layers_figure_fills_its_axes_and_names_the_label(ablated):
     out, titles = ablated
     png = (out / "ablation-dep-layers-best.png").read_bytes()

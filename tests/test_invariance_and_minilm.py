@@ -84,13 +84,14 @@ def dep_moves_only_by_near_ties(encoder, monkeypatch, threads: int, limit: int, 
     return measured
 
 
-@pytest.mark.parametrize("threads", THREADS)
+@pytest.mark.parametrize("threads", [t if t == 1 else pytest.param(t, marks=pytest.mark.slow) for t in THREADS])
 @pytest.mark.parametrize("family", ["bert", "roberta", "deberta-v2"])
 def test_batch_size_moves_dep_only_by_near_ties_tiny(family, threads, tiny_model, monkeypatch):
     encoder = probes.load_encoder(str(tiny_model(family)))
     print(family, f"threads {threads}:", "; ".join(dep_moves_only_by_near_ties(encoder, monkeypatch, threads, 70)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", THREADS)
 def test_batch_size_moves_dep_only_by_near_ties_minilm(minilm, shared_corpora, monkeypatch, threads):
     """Issue 24 item 1 (b), end to end with the real model on 50 sentences of EWT test."""
@@ -103,6 +104,7 @@ def dev_result(minilm, shared_corpora):
     return probes.run(["dep"], encoder=minilm, corpus=shared_corpora / "ud-english-ewt" / "en_ewt-ud-dev.conllu")["dep"]
 
 
+@pytest.mark.slow
 def test_minilm_full_ewt_dev(dev_result):
     """All 2,001 sentences fit MiniLM's 512 positions: every one of the 25,147 arcs is scored."""
     r = dev_result
@@ -110,6 +112,7 @@ def test_minilm_full_ewt_dev(dev_result):
     assert r.overall.count == 25147 and r.labels["nsubj"].count == 2137 and r.labels["root"].count == 2001
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relation", ["det", "case", "aux"])
 def test_minilm_heads_beat_offset_baselines(dev_result, relation):
     """Clark et al.'s finding holds for MiniLM: some head tracks the relation far better than any fixed offset."""

@@ -119,6 +119,7 @@ def test_the_factorised_norm_is_the_norm_of_v_times_the_head_slice():
     torch.testing.assert_close(value_norms(v, head_factors(dense, heads, d)), 2 * explicit, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_results_record_the_weights_kind_and_batch_size_moves_nothing(encoders, tmp_path):
     encoder = encoders("bert")
     plain = probes.run(["dep", "mass"], encoder=encoder, limit=LIMIT, progress=False)
@@ -156,6 +157,7 @@ def test_an_unknown_kind_and_a_layout_without_value_projection_are_refused(encod
     assert "\n" not in str(raised.value)
 
 
+@pytest.mark.slow
 def test_on_minilm_the_mass_on_special_tokens_drops_under_norm(minilm):
     """Kobayashi et al. 2020 (§4): weighting by ‖f(x)‖ takes most of the mass off the special tokens. MiniLM
     puts its vertical mass on [CLS] (EWT dev, 2001 sentences: 0.428 mean over heads, [SEP] 0.031); under norm

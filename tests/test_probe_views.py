@@ -53,6 +53,7 @@ def _right_share(result) -> np.ndarray:
     return total.mean(axis=1).reshape(layers, heads)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(KINDS))
 def test_view_marks_are_what_the_probe_scored(runs, name):
     result = runs(name)

@@ -188,6 +188,7 @@ def test_cli_refuses_a_conflict_on_one_line(capsys):
     assert err == "probes: error: --pool mean-sum contradicts protocol clark2019, which pools first-sum\n"
 
 
+@pytest.mark.slow
 def test_minilm_hechoi2021_is_bit_identical_and_recorded(minilm, shared_corpora):
     import probes
 

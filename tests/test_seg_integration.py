@@ -15,7 +15,7 @@ from probes.cli import main
 from probes.corpus.conllu_reader import read_conllu
 from tiny_chinese_bert import MAX_POSITIONS, build_tiny_chinese_bert
 
-pytestmark = [pytest.mark.integration, pytest.mark.shared]
+pytestmark = [pytest.mark.integration, pytest.mark.shared, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

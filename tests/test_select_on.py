@@ -12,7 +12,7 @@ from probes.cli import main
 from probes.defaults import bundled_corpus
 from probes.errors import InputError
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 LIMIT = 30
 
 

@@ -70,6 +70,7 @@ def frames_run(framenet, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_srl_on_up_dev(up_run, up_dev):
     srl = json.loads((up_run / "srl.json").read_text())
@@ -95,6 +96,7 @@ def test_srl_on_up_dev(up_run, up_dev):
     assert mod.score > result.baselines["labels"]["ARGM-MOD"]["best"] + 0.03, mod
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_no_up_sentences_counted(minilm, up_excerpt):
     # dev sentences 1440..1479 (reviews) include 14 marked "# propbank = no-up"
@@ -106,6 +108,7 @@ def test_no_up_sentences_counted(minilm, up_excerpt):
     assert srl.info.settings["format"] is None and srl.overall.count > 0
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_srl_head_token_spans_score_lower(minilm, up_excerpt):
     runs = {span: probes.run(["srl"], encoder=minilm, corpus=up_excerpt(0, 25), arg_span=span)["srl"]
@@ -116,6 +119,7 @@ def test_srl_head_token_spans_score_lower(minilm, up_excerpt):
     assert (runs["subtree"].overall.scores > runs["head"].overall.scores).any()
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_frames_on_all_framenet_documents(frames_run):
     data = json.loads((frames_run / "frames.json").read_text())
@@ -150,6 +154,7 @@ def standard_test_keyword(minilm, framenet):
                       batch_size=7)["frames"]
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_frames_standard_test_documents(framenet, standard_test_keyword, tmp_path, capsys):
     listed = tmp_path / "test-docs.txt"
@@ -171,6 +176,7 @@ def test_frames_standard_test_documents(framenet, standard_test_keyword, tmp_pat
     _same(keyword, probes.load_result(tmp_path / "out" / "frames.json"))
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_srl_scores_do_not_depend_on_batch_size(minilm, up_excerpt):
     excerpt = up_excerpt(0, 16)

@@ -1,12 +1,11 @@
 """The command line answers at once (issue 25 item 6): importing the CLI, --version, --help, `probes list` and
 argument errors load neither torch nor transformers (nor numpy); the built-in probes are listed from their
-declarations (probes.builtin.declared). Timings on this machine: benchmarks/startup.py."""
+declarations (probes.builtin.declared). How fast: benchmarks/startup.py, benchmarks/test_wall_clock.py."""
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -46,19 +45,16 @@ def test_list_names_every_builtin_probe_as_its_class_does():
         assert description == classes[name].description and BUILTIN[name].options == classes[name].options
 
 
-def test_version_answers_in_well_under_two_seconds():
-    start = time.perf_counter()
+def test_version_answers_with_the_version():
     done = subprocess.run([sys.executable, "-m", "probes", "--version"], capture_output=True, text=True, check=True)
-    elapsed = time.perf_counter() - start
     assert done.stdout.startswith("probes ")
-    assert elapsed < 1.5, f"probes --version took {elapsed:.2f} s"
 
 
 def test_showing_a_builtin_probes_result_imports_no_probe_code_nor_torch(tmp_path):
     """A built-in probe's result is presented by the Presentation its declaration names, which its class inherits
     without overriding (checked for every built-in probe), so drawing its figures, `probes show`, `probes compare`
-    and `probes report` import none of the probes' code, nor torch, transformers or pandas (`probes show` took ~5 s,
-    compare and report ~2 s: the intervals' code now lives apart from the replicate sums' torch, probes.intervals)."""
+    and `probes report` import none of the probes' code, nor torch, transformers or pandas (the intervals' code
+    lives apart from the replicate sums' torch, probes.intervals)."""
     import probes
     from probes.builtin.declared import BUILTIN
     from probes.figures import builtin_presentation

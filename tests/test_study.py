@@ -99,6 +99,7 @@ class Forwards:
         monkeypatch.setattr(Encoder, "layerwise", counted)
 
 
+@pytest.mark.slow
 def test_study_equals_plain_runs_and_a_second_run_does_nothing(models, second_corpus, tmp_path, monkeypatch):
     out = tmp_path / "out"
     done = probes.study(spec(models, [dep_pos(), mass(second_corpus)]), out, plots="none", progress=False)
@@ -189,6 +190,7 @@ probes = ["dep", "mass"]
     return path
 
 
+@pytest.mark.slow
 def test_killed_study_resumes_to_the_uninterrupted_results(models, tmp_path):
     """SIGKILL the `probes study` process once some units are finished (not all), start it again: the results
     equal an uninterrupted run's, number for number."""
@@ -220,6 +222,7 @@ def test_killed_study_resumes_to_the_uninterrupted_results(models, tmp_path):
             assert_same(cells(whole.results[name][probe]), cells(resumed.results[name][probe]), f"{name}/{probe}")
 
 
+@pytest.mark.slow
 def test_run_with_several_models_is_a_small_study(models, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["run", "dep", "--model", models["a"], "--model", models["b"], "--limit", "6", "--out", str(out),

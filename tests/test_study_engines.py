@@ -36,6 +36,7 @@ def same_study(done, expected) -> None:
             assert done.results[model][probe].info.sentences == result.info.sentences
 
 
+@pytest.mark.slow
 def test_two_local_worker_processes(study_spec, in_process, tmp_path):
     done = probes.study(study_spec, tmp_path / "out", workers=2, plots="none", progress=False)
     same_study(done, in_process)
@@ -45,6 +46,7 @@ def test_two_local_worker_processes(study_spec, in_process, tmp_path):
     assert engine == {"engine": "local", "workers": 2, "address": None}
 
 
+@pytest.mark.slow
 def test_ray_engine_on_a_local_instance(study_spec, in_process, tmp_path):
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'attention-probes[ray]')")
     done = probes.study(study_spec, tmp_path / "out", engine="ray", workers=2, plots="none", progress=False)
@@ -86,6 +88,7 @@ def test_a_failing_unit_is_retried_once_then_reported_by_name(study_spec, tmp_pa
     assert not (out / "study.json").exists() and not (out / "a").exists()
 
 
+@pytest.mark.slow
 def test_local_workers_end_with_a_killed_driver(study_spec, tmp_path):
     """`probes study --workers 2` killed with SIGKILL after its first unit: every process it started (the two
     workers, multiprocessing's helpers) ends within 10 s (the workers used to live on, about 580 MB each)."""

@@ -29,7 +29,7 @@ from probes.defaults import bundled_corpus
 from tiny_models import build_tiny_model
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'attention-probes[ray]')")
-pytestmark = [pytest.mark.integration, pytest.mark.ray_cluster]
+pytestmark = [pytest.mark.integration, pytest.mark.ray_cluster, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY = Path(sys.executable).with_name("ray")

@@ -68,6 +68,7 @@ def recorded_threads(out) -> list[int]:
     return [u["threads"] for u in json.loads((out / "study.json").read_text())["units"]]
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_one_ray_actor_on_a_local_instance_runs_every_core(study_spec, tmp_path):
     pytest.importorskip("ray", reason="Ray is not installed (pip install 'attention-probes[ray]')")
@@ -76,6 +77,7 @@ def test_one_ray_actor_on_a_local_instance_runs_every_core(study_spec, tmp_path)
     assert recorded_threads(tmp_path / "out") == [os.cpu_count()] * 2  # Ray alone would give its actor one
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_local_worker_processes_share_the_cores(study_spec, tmp_path):
     done = probes.study(study_spec, tmp_path / "out", workers=2, plots="none", progress=False)
@@ -106,7 +108,8 @@ class Crash(probes.Probe):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("engine, death", [("ray", "ActorDiedError"), ("local", "worker process died (exit code 3)")])
+@pytest.mark.parametrize("engine, death", [pytest.param("ray", "ActorDiedError", marks=pytest.mark.slow),
+                                           ("local", "worker process died (exit code 3)")])
 def test_a_dead_worker_loses_only_the_unit_it_was_running(tiny_model, tmp_path, engine, death):
     """Units crash, dep, mass on 2 workers (Ray actors, local processes): runs [crash, dep] and [mass]. The first
     worker dies on crash; dep, waiting in its run, is taken over by the other worker and finishes in the first

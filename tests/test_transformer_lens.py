@@ -22,6 +22,8 @@ import torch
 import probes
 from probes.causal.sequences import repeated_random_tokens, write_token_ids
 
+pytestmark = pytest.mark.slow
+
 TRAINED = Path(__file__).resolve().parent / "data" / "induction-gpt2"
 
 

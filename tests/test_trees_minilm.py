@@ -44,6 +44,7 @@ def test_bundled_sample(minilm):
     assert_same(runs[1], r)  # one sentence per batch or sixteen padded together: every tree the same
 
 
+@pytest.mark.slow
 @pytest.mark.shared
 def test_ewt_dev_to_test(minilm, shared_corpora):
     ewt = shared_corpora / "ud-english-ewt"
