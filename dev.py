@@ -6,8 +6,8 @@
     python3 dev.py test --all [ARGS] # every test, the slow ones too: what CI runs (.ci/run)
     python3 dev.py docs              # the documentation: mkdocs build --strict into site/ (CI too)
 
-`test` also installs Debian's chromium and chromium-driver for the report's browser tests when they are missing,
-apt-get is there and it runs as root (as in CI); otherwise it prints the command that does.
+`test --all` also installs Debian's chromium and chromium-driver for the report's browser tests (marked slow) when
+they are missing, apt-get is there and it runs as root (as in CI); otherwise it prints the command that does.
 
 The first call builds .venv in the checkout: pip upgraded, torch pinned to the CPU build FIRST (an
 unpinned torch pulls several GB of CUDA wheels), then this package with its test, spacy, docs and gguf extras,
@@ -64,11 +64,11 @@ def main(argv: list[str]) -> int:
     if argv[0] == "docs":
         return subprocess.call([str(PYTHON), "-m", "mkdocs", "build", "--strict", *argv[1:]], cwd=ROOT, env=env)
     args = argv[1:]
-    if "--all" in args:
+    if "--all" in args:  # the slow tests too, the report's browser tests among them
         args.remove("--all")
+        _browser()
     elif "-m" not in args:  # the caller's own marker expression wins
         args = ["-m", f"not {SLOW}", *args]
-    _browser()
     code = subprocess.call([str(PYTHON), "-m", "pytest", *args], cwd=ROOT, env=env)
     if code == 5:  # pytest: no tests were collected
         return _fail("pytest collected no tests (exit 5): a test run that checks nothing is a failure")

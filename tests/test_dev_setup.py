@@ -1,4 +1,4 @@
-"""`python3 dev.py test`: before pytest it makes sure the report's browser tests can run, installing Debian's chromium
+"""`python3 dev.py test --all`: before pytest it makes sure the report's browser tests can run, installing Debian's chromium
 and chromium-driver with apt-get where that is there and this is root, else printing the command that does; nothing
 where both are on PATH. (pytest itself, the venv set-up and apt-get are replaced here: nothing is installed.)"""
 from __future__ import annotations
@@ -38,7 +38,7 @@ def on_path(monkeypatch, dev, *found: str) -> None:
 def test_installs_chromium_with_apt_as_root(dev, monkeypatch, capsys):
     on_path(monkeypatch, dev, "apt-get")
     monkeypatch.setattr(dev.os, "geteuid", lambda: 0)
-    assert dev.main(["test", "-q"]) == 0
+    assert dev.main(["test", "--all", "-q"]) == 0
     install, pytest_run = dev.calls
     assert install[:2] == ["sh", "-c"] and install[2].endswith("apt-get install -y -qq chromium chromium-driver")
     assert install[2].startswith("apt-get update -qq && ")
@@ -51,7 +51,7 @@ def test_installs_chromium_with_apt_as_root(dev, monkeypatch, capsys):
 def test_prints_the_command_when_it_cannot_install(dev, monkeypatch, capsys, apt):
     on_path(monkeypatch, dev, *(["apt-get"] if apt else []))
     monkeypatch.setattr(dev.os, "geteuid", lambda: 1000)
-    assert dev.main(["test"]) == 0
+    assert dev.main(["test", "--all"]) == 0
     assert len(dev.calls) == 1 and dev.calls[0][-2:] == ["-m", "pytest"]  # pytest only: nothing installed
     assert capsys.readouterr().out == ("dev.py: the report's browser tests are skipped without Chromium; to run them: "
                                        "sudo apt-get install chromium chromium-driver\n")
@@ -60,5 +60,13 @@ def test_prints_the_command_when_it_cannot_install(dev, monkeypatch, capsys, apt
 def test_nothing_to_do_when_chromium_and_its_driver_are_there(dev, monkeypatch, capsys):
     on_path(monkeypatch, dev, "chromium", "chromedriver", "apt-get")
     monkeypatch.setattr(dev.os, "geteuid", lambda: 0)
-    assert dev.main(["test"]) == 0
+    assert dev.main(["test", "--all"]) == 0
     assert len(dev.calls) == 1 and capsys.readouterr().out == ""
+
+
+def test_without_all_the_slow_tests_and_the_browser_are_left_out(dev, monkeypatch, capsys):
+    on_path(monkeypatch, dev, "apt-get")
+    monkeypatch.setattr(dev.os, "geteuid", lambda: 0)
+    assert dev.main(["test", "-x"]) == 0
+    assert dev.calls == [[str(dev.PYTHON), "-m", "pytest", "-m", "not slow", "-x"]]  # nothing installed
+    assert capsys.readouterr().out == ""
