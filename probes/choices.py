@@ -13,6 +13,7 @@ DEFAULT_SEED = 0  # seed of the bootstrap's per-sentence weights
 DEFAULT_SENTENCES = 20  # example sentences whose per-sentence views a run keeps (probes.examples)
 POOLING_RULES = ("mean-sum", "first-sum", "last-sum", "mean-mean", "first")  # subword→word QUERY-KEY (probes.pooling)
 WEIGHT_KINDS = ("attention", "norm")  # what LayerMaps.attention holds: the probabilities, or the norm-based map
+CAPTURES = ("hooks", "outputs", "sdpa-qk")  # how a pass's maps are read (probes.capture.backend)
 TOKENIZE_CHOICES = ("words", "text")  # what the tokenizer reads: the pre-split words or the raw text (probes.encoding)
 QUERY_RULES = ("mean", "first", "last")  # subword→word pooling of a word's rows (probes.pooling)
 KEY_RULES = ("sum", "mean", "first")  # ... and of its columns
@@ -21,7 +22,7 @@ INVALID_TREES = ("refuse", "skip")  # what a reader does with a sentence that is
 PLOT_KINDS = ("overview", "labels", "all-labels", "none")  # the figures a saved result gets (probes.presentation)
 COMPARE_SORTS = ("count", "score", "delta", "label")  # orders of `probes compare`'s table (probes.compare)
 SWEEPS = ("heads", "layers", "halves", "random")  # head sets an ablation sweeps (probes.ablation.masks)
-MODES = ("zero", "uniform")  # what a disabled head becomes (probes.ablation.masking)
+MODES = ("zero", "uniform")  # what a disabled head becomes (probes.capture.masking)
 
 
 def check_invalid_trees(invalid_trees: str) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from probes.argtypes import WHOLE, Shard, as_shard, check_output_folder, input_path, parse_heads, parse_shard
-from probes.choices import (DEFAULT_MIN_COUNT, DEFAULT_REPLICATES, DEFAULT_SEED, DEFAULT_SENTENCES, INVALID_TREES,
+from probes.choices import (CAPTURES, DEFAULT_MIN_COUNT, DEFAULT_REPLICATES, DEFAULT_SEED, DEFAULT_SENTENCES, INVALID_TREES,
                             POOLING_RULES, TOKENIZE_CHOICES, WEIGHT_KINDS, check_bootstrap, check_invalid_trees,
                             check_tokenize, check_weights, parse_rule)
 from probes.errors import InputError
@@ -80,6 +80,11 @@ class RunSettings:
     protocol: str | None = setting(None, "a paper's reading, every choice set at once: hechoi2021 (dep, the "
                                    "defaults), clark2019 (dep as Clark et al.'s code), kovaleva2019 (frames)",
                                    study=(str,), recorded="given", choices=tuple(PROTOCOLS))
+    capture: str | None = setting(None, "how the maps are read (probes.capture): hooks (default for encoders: hooks on "
+                                  "the eager attention modules, one layer held at a time), outputs (transformers' "
+                                  "output_attentions, every layer at once: the reference), sdpa-qk (the model runs "
+                                  "SDPA; the maps are computed from its queries and keys; default for decoders)",
+                                  study=(str,), recorded="given", choices=CAPTURES)
     weights: str = setting("attention", "what every probe reads: the attention probabilities (default) or norm, the "
                            "norm-based maps of Kobayashi et al. 2020 (α·‖f(x)‖, each row renormalised to sum to 1)",
                            study=(str,), recorded="always", choices=WEIGHT_KINDS)
@@ -139,6 +144,8 @@ class RunSettings:
         check_invalid_trees(self.invalid_trees)
         check_tokenize(self.tokenize)
         check_weights(self.weights)
+        if self.capture is not None and self.capture not in CAPTURES:
+            raise InputError(f"unknown capture {self.capture!r}; choose one of {', '.join(CAPTURES)}")
         check_bootstrap(self.replicates, self.bootstrap_seed)
         if self.state is not None:
             check_output_folder(self.state)

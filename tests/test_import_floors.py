@@ -11,14 +11,14 @@ from test_package_structure import PACKAGE, cycles, imported, modules
 # floor -> the modules on it, by prefix (the longest prefix that names a module decides); lowest first
 FLOORS = {
     "base": ["probes", "probes.errors", "probes.choices", "probes.defaults", "probes.provenance", "probes.checkpoint",
-             "probes.packing", "probes.options", "probes.allocator", "probes.collector", "probes.progress", "probes.scratch",
+             "probes.packing", "probes.options", "probes.collector", "probes.progress", "probes.scratch",
              "probes.exports", "probes.argtypes", "probes.files", "probes.registries", "probes.protocols", "probes.ablation",
              "probes.compare", "probes.studies"],
     "reader": ["probes.corpus"],
     "encoding": ["probes.causal.sequences", "probes.windows", "probes.encoding", "probes.pooling", "probes.shuffle", "probes.identity", "probes.batching"],
     "settings": ["probes.settings", "probes.registry", "probes.builtin.declared"],
-    "capture": ["probes.families", "probes.causal.capture", "probes.causal.families", "probes.hooks", "probes.model", "probes.maps", "probes.norms", "probes.eager", "probes.reuse", "probes.ablation.masks",
-                "probes.ablation.masking", "probes.ablation.sharing"],
+    "capture": ["probes.families", "probes.capture", "probes.causal.families", "probes.model", "probes.maps", "probes.ablation.masks",
+                "probes.ablation.sharing"],
     "results": ["probes.results", "probes.intervals", "probes.bootstrap", "probes.fitting", "probes.plots", "probes.presentation",
                 "probes.examples", "probes.figures", "probes.drawing", "probes.builtin.fitted", "probes.builtin.trees.details",
                 "probes.builtin.seg.show", "probes.builtin.analyses.head_layout"],
