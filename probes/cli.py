@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
-from contextlib import nullcontext
-from typing import TYPE_CHECKING
 
 from probes.ablation.commands import COMMANDS as ABLATION_COMMANDS
 from probes.ablation.commands import add_commands as add_ablation_commands
@@ -22,9 +20,6 @@ from probes.collector import loading, process
 from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
 from probes.compare.commands import add_commands as add_compare_commands
 from probes.errors import InputError, StudyFailed
-
-if TYPE_CHECKING:
-    from probes.drawing import Drawing
 
 PROBE_OPTION_COMMANDS = ("run", "ablate")  # the commands that take every registered probe's options
 
@@ -228,44 +223,40 @@ def _preload_code(argv: list[str]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from probes.drawing import Drawing
-
     plots = "none" if args.no_plots else args.plots
-    # the figures' child process imports matplotlib on the other core while this one imports torch (probes.drawing);
-    # a run of several models saves each model's results as it goes (probes.studies.models), in this process
+    # a run of several models saves each model's results as it goes (probes.studies.models)
     several = bool(args.model) and len(args.model) > 1
-    with Drawing() if args.out and plots != "none" and not several else nullcontext() as drawing:
-        with loading():
-            from probes.registry import get_probe
-            from probes.runner import run
-            from probes.settings import RunSettings
-            from probes.studies.models import model_folders, run_models
+    with loading():
+        from probes.registry import get_probe
+        from probes.runner import run
+        from probes.settings import RunSettings
+        from probes.studies.models import model_folders, run_models
 
-        options = chosen_options(args)
-        views = options.get("examples", DEFAULT_SENTENCES)  # --examples: the views' sentences, and seg's own option
-        if not any(o.name == "examples" for name in args.probes for o in get_probe(name).options):
-            options.pop("examples", None)
-        settings = RunSettings(**chosen_settings(args), views=views)
-        progress = False if args.quiet else None
-        if several:  # a small study, one results folder per model under --out
-            done = run_models(args.probes, args.model, args.corpus, settings, out=args.out, plots=plots,
-                              progress=progress, **options)
-            folders = model_folders(args.model)
-            for model, results in done.items():
-                if args.out:
-                    print(f"{model}: {', '.join(results)} in {args.out / model}")
-                else:
-                    print(f"== {model} ({folders[model]})")
-                    _report(results, None, plots)
-            return 0
-        results = run(args.probes, args.model[0] if args.model else None, args.corpus, settings, progress=progress,
-                      **options)
-        if settings.state:
-            shard = f"shard {args.set_shard} " if args.set_shard else ""
-            print(f"saved the {shard}states of {', '.join(results)} to {settings.state}")
-        if args.out or not settings.state:
-            _report(results, args.out, plots, args.all_labels, drawing=drawing)
+    options = chosen_options(args)
+    views = options.get("examples", DEFAULT_SENTENCES)  # --examples: the views' sentences, and seg's own option
+    if not any(o.name == "examples" for name in args.probes for o in get_probe(name).options):
+        options.pop("examples", None)
+    settings = RunSettings(**chosen_settings(args), views=views)
+    progress = False if args.quiet else None
+    if several:  # a small study, one results folder per model under --out
+        done = run_models(args.probes, args.model, args.corpus, settings, out=args.out, plots=plots,
+                          progress=progress, **options)
+        folders = model_folders(args.model)
+        for model, results in done.items():
+            if args.out:
+                print(f"{model}: {', '.join(results)} in {args.out / model}")
+            else:
+                print(f"== {model} ({folders[model]})")
+                _report(results, None, plots)
         return 0
+    results = run(args.probes, args.model[0] if args.model else None, args.corpus, settings, progress=progress,
+                  **options)
+    if settings.state:
+        shard = f"shard {args.set_shard} " if args.set_shard else ""
+        print(f"saved the {shard}states of {', '.join(results)} to {settings.state}")
+    if args.out or not settings.state:
+        _report(results, args.out, plots, args.all_labels)
+    return 0
 
 
 def cmd_study(args: argparse.Namespace) -> int:
@@ -289,15 +280,15 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(results: dict, out, plots: bool | str, all_labels: bool = False, drawing: Drawing | None = None) -> None:
-    """Save each result to `out` (its figures drawn by `drawing` where given), or print its table (labels below the
-    minimum count only with `all_labels`) where no folder is given."""
-    from probes.figures import figures_of, save_result
+def _report(results: dict, out, plots: bool | str, all_labels: bool = False) -> None:
+    """Save each result to `out` with its figures, or print its table (labels below the minimum count only with
+    `all_labels`) where no folder is given."""
+    from probes.figures import save_result
     from probes.show import format_result
 
     for name, result in results.items():
         if out:
-            written = save_result(result, out, plots=plots, draw=drawing.figures if drawing else figures_of)
+            written = save_result(result, out, plots=plots)
             print(f"{name}: {result.info.sentences} sentences scored, {sum(result.info.skipped.values())} skipped; "
                   f"wrote {len(written)} files to {out}")
             if note := result.info.skip_note():

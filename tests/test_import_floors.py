@@ -20,7 +20,7 @@ FLOORS = {
     "capture": ["probes.families", "probes.capture", "probes.causal.families", "probes.model", "probes.maps", "probes.ablation.masks",
                 "probes.ablation.sharing"],
     "results": ["probes.results", "probes.intervals", "probes.bootstrap", "probes.fitting", "probes.plots", "probes.presentation",
-                "probes.examples", "probes.figures", "probes.drawing", "probes.builtin.fitted", "probes.builtin.trees.details",
+                "probes.examples", "probes.figures", "probes.builtin.fitted", "probes.builtin.trees.details",
                 "probes.builtin.seg.show", "probes.builtin.analyses.head_layout"],
     "probes": ["probes.probe", "probes.centroids", "probes.builtin"],
     "runner": ["probes.chunks", "probes.state_files", "probes.runner"],
