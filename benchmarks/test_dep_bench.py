@@ -1,9 +1,8 @@
 """dep on UD English EWT dev with MiniLM: time as a ratio to the bare eager forward pass (best of 5 alternating runs
 each: interference from other work only slows a run, so the fastest is the closest to its own cost), peak memory.
 
-The bare pass beside the run shares the run's process, and so the C allocator setting a run makes
-(probes.allocator: glibc's mmap threshold fixed at LARGE_BLOCK), which slows it too; the ratio is also given against
-the same bare pass in a fresh process with glibc's own setting (``bare_forward_seconds_apart``, best of 5).
+The bare pass beside the run shares the run's process; the ratio is also given against the same bare pass in a
+fresh process (``bare_forward_seconds_apart``, best of 5).
 
 Run: pytest benchmarks/ --benchmark-enable -s   (or: tox -e bench)
 """
@@ -32,4 +31,4 @@ def test_dep_ratio(benchmark, minilm, shared_corpora, limit):
     apart = bare_forward_seconds_apart(corpus, batch_size=32, limit=limit)
     ratio = m.run_seconds / apart
     benchmark.extra_info.update({"bare_forward_apart_s": round(apart, 3), "ratio_to_bare_apart": round(ratio, 4)})
-    print(f"bare forward in a process of its own (glibc's allocator setting): {apart:.2f}s, ratio {ratio:.3f}")
+    print(f"bare forward in a process of its own : {apart:.2f}s, ratio {ratio:.3f}")

@@ -4,8 +4,8 @@ without maps plus 4 layers' maps; its time against the bare eager forward pass W
 batches; its peak at 12 vs 24 layers (flat in depth), raw and as what the run adds over the bare SDPA pass of
 the same depth (the weights, 50 MB a layer here, grow with depth in both).
 
-The bare passes run twice: as they are, and with glibc's mmap threshold fixed at probes.allocator.LARGE_BLOCK
-(MALLOC_MMAP_THRESHOLD_, what probes.allocator sets inside a run), so that the time ratio is reported against both.
+The bare passes run twice: as they are, and with glibc's mmap threshold fixed at LARGE_BLOCK (MALLOC_MMAP_THRESHOLD_,
+what probes once set inside a run), so that the time ratio is reported against both.
 
 Every measurement is a fresh process started by an intermediate one that reports its child's peak RSS
 (resource.getrusage(RUSAGE_CHILDREN).ru_maxrss) and wall time. The corpus: SENTENCES sentences of
@@ -26,7 +26,6 @@ from pathlib import Path
 import pytest
 
 import probes
-from probes.allocator import LARGE_BLOCK
 from probes.corpus import read_corpus
 from probes.defaults import default_model
 
@@ -95,7 +94,8 @@ def _random_bert(out: Path, layers: int) -> Path:
     return out
 
 
-MMAP_THRESHOLD = {"MALLOC_MMAP_THRESHOLD_": str(LARGE_BLOCK)}  # glibc: as probes.allocator.return_large_blocks
+LARGE_BLOCK = 1 << 20  # bytes: glibc maps blocks of at least this size alone when the threshold is fixed
+MMAP_THRESHOLD = {"MALLOC_MMAP_THRESHOLD_": str(LARGE_BLOCK)}  # glibc's fixed mmap threshold
 
 
 def _measure(*command: str, env: dict | None = None) -> dict:

@@ -13,6 +13,7 @@ DEFAULT_SEED = 0  # seed of the bootstrap's per-sentence weights
 DEFAULT_SENTENCES = 20  # example sentences whose per-sentence views a run keeps (probes.examples)
 POOLING_RULES = ("mean-sum", "first-sum", "last-sum", "mean-mean", "first")  # subword→word QUERY-KEY (probes.pooling)
 WEIGHT_KINDS = ("attention", "norm")  # what LayerMaps.attention holds: the probabilities, or the norm-based map
+CAPTURES = ("hooks", "outputs", "sdpa-qk")  # how a pass's maps are read (probes.capture.backend)
 TOKENIZE_CHOICES = ("words", "text")  # what the tokenizer reads: the pre-split words or the raw text (probes.encoding)
 QUERY_RULES = ("mean", "first", "last")  # subword→word pooling of a word's rows (probes.pooling)
 KEY_RULES = ("sum", "mean", "first")  # ... and of its columns
@@ -22,7 +23,7 @@ PLOT_KINDS = ("overview", "labels", "all-labels", "none")  # the figures a saved
 COMPARE_SORTS = ("count", "score", "delta", "label")  # orders of `probes compare`'s table (probes.compare)
 CLASSIFY = "classify"  # the ablation target that is a fine-tuned classifier, not a probe (probes.ablation)
 SWEEPS = ("heads", "layers", "halves", "random")  # head sets an ablation sweeps (probes.ablation.masks)
-MODES = ("zero", "uniform")  # what a disabled head becomes (probes.ablation.masking)
+MODES = ("zero", "uniform")  # what a disabled head becomes (probes.capture.masking)
 # the OV copying score's vocabulary (without the special tokens, or whole) and layer norms (left out, or folded in)
 COPYING_VOCABULARIES = ("no-special", "all")  # (probes.causal.families)
 COPYING_NORMS = ("ignore", "fold")

@@ -10,9 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
-from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from probes.ablation.commands import COMMANDS as ABLATION_COMMANDS
 from probes.ablation.commands import add_commands as add_ablation_commands
@@ -28,9 +26,6 @@ from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
 from probes.compare.commands import add_commands as add_compare_commands
 from probes.errors import InputError, StudyFailed
 from probes.registry import check_probe_names
-
-if TYPE_CHECKING:
-    from probes.drawing import Drawing
 
 PROBE_OPTION_COMMANDS = ("run", "ablate")  # the commands that take every registered probe's options
 
@@ -262,39 +257,35 @@ def _preload_code(argv: list[str]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from probes.drawing import Drawing
-
     plots = "none" if args.no_plots else args.plots
-    # the figures' child process imports matplotlib on the other core while this one imports torch (probes.drawing);
-    # a run of several models saves each model's results as it goes (probes.studies.models), in this process
+    # a run of several models saves each model's results as it goes (probes.studies.models)
     several = bool(args.model) and len(args.model) > 1
-    with Drawing() if args.out and plots != "none" and not several else nullcontext() as drawing:
-        with loading():
-            from probes.runner import run
-            from probes.settings import RunSettings
-            from probes.studies.models import model_folders, run_models
+    with loading():
+        from probes.runner import run
+        from probes.settings import RunSettings
+        from probes.studies.models import model_folders, run_models
 
-        options = chosen_options(args)
-        settings = RunSettings(**chosen_settings(args))
-        progress = False if args.quiet else None
-        if several:  # a small study, one results folder per model under --out
-            done = run_models(args.probes, args.model, args.corpus, settings, out=args.out, plots=plots,
-                              progress=progress, **options)
-            folders = model_folders(args.model)
-            for model, results in done.items():  # each model's tables; its files are written (run_models)
-                print(f"== {model} ({folders[model]})")
-                _report(results, None, plots, args.all_labels)
-                if args.out:
-                    print(f"{model}: {', '.join(results)} in {args.out / model}")
-            return 0
-        results = run(args.probes, args.model[0] if args.model else None, args.corpus, settings, progress=progress,
-                      **options)
-        if settings.state:
-            shard = f"shard {args.set_shard} " if args.set_shard else ""
-            print(f"saved the {shard}states of {', '.join(results)} to {settings.state}")
-        if args.out or not settings.state:
-            _report(results, args.out, plots, args.all_labels, drawing=drawing)
+    options = chosen_options(args)
+    settings = RunSettings(**chosen_settings(args))
+    progress = False if args.quiet else None
+    if several:  # a small study, one results folder per model under --out
+        done = run_models(args.probes, args.model, args.corpus, settings, out=args.out, plots=plots,
+                          progress=progress, **options)
+        folders = model_folders(args.model)
+        for model, results in done.items():  # each model's tables; its files are written (run_models)
+            print(f"== {model} ({folders[model]})")
+            _report(results, None, plots, args.all_labels)
+            if args.out:
+                print(f"{model}: {', '.join(results)} in {args.out / model}")
         return 0
+    results = run(args.probes, args.model[0] if args.model else None, args.corpus, settings, progress=progress,
+                  **options)
+    if settings.state:
+        shard = f"shard {args.set_shard} " if args.set_shard else ""
+        print(f"saved the {shard}states of {', '.join(results)} to {settings.state}")
+    if args.out or not settings.state:
+        _report(results, args.out, plots, args.all_labels)
+    return 0
 
 
 def cmd_study(args: argparse.Namespace) -> int:
@@ -318,15 +309,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(results: dict, out, plots: bool | str, all_labels: bool = False, drawing: Drawing | None = None) -> None:
+def _report(results: dict, out, plots: bool | str, all_labels: bool = False) -> None:
     """Print each result's table (labels below the minimum count only with `all_labels`), as `probes show` does;
-    with a folder `out`, save the result there first (its figures drawn by `drawing` where given) and say so under
-    the table."""
-    from probes.figures import figures_of, save_result
+    with a folder `out`, save the result there first, with its figures, and say so under the table."""
+    from probes.figures import save_result
     from probes.show import format_result
 
     for name, result in results.items():
-        written = save_result(result, out, plots=plots, draw=drawing.figures if drawing else figures_of) if out else []
+        written = save_result(result, out, plots=plots) if out else []
         print(format_result(result, all_labels=all_labels))
         if out:
             print(f"{name}: wrote {len(written)} files to {out}")

@@ -7,8 +7,7 @@ load walk them, and the interpreter's last collection at exit walks them all aga
 ``loading()`` pauses the collector around a command's heavy imports and then freezes what exists
 (``gc.freeze``: moved out of every later pass, as CPython's documentation advises before forking), and the
 process's end freezes what is left, so the exit collection has nothing to walk. The collector runs as usual
-everywhere else: while a command works it is on. ``collection_paused()`` keeps the collections that drawing
-triggers (probes.plots) from walking a process's model, in any process.
+everywhere else: while a command works it is on.
 """
 from __future__ import annotations
 
@@ -45,19 +44,3 @@ def loading() -> Iterator[None]:
         gc.freeze()
         gc.enable()
 
-
-@contextmanager
-def collection_paused():
-    """Importing matplotlib and drawing allocate many small objects; in a run's process, which holds the model
-    (torch and transformers: some 400,000 objects), the full collections they trigger each walk all of those, and
-    cost as much as the drawing itself. The objects there before are frozen meanwhile (gc.freeze: left out of
-    every collection), and unfrozen after, so a collection walks only what the drawing made (where the process
-    froze objects of its own, they are left as they are)."""
-    freeze = gc.get_freeze_count() == 0
-    if freeze:
-        gc.freeze()
-    try:
-        yield
-    finally:
-        if freeze:
-            gc.unfreeze()

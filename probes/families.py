@@ -1,12 +1,12 @@
 """The family table: one entry per model family saying where probes finds what it reads in that family's
 modules, and what its tokenizer needs (docs/writing-a-probe.md, "A model family"). Loading (probes.model), capture, the
-norm-based weights (probes.norms), head masking and the shared prefix of ablation (probes.ablation) and the OV
+norm-based weights (probes.capture.norms), head masking and the shared prefix of ablation (probes.ablation) and the OV
 circuits of decoders (probes.causal.families) read a model through its family's entry.
 
 A model's family is the entry whose ``model_types`` holds its config's ``model_type``. Encoder entries (BERT,
 RoBERTa, ELECTRA, DeBERTa v1/v2, ...) name the modules a forward hook reads the maps from; decoder-only entries
 (``causal``: GPT-2, GPT-NeoX, Llama, Qwen2, Mistral) the per-layer attention modules whose queries and keys the
-capture computes the maps from (probes.causal.capture), their sliding window and their OV weights.
+capture computes the maps from (probes.capture.sdpa_qk), their sliding window and their OV weights.
 
 A model of no family in the table runs in all-maps mode (capture "outputs": the model returns its L maps, held
 at once) with a one-line warning, its tokenizer given a prefix space where its pre-tokenizer is byte-level; a
@@ -135,7 +135,7 @@ class Family:
 
     Decoder-only models (``causal`` True): loaded with their language-model head and SDPA attention; the
     attention modules must call transformers' ``ALL_ATTENTION_FUNCTIONS`` with their queries [B,H,T,d] and keys
-    [B,K,T,d] after their position encoding (the capture computes the maps there, probes.causal.capture).
+    [B,K,T,d] after their position encoding (the capture computes the maps there, probes.capture.sdpa_qk).
     blocks: base model → its L per-layer attention modules, layers 0..L-1 in order (required).
     window: (attention module, config) → the layer's sliding window (a query i sees keys j with i - j <
     window), or None: causal only.

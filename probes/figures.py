@@ -50,6 +50,6 @@ def save_result(result: ProbeResult, directory: str | Path, *, plots: bool | str
                 draw: Callable[[ProbeResult, str], dict[str, bytes]] = figures_of) -> list[Path]:
     """Write `result`'s JSON, CSV and figures into `directory`; return the paths written. plots: a kind of
     ``figures_of`` ("overview", "labels", "all-labels", "none"); True is "overview", False "none". draw: what
-    draws them (``figures_of``; the command's probes.drawing.Drawing.figures, the same pictures)."""
+    draws them (``figures_of``)."""
     kind = ("overview" if plots else "none") if isinstance(plots, bool) else plots
     return write_result_files(directory, {**result.data_files(), **draw(result, kind)})

@@ -8,7 +8,7 @@ drops it before the next layer: peak memory holds about one layer's maps, never 
 Word-level views are computed once per layer, on first use, and shared by the probes of the run.
 
 A run whose probes all read the maps only through ``entries`` (``Probe.reads_entries``: the causal detectors) may
-get a causal model's layer as probes.causal.capture.AttentionEntries instead of its [B,H,T,T] map: ``entries``
+get a causal model's layer as probes.capture.sdpa_qk.AttentionEntries instead of its [B,H,T,T] map: ``entries``
 computes the entries asked for, and the whole map (``attention`` and everything pooled from it) is not there.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from functools import cached_property
 import torch
 
 from probes.batching import Batch
-from probes.causal.capture import AttentionEntries
+from probes.capture.sdpa_qk import AttentionEntries
 from probes.pooling import per_head, pool_attention, pool_vectors
 from probes.scratch import scratch_from
 
@@ -27,7 +27,7 @@ class LayerMaps:
     """Layer `layer`'s attention (and per-head context vectors, when a probe asked) for `batch`.
 
     attention: [B,H,T,T] attention probabilities (rows: from, columns: to); in a run with weights "norm",
-               the norm-based map α_ij‖f_h(x_j)‖ instead, rows renormalised to sum to 1 (probes.norms). Given as
+               the norm-based map α_ij‖f_h(x_j)‖ instead, rows renormalised to sum to 1 (probes.capture.norms). Given as
                AttentionEntries (see the module docstring), only ``entries`` reads it.
     context:   [B,H,T,d] per-head context vectors softmax(QKᵀ/√d)·V before W_O, or None
     twin:      the same layer of the batch's word-shuffled twin (``batch.twin``), or None

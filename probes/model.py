@@ -1,36 +1,21 @@
-"""Loading an encoder with eager attention, and capturing per-layer attention and context vectors.
+"""Loading an encoder (or a decoder-only model), and reading its per-layer attention and context vectors.
 
 Shapes: B batch, T subword positions, L layers, H heads, d head size (hidden / H).
 
-transformers 5.x returns no attentions under SDPA (silently), so every model is loaded with
-``attn_implementation="eager"``. Two ways to read the maps (``Encoder.capture``, CAPTURE_MODES):
-
-    hooks    (where the family allows; BERT, RoBERTa, ELECTRA, DeBERTa v1/v2) a forward hook on each
-             self-attention module reads that layer's probabilities [B,H,T,T] (and per-head context,
-             softmax(QKᵀ/√d)·V before W_O) as the layer runs and hands them on; the model runs with
-             output_attentions=False and never holds more than the layer being computed. BERT-like
-             eager attention returns its probabilities anyway (computed in one buffer that every layer
-             reuses, probes.eager); DeBERTa's DisentangledSelfAttention
-             only when its own ``output_attentions`` argument is true, which a pre-hook sets for it alone.
-             The pass ends at the last layer's hook: that layer's W_O and feed-forward block, whose
-             output no map depends on, are never computed (1/L of the pass's feed-forward work saved).
-             On the CPU, the linear layers', GELUs' and attention's large outputs go to buffers reused
-             within the pass (probes.reuse, probes.eager), bit for bit the same values.
-    outputs  the model returns all L maps (output_attentions=True), fed to the callback afterwards:
-             the fallback for families whose modules do not return their maps, and the explicit
-             all-layers mode (``Encoder.forward``) for callers that need every layer at once.
-
-``load_encoder`` picks hooks when the model's family is in the family table (probes.families: which modules,
-which pre-hook) and they give exactly the maps the outputs give, else outputs (a model of no family: with a
-one-line warning). Every forward pass checks that each layer's attention was captured exactly once.
+The maps are read by a capture backend (probes.capture, ``Encoder.capture``): "hooks" (the default for encoders:
+forward hooks on the eager self-attention modules, one layer held at a time), "outputs" (transformers' own
+output_attentions, every layer at once: the reference, and the fallback for a model of no family) or "sdpa-qk" (the
+model runs SDPA and the maps are computed from its queries and keys: the default for decoders). The model is loaded
+with the attention implementation its backend needs. transformers 5.x returns no attentions under SDPA (silently),
+so the eager backends load eager attention. Every forward pass checks that each layer's attention was captured
+exactly once.
 
 Decoder-only models of the decoder families of the table (``Family.causal``: GPT-2, GPT-NeoX, Llama, Qwen2, Mistral)
-load with their language-model head and SDPA attention: each layer's maps are computed from its own queries and
-keys as SDPA runs (probes.causal.capture) and handed on layer by layer, as capture "hooks" does; for a callback
-that reads entries only (``layerwise(full=False)``), as AttentionEntries from SDPA's logsumexp instead.
+load with their language-model head; for a callback that reads entries only (``layerwise(full=False)``) capture
+"sdpa-qk" hands on AttentionEntries from SDPA's logsumexp instead of maps.
 
 ``layerwise`` and ``forward`` take ``weights``: "attention" (the probabilities) or "norm", the norm-based
-map of Kobayashi et al. 2020 (probes.norms: forward hooks on the value projections read each layer's values
+map of Kobayashi et al. 2020 (probes.capture.norms: forward hooks on the value projections read each layer's values
 as it runs; the map handed on in place of the probabilities is α_ij‖f_h(x_j)‖, rows renormalised to sum to 1).
 
 A model that cannot be right is refused (InputError) before anything is scored: what a checkpoint
@@ -39,10 +24,9 @@ config, tokenizer ids that fit the embedding table, attention that is finite and
 """
 from __future__ import annotations
 
-import inspect
 import pickle
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -50,27 +34,21 @@ import torch
 from safetensors import SafetensorError
 from tokenizers.pre_tokenizers import ByteLevel
 
-from probes.causal.capture import causal_capture
+from probes.capture import backend_named
+from probes.capture.backend import CaptureBackend, LayerCallback
+from probes.capture.norms import FactorCache, NormWeights, factor_cache
 from probes.causal.families import copying_scores, kv_heads
 from probes.checkpoint import (check_tokenizer_files, check_vocabulary, check_weight_files, resolve_source,
                                tokenizer_files, unreadable_tokenizer)
 from probes.choices import COPYING_NORMS, COPYING_VOCABULARIES, check_weights
 from probes.defaults import default_model
-from probes.eager import reused_attention_memory
 from probes.errors import InputError
 from probes.families import Family, decoder_families, family_of, model_family, warn_unknown
 from probes.gguf_file import GgufFile, is_gguf, read_gguf
-from probes.hooks import HookSet
-from probes.norms import NormWeights
-from probes.reuse import reused_output_memory
 
 # What reading a bad checkpoint raises inside transformers, torch.load and safetensors.
 _LOAD_ERRORS = (OSError, ValueError, KeyError, ImportError, RuntimeError, EOFError, pickle.UnpicklingError,
                 SafetensorError)
-CAPTURE_MODES = ("hooks", "outputs")
-# on_layer(layer, attention [B,H,T,T] (or a causal model's AttentionEntries, layerwise full=False), context
-# [B,H,T,d] or None): called for layers 0..L-1 in order
-LayerCallback = Callable[[int, torch.Tensor, "torch.Tensor | None"], None]
 
 
 @dataclass
@@ -93,104 +71,81 @@ class Encoder:
     head_dim: int
     max_length: int  # most subword positions (special tokens included) the model accepts
     device: torch.device
-    capture: str = "hooks"  # how layerwise() reads the maps (CAPTURE_MODES); load_encoder checks the family
+    capture: str = "hooks"  # the backend that reads the maps (probes.capture.CAPTURES); load_encoder checks it
     attention_modules: list[torch.nn.Module] = field(default_factory=list, repr=False)  # per layer, in order
     family: Family | None = None  # its entry in the family table (probes.families); None: all-maps mode only
     windows: list[int | None] = field(default_factory=list, repr=False)  # a causal model's sliding window per layer
     gguf: GgufFile | None = None  # the GGUF file it was loaded from (its header's quantisation), else None
     # copying_scores(vocabulary, norms) -> [L,H], each computed once
     _copying: dict[tuple[str, str], torch.Tensor] = field(default_factory=dict, init=False, repr=False)
+    _factors: FactorCache = field(default_factory=factor_cache, init=False, repr=False)  # norm weights' (probes.capture.norms)
 
     @torch.inference_mode()
     def layerwise(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
                   vectors: bool = False, token_type_ids: torch.Tensor | None = None,
-                  weights: str = "attention", full: bool = True) -> None:
+                  weights: str = "attention", full: bool = True, capture: str | None = None) -> None:
         """Run the model once, calling ``on_layer(layer, attention, context)`` for layers 0..L-1 in order with
-        that layer's [B,H,T,T] probabilities and [B,H,T,d] per-head context (None unless `vectors`). With
-        capture "hooks" each call happens while the model runs, and the layer's maps are dropped after it;
-        the pass stops once the last layer's are handed on (its output projection, its feed-forward block and
-        the model's output are never computed: nothing read comes from them).
+        that layer's [B,H,T,T] probabilities and [B,H,T,d] per-head context (None unless `vectors`), read by the
+        encoder's capture backend (probes.capture; `capture` names another of the same attention implementation).
+        With "hooks" and "sdpa-qk" each call happens while the model runs, the layer's maps dropped after it, and
+        the pass stops once the last layer's are handed on (nothing after it feeds a map).
         token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero).
-        weights: "attention", or "norm" to hand on the norm-based map instead (probes.norms; rows sum to 1).
-        A causal model (its family's ``causal``) runs SDPA, its maps computed from each layer's queries and keys
-        (probes.causal.capture); full=False (the callback reads entries only, probes.maps.LayerMaps.entries): a
-        layer where SDPA runs its CPU flash kernel is handed on as AttentionEntries, not as its map."""
-        if self.causal:
-            self._causal_pass(input_ids, attention_mask, on_layer, vectors=vectors, weights=weights, full=full)
-            return
-        if self.capture == "outputs":
-            captured = self.forward(input_ids, attention_mask, vectors=vectors, token_type_ids=token_type_ids,
-                                    weights=weights)
-            for layer, attention in enumerate(captured.attentions):
-                on_layer(layer, attention, None if captured.context is None else captured.context[layer])
-            return
-        seen: list[int] = []
-
-        def read(layer: int):
-            def hook(module, args, kwargs, output):
-                attention = output[1] if isinstance(output, tuple) and len(output) > 1 else None
-                if attention is None or attention.dim() != 4 or layer != len(seen):
-                    raise InputError(f"model {self.name!r}: layer {layer}'s attention was not captured once, in "
-                                     f"order (layers seen: {seen}); its attention cannot be captured")
-                seen.append(layer)
-                on_layer(layer, attention if norms is None else norms.weigh(layer, attention),
-                         self._heads_of(output[0]) if vectors else None)
-                if layer == self.layers - 1:
-                    raise _LastMapsRead  # the rest of the pass (the last layer's W_O and feed-forward) feeds nothing
-            return hook
-
+        weights: "attention", or "norm" to hand on the norm-based map instead (probes.capture.norms; rows sum to 1).
+        full=False (the callback reads entries only, probes.maps.LayerMaps.entries): a causal model's layer where
+        SDPA runs its CPU flash kernel is handed on as AttentionEntries, not as its map (capture "sdpa-qk")."""
         norms = self._norm_weights(weights)
-        with HookSet() as hooks:
-            for layer, m in enumerate(self.attention_modules):
-                hooks.forward(m, read(layer), with_kwargs=True)
-                if self.family is not None and self.family.asks_for_attention:
-                    hooks.pre(m, _ask_for_attention, with_kwargs=True)
-            try:
-                pooled = reused_output_memory(self.model) if self.device.type == "cpu" else nullcontext()
-                with norms or nullcontext(), pooled as pool, reused_attention_memory(pool):
-                    self._run(input_ids, attention_mask, token_type_ids, output_attentions=False)
-            except _LastMapsRead:
-                pass
-        if len(seen) != self.layers:
-            raise InputError(f"model {self.name!r}: captured attention for {len(seen)} of {self.layers} layers; "
-                             "its attention cannot be captured")
+        inputs = {"input_ids": input_ids.to(self.device), "attention_mask": attention_mask.to(self.device)}
+        if token_type_ids is not None:
+            inputs["token_type_ids"] = token_type_ids.to(self.device)
+        hand_on = on_layer if norms is None else lambda layer, a, c: on_layer(layer, norms.weigh(layer, a), c)
+        with norms or nullcontext():
+            self._backend(capture).run(self, inputs, hand_on, vectors=vectors, full=full)
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, vectors: bool = False,
-                token_type_ids: torch.Tensor | None = None, weights: str = "attention") -> Capture:
-        """Run the model once asking for every layer's maps (capture "outputs"); return the L attention maps
-        (and L per-head context tensors if asked). Memory grows with L: prefer ``layerwise``.
+                token_type_ids: torch.Tensor | None = None, weights: str = "attention",
+                capture: str | None = None) -> Capture:
+        """Run the model once and return every layer's maps (and per-head context tensors if asked) at once, read
+        with capture "outputs" (transformers' own output_attentions) where the model runs eager attention, else with
+        its own backend; `capture` names another. Memory grows with L: prefer ``layerwise``.
         token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero).
-        weights: "attention", or "norm" for the L norm-based maps instead (probes.norms; rows sum to 1)."""
-        if self.causal:
-            kept: list[tuple[torch.Tensor, torch.Tensor | None]] = []
-            self._causal_pass(input_ids, attention_mask, lambda _, a, c: kept.append((a, c)), vectors=vectors,
-                              weights=weights)
-            return Capture(attentions=tuple(a for a, _ in kept),
-                           context=tuple(c for _, c in kept) if vectors else None)
-        norms = self._norm_weights(weights)
-        stash: list[torch.Tensor] = []
+        weights: "attention", or "norm" for the L norm-based maps instead (probes.capture.norms; rows sum to 1)."""
+        kept: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+        own = "outputs" if self._backend(None).implementation == "eager" else self.capture
+        self.layerwise(input_ids, attention_mask, lambda _, a, c: kept.append((a, c)), vectors=vectors,
+                       token_type_ids=token_type_ids, weights=weights, capture=capture or own)
+        return Capture(attentions=tuple(a for a, _ in kept), context=tuple(c for _, c in kept) if vectors else None)
 
-        def keep(_module, _inputs, output):
-            stash.append(output[0])  # [B,T,H*d], before the output projection
+    @property
+    def backend(self) -> CaptureBackend:
+        """The capture backend that reads this encoder's maps (probes.capture)."""
+        return backend_named(self.capture)
 
-        with HookSet() as hooks:
-            for m in self.attention_modules if vectors else ():
-                hooks.forward(m, keep)
-            with norms or nullcontext():
-                out = self._run(input_ids, attention_mask, token_type_ids, output_attentions=True)
-                attentions = tuple(out.attentions or ())
-                if len(attentions) != self.layers or any(a is None or a.dim() != 4 for a in attentions):
-                    raise InputError(f"model {self.name!r} returned attention for {len(attentions)} of {self.layers} "
-                                     "layers; its attention cannot be captured")
-                if norms is not None:
-                    attentions = tuple(norms.weigh(layer, a) for layer, a in enumerate(attentions))
-        context = None
-        if vectors:
-            if len(stash) != self.layers:
-                raise InputError(f"model {self.name!r}: captured context vectors for {len(stash)} of {self.layers} layers")
-            context = tuple(self._heads_of(c) for c in stash)
-        return Capture(attentions=attentions, context=context)
+    def with_capture(self, capture: str | None) -> "Encoder":
+        """This encoder (the same model) read with capture `capture` (None: as it is); InputError where the model's
+        attention implementation does not allow it (sdpa-qk needs a model loaded for it, hooks and outputs one loaded
+        with eager attention)."""
+        if capture is None or capture == self.capture:
+            return self
+        self._backend(capture)
+        return replace(self, capture=capture)
+
+    @property
+    def asks_for_attention(self) -> bool:
+        """Whether its attention modules return their maps only when asked (the family's entry: DeBERTa)."""
+        return self.family is not None and self.family.asks_for_attention
+
+    def _backend(self, capture: str | None) -> CaptureBackend:
+        """The backend named `capture` (None: the encoder's own), refused (InputError) where this model's attention
+        implementation does not fit it."""
+        backend = backend_named(capture or self.capture)
+        implementation = self.model.config._attn_implementation
+        refusal = backend.refusal(self.model) if backend.implementation == implementation else (
+            f"capture {backend.name!r} reads a model loaded with {backend.implementation} attention, and this one runs "
+            f"{implementation}; load it with capture={backend.name!r}")
+        if refusal is not None:
+            raise InputError(f"model {self.name!r}: {refusal}")
+        return backend
 
     @torch.inference_mode()
     def copying_scores(self, vocabulary: str = "no-special", norms: str = "ignore") -> torch.Tensor | None:
@@ -227,34 +182,15 @@ class Encoder:
         """Whether the model is decoder-only (its family's entry says so; probes.families.Family.causal)."""
         return self.family is not None and self.family.causal
 
-    def _causal_pass(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer: LayerCallback, *,
-                     vectors: bool, weights: str, full: bool = True) -> None:
-        """One pass of a causal model's body (no unembedding), each layer's maps handed on as it runs."""
-        check_weights(weights)
-        if weights != "attention":
-            raise InputError(f"model {self.name!r} is a decoder-only model: weights {weights!r} is read from encoders "
-                             "only; use weights \"attention\"")
-        with causal_capture(self.attention_modules, self.windows, attention_mask, on_layer, vectors=vectors,
-                            full=full, name=self.name):
-            self.model.base_model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
-
-    def _run(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None, *,
-             output_attentions: bool):
-        types = {} if token_type_ids is None else {"token_type_ids": token_type_ids.to(self.device)}
-        return self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device),
-                          output_attentions=output_attentions, **types)
-
     def _norm_weights(self, weights: str) -> NormWeights | None:
         """The value-norm capture for weights "norm" (refused where the family's layout is unknown), else None."""
         check_weights(weights)
         if weights != "norm":
             return None
-        return NormWeights(self.model, self.attention_modules, self.heads, self.head_dim, self.name)
-
-    def _heads_of(self, context: torch.Tensor) -> torch.Tensor:
-        """[B,T,H*d] context of a self-attention module → [B,H,T,d]."""
-        b, t, _ = context.shape
-        return context.view(b, t, self.heads, self.head_dim).transpose(1, 2)
+        if self.causal:
+            raise InputError(f"model {self.name!r} is a decoder-only model: weights {weights!r} is read from encoders "
+                             "only; use weights \"attention\"")
+        return NormWeights(self.model, self.attention_modules, self.heads, self.head_dim, self.name, self._factors)
 
     @torch.inference_mode()
     def bare_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -263,26 +199,12 @@ class Encoder:
         return self.model.base_model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device)).last_hidden_state
 
 
-class _LastMapsRead(Exception):
-    """Raised by the last layer's capture hook once its maps are handed on, to end the pass there (layerwise)."""
-
-
-def _ask_for_attention(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """Forward pre-hook: this module alone returns its attention probabilities (output_attentions=True), given
-    positionally by its caller or by keyword."""
-    names = list(inspect.signature(module.forward).parameters)
-    position = names.index("output_attentions") if "output_attentions" in names else len(args)
-    if position < len(args):
-        args = (*args[:position], True, *args[position + 1:])
-    else:
-        kwargs = {**kwargs, "output_attentions": True}
-    return args, kwargs
-
-
 def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: int | None = None,
-                 gguf_file: str | None = None) -> Encoder:
-    """Load a local checkpoint directory, a GGUF file or a hub name as an encoder with eager attention; without a
-    name, the packaged MiniLM (probes.defaults.default_model(), as ``run()`` uses).
+                 capture: str | None = None, gguf_file: str | None = None) -> Encoder:
+    """Load a local checkpoint directory, a GGUF file or a hub name as an encoder whose maps capture backend
+    `capture` reads (probes.capture: "hooks", "outputs" or "sdpa-qk"; None: hooks for an encoder, sdpa-qk for a
+    decoder), with the attention implementation that backend needs (eager, or SDPA for sdpa-qk); without a name,
+    the packaged MiniLM (probes.defaults.default_model(), as ``run()`` uses).
 
     A GGUF file (`name` the file, or `name` its folder and `gguf_file` its name in it; probes.gguf_file) is loaded
     by transformers (``from_pretrained(folder, gguf_file=name)``: config, tokenizer and weights from the one file,
@@ -300,9 +222,9 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
 
     The model's family (probes.families) is found once, from its config's model_type. A decoder-only family's
     model (``Family.causal``: GPT-2, GPT-NeoX, Llama, Qwen2, Mistral) is loaded with its language-model head (the
-    causal detectors read its unembedding) and SDPA attention; its maps are computed from each layer's queries
-    and keys (probes.causal.capture). Any other with eager attention. The tokenizer gets its family's quirks
-    (``_fit_tokenizer``).
+    causal detectors read its unembedding). With capture "hooks" (the default for encoders), an encoder of no family
+    or one whose hooks do not give exactly the maps of "outputs" is read with "outputs". The tokenizer gets its
+    family's quirks (``_fit_tokenizer``).
     """
     import transformers
 
@@ -317,9 +239,16 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
             check_weight_files(folder)
         causal = family is not None and family.causal
         auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
+        capture = capture or ("sdpa-qk" if causal else "hooks")
         path, files = pretrained_files(source, gguf)
-        model, loading = auto.from_pretrained(path, attn_implementation="sdpa" if causal else "eager",
-                                              output_loading_info=True, ignore_mismatched_sizes=True, **files)
+        try:
+            model, loading = auto.from_pretrained(path, attn_implementation=backend_named(capture).implementation,
+                                                  output_loading_info=True, ignore_mismatched_sizes=True, **files)
+        except _LOAD_ERRORS as e:
+            if capture == "sdpa-qk" and "scaled_dot_product_attention" in str(e):
+                raise InputError(f"model {name!r}: its attention does not run through SDPA, whose queries and keys "
+                                 "capture \"sdpa-qk\" reads; use capture \"hooks\" or \"outputs\"") from None
+            raise
     _check_weights_fit(loading, where)
     dev = to_device(model, device)
     config = model.config
@@ -337,7 +266,7 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
         or config.hidden_size // heads
     attention = family.blocks(model.base_model) if causal else self_attention_modules(model)
     encoder = Encoder(name=name, model=model, tokenizer=tokenizer, layers=layers, heads=heads, head_dim=head_dim,
-                      max_length=length_limit(config, tokenizer, max_length), device=dev,
+                      max_length=length_limit(config, tokenizer, max_length), device=dev, capture=capture,
                       attention_modules=attention, family=family,
                       windows=[family.window(m, config) for m in attention] if causal else [], gguf=gguf)
     if family is None:
@@ -516,8 +445,9 @@ def _check_capture(encoder: Encoder) -> None:
     """One forward pass on two words: every layer's attention comes back, finite, and looks both ways."""
     enc = encoder.tokenizer([["probe", "heads"]], is_split_into_words=True, return_tensors="pt")
     kind = f"model {encoder.name!r} ({type(encoder.model).__name__})"
+    vectors = not encoder.causal or encoder.capture == "sdpa-qk"  # a decoder's only beside SDPA
     try:
-        capture = encoder.forward(enc["input_ids"], enc["attention_mask"], vectors=True)
+        capture = encoder.forward(enc["input_ids"], enc["attention_mask"], vectors=vectors)
     except InputError:
         raise
     except Exception as e:  # an architecture that will not run here is a bad model argument
@@ -526,21 +456,21 @@ def _check_capture(encoder: Encoder) -> None:
     if not torch.isfinite(maps).all():
         raise InputError(f"{kind} gives attention that is not finite (NaN or inf): its weights are corrupt")
     if encoder.causal:
-        return  # capture "hooks" (probes.causal.capture); causal by construction
+        return  # causal by construction
     if not torch.triu(maps, diagonal=1).any():
         raise InputError(f"{kind} attends only to earlier tokens (a decoder's causal attention) and its family "
                          f"{encoder.model.config.model_type!r} is not one probes reads decoders of "
                          f"({', '.join(decoder_families())})")
-    encoder.capture = "hooks" if encoder.family is not None and _hooks_match(encoder, enc, capture) else "outputs"
+    if encoder.capture == "hooks" and (encoder.family is None or not _hooks_match(encoder, enc, capture)):
+        encoder.capture = "outputs"
 
 
 def _hooks_match(encoder: Encoder, enc, reference: Capture) -> bool:
     """Whether capture "hooks" gives, layer by layer, exactly the maps and context of capture "outputs"."""
     hooked: list[tuple[torch.Tensor, torch.Tensor]] = []
-    encoder.capture = "hooks"
     try:
         encoder.layerwise(enc["input_ids"], enc["attention_mask"], lambda _, a, c: hooked.append((a.clone(), c.clone())),
-                          vectors=True)
+                          vectors=True, capture="hooks")
     except InputError:
         return False
     return all(torch.equal(a, ref_a) and torch.equal(c, ref_c)

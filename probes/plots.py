@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from probes.collector import collection_paused
 from probes.results import Reported, best_head
 from probes.wording import fixed
 
@@ -347,21 +346,19 @@ LINE_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
 
 
 def pyplot():
-    """matplotlib.pyplot on the Agg backend (no display needed), imported with the collector paused."""
-    with collection_paused():
-        import matplotlib
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
     return plt
 
 
 def png_bytes(fig, text: dict[str, str] | None = None) -> bytes:
-    """The figure drawn as PNG, with the collector paused; `text`: tEXt chunks ({key: value}, e.g. ``shown_in``)."""
+    """The figure drawn as PNG; `text`: tEXt chunks ({key: value}, e.g. ``shown_in``)."""
     buffer = io.BytesIO()
-    with collection_paused():
-        fig.savefig(buffer, format="png", metadata=text)
+    fig.savefig(buffer, format="png", metadata=text)
     return buffer.getvalue()
 
 

@@ -50,7 +50,7 @@ class Probe(Presentation, ABC):
     needs_fit: ClassVar[bool] = False  # whether scoring needs a fit phase first: fit_update() on a fit corpus
     # whether update reads the maps only through LayerMaps.entries (a few entries of each map, never the whole map,
     # the word-level views or the context): a run of such probes alone lets a causal model's capture compute just
-    # those entries (probes.causal.capture)
+    # those entries (probes.capture.sdpa_qk)
     reads_entries: ClassVar[bool] = False
     corpus_format: ClassVar[str] = "conllu"  # reader used when the user names no --format
     options: ClassVar[tuple[Option, ...]] = ()

@@ -11,7 +11,6 @@ its activations and ONE layer's maps ([B,H,T,T]). Batches are length-sorted and 
 shape, the longest sentence (of a one-chunk corpus; else the model's limit) and the device's total
 memory, probes.batching.default_max_tokens: the same on every run). On CUDA a batch that runs out
 of memory is split in two and retried, the probes' state restored to before it (said once on stderr).
-Importing this module fixes glibc's mmap threshold (probes.allocator), so that freed maps leave the process.
 """
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from typing import Any, Iterable
 
 import torch
 
-from probes.allocator import return_large_blocks
 from probes.batching import Batch, default_max_tokens, length_sorted_batches, total_memory
 from probes.chunks import Chunk, Pass, RunCorpus, with_counts
 from probes.corpus import CorpusStream, guess_format
@@ -42,8 +40,6 @@ from probes.registry import get_probe, load_code
 from probes.results import ProbeResult, RunInfo, skip_summary
 from probes.settings import RunSettings, settings_from
 from probes.state_files import save_states
-
-return_large_blocks()  # each layer's maps and temporaries go back to the system when freed (probes.allocator)
 
 
 def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Path | Iterable[str | Path] | None = None,
@@ -97,7 +93,9 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                                      **reader_options)
 
     if encoder is None:
-        encoder = load_encoder(model or default_model(), device=settings.device, max_length=settings.max_length)
+        encoder = load_encoder(model or default_model(), device=settings.device, max_length=settings.max_length,
+                               capture=settings.capture)
+    encoder = encoder.with_capture(settings.capture)
     active: list[Probe] = [cls(encoder.layers, encoder.heads, replicates=settings.replicates,
                                bootstrap_seed=settings.bootstrap_seed,
                                **_own(cls, options)) for cls in classes]
@@ -106,7 +104,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     data.start(active, encoder, tokenize)
     feed = Feed(encoder, pool, settings.weights)
     if max_tokens is None:
-        layers_held = 1 if encoder.capture == "hooks" else encoder.layers
+        layers_held = encoder.layers if encoder.backend.all_layers else 1
         max_tokens = feed.rows(active) * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim,
                                                          data.longest(encoder.max_length),
                                                          total_memory(encoder.device), layers_held)
@@ -170,7 +168,7 @@ class Feed:
     A batch and its word-shuffled twin run in one forward pass (rows concatenated, split per layer), so
     each layer of the twin arrives with the same layer of the batch. One Feed serves a whole run (fit and
     scoring), so that an out-of-memory split is said once. weights: what the LayerMaps' attention holds
-    (probes.norms.WEIGHT_KINDS: the probabilities, or the norm-based maps).
+    (probes.capture.norms.WEIGHT_KINDS: the probabilities, or the norm-based maps).
     """
 
     # torch raises OutOfMemoryError on accelerators only (a CPU allocation that fails is a RuntimeError, and the

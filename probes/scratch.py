@@ -1,9 +1,9 @@
 """Buffers reused from layer to layer for the layer-sized tensors of a run (hundreds of MB for long inputs).
 
-A fresh allocation that large is a fresh mapping (probes.allocator) whose pages the system faults in and
-zeroes every time, which costs more than the pass that fills it. ``scratch_from`` keeps one buffer per
+A fresh allocation that large is a fresh mapping whose pages the system faults in and zeroes every time, which
+can cost more than the pass that fills it. ``scratch_from`` keeps one buffer per
 (name, dtype, device) in a dict whose owner sets its lifetime: a batch (``probes.batching.Batch.scratch``), a
-layer (``probes.maps.LayerMaps.scratch``), a forward pass (``probes.eager``). What a caller writes holds only
+layer (``probes.maps.LayerMaps.scratch``). What a caller writes holds only
 until the next call with that name, so no caller may keep it.
 """
 from __future__ import annotations

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from probes.argtypes import WHOLE, Shard, as_shard, check_output_folder, input_path, parse_heads, parse_shard
-from probes.choices import (DEFAULT_MIN_COUNT, DEFAULT_REPLICATES, DEFAULT_SEED, DEFAULT_SENTENCES, INVALID_TREES,
+from probes.choices import (CAPTURES, DEFAULT_MIN_COUNT, DEFAULT_REPLICATES, DEFAULT_SEED, DEFAULT_SENTENCES, INVALID_TREES,
                             POOLING_RULES, TOKENIZE_CHOICES, WEIGHT_KINDS, check_bootstrap, check_invalid_trees,
                             check_tokenize, check_weights, parse_rule)
 from probes.errors import InputError
@@ -99,6 +99,11 @@ class RunSettings:
         "capture", "attention", "what every probe reads: the attention probabilities (default) or norm, the "
         "norm-based maps of Kobayashi et al. 2020 (α·‖f(x)‖, each row renormalised to sum to 1)", study=(str,),
         recorded="always", choices=WEIGHT_KINDS)
+    capture: str | None = setting(
+        "capture", None, "how the maps are read (probes.capture): hooks (default for encoders: hooks on the eager "
+        "attention modules, one layer held at a time), outputs (transformers' output_attentions, every layer at once: "
+        "the reference), sdpa-qk (the model runs SDPA; the maps are computed from its queries and keys; default for "
+        "decoders)", study=(str,), recorded="given", choices=CAPTURES)
     allow_unknown: bool = setting(
         "reading", False, "score a corpus even where more than half of its words tokenize only to the unknown token "
         "(default: refused, the model cannot read it)", study=(bool,), recorded="given", action="store_true")
@@ -163,6 +168,8 @@ class RunSettings:
         check_invalid_trees(self.invalid_trees)
         check_tokenize(self.tokenize)
         check_weights(self.weights)
+        if self.capture is not None and self.capture not in CAPTURES:
+            raise InputError(f"unknown capture {self.capture!r}; choose one of {', '.join(CAPTURES)}")
         check_bootstrap(self.replicates, self.bootstrap_seed)
         if self.state is not None:
             check_output_folder(self.state)

@@ -33,7 +33,7 @@ def rows_alone(monkeypatch) -> dict:
     @torch.inference_mode()
     def alone(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, on_layer, *, vectors: bool = False,
               token_type_ids: torch.Tensor | None = None, weights: str = "attention", full: bool = True) -> None:
-        # full=False allows entries (probes.causal.capture.AttentionEntries); whole maps always serve as well
+        # full=False allows entries (probes.capture.sdpa_qk.AttentionEntries); whole maps always serve as well
         lengths = attention_mask.sum(1).tolist()  # [rows] real positions, padded on the right
         assert all(attention_mask[r, :n].all() and not attention_mask[r, n:].any() for r, n in enumerate(lengths))
         per_row = []  # per row: L × (attention [1,H,n,n], context [1,H,n,d] or None)

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import probes
-from probes.ablation.masking import HeadMasker
+from probes.capture.masking import HeadMasker
 from probes.model import self_attention_modules
 
 FAMILIES = [pytest.param("bert", marks=pytest.mark.bert), pytest.param("roberta", marks=pytest.mark.roberta),

@@ -7,7 +7,7 @@ import pytest
 
 import probes
 from probes.ablation import ablate
-from probes.ablation.masking import HeadMasker
+from probes.capture.masking import HeadMasker
 from probes.ablation.masks import build_masks, keep_mask, mask_tensor, parse_layers
 from probes.cli import main
 from probes.defaults import bundled_corpus

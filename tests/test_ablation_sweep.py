@@ -14,7 +14,7 @@ import probes
 from probes.ablation import ablate, load_classifier
 from probes.ablation.classifier import ClassifierTarget, confusion_scores
 from probes.ablation.labelled import SENT_ID_PREFIX, read_labelled
-from probes.ablation.masking import HeadMasker
+from probes.capture.masking import HeadMasker
 from probes.ablation.masks import build_masks, halves, mask_tensor, parse_mask, random_heads
 from probes.ablation.sharing import SharedPrefix
 from probes.defaults import bundled_corpus

@@ -1,4 +1,4 @@
-"""Causal models: maps computed from each layer's queries and keys (probes.causal.capture) against eager attention."""
+"""Causal models: maps computed from each layer's queries and keys (probes.capture.sdpa_qk) against eager attention."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from causal_models import ADDS_BOS, CONFIGS, make_checkpoint
-from probes.causal.capture import (AttentionEntries, allowed_keys, causal_capture, causal_probabilities,
+from probes.capture.sdpa_qk import (AttentionEntries, allowed_keys, capturing, causal_probabilities,
                                    per_head_context)
 from probes.errors import InputError
 from probes.families import family_of
@@ -33,7 +33,7 @@ def test_maps_from_queries_and_keys_equal_eager_maps(family, checkpoints):
 
     encoder = load_encoder(str(checkpoints[family]))
     assert encoder.causal and encoder.family is family_of(family) and encoder.family.name == family
-    assert encoder.capture == "hooks"
+    assert encoder.capture == "sdpa-qk"
     ids, mask = _inputs(encoder)
     assert (ids[:, 0] == 1).all() == (family in ADDS_BOS)  # <s> where the family's tokenizer adds it
     captured = encoder.forward(ids, mask, vectors=True)
@@ -65,7 +65,7 @@ def test_the_model_outputs_are_unchanged_by_the_capture(family, checkpoints):
     ids, mask = _inputs(encoder)
     plain = encoder.bare_forward(ids, mask)
     layers: list[int] = []
-    with torch.inference_mode(), causal_capture(encoder.attention_modules, encoder.windows, mask,
+    with torch.inference_mode(), capturing(encoder, mask,
                                                 lambda layer, a, c: layers.append(layer), stop=False):
         hooked = encoder.model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
     assert layers == [0, 1] and torch.equal(hooked, plain)  # the same batch, the same SDPA calls
@@ -84,7 +84,7 @@ def test_entries_equal_the_full_maps_and_the_outputs_are_unchanged(family, check
         full = encoder.forward(ids[rows], mask[rows]).attentions  # L × [B,H,T,T]
         plain = encoder.bare_forward(ids[rows], mask[rows])
         entries: list[AttentionEntries] = []
-        with torch.inference_mode(), causal_capture(encoder.attention_modules, encoder.windows, mask[rows],
+        with torch.inference_mode(), capturing(encoder, mask[rows],
                                                     lambda layer, a, c: entries.append(a), stop=False, full=False):
             hooked = encoder.model.base_model(input_ids=ids[rows], attention_mask=mask[rows]).last_hidden_state
         assert torch.equal(hooked, plain)
@@ -109,7 +109,7 @@ def test_entries_fall_back_to_full_maps_where_sdpa_runs_another_kernel(checkpoin
     with sdpa_kernel([SDPBackend.MATH]):
         plain = encoder.bare_forward(ids, mask)
         handed: list = []
-        with torch.inference_mode(), causal_capture(encoder.attention_modules, encoder.windows, mask,
+        with torch.inference_mode(), capturing(encoder, mask,
                                                     lambda layer, a, c: handed.append(a), stop=False, full=False):
             hooked = encoder.model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
     assert torch.equal(hooked, plain)

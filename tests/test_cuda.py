@@ -18,7 +18,7 @@ import torch
 import probes
 from causal_models import CONFIGS, make_checkpoint
 from probe_corpora import CORPORA, probe_run_arguments
-from probes.ablation.masking import HeadMasker
+from probes.capture.masking import HeadMasker
 from probes.causal.detect import detect
 
 DEVICE = os.environ.get("PROBES_TEST_DEVICE") or ("cuda" if torch.cuda.is_available() else None)

@@ -60,7 +60,7 @@ def test_the_entries_give_the_scores_the_full_maps_give(scored, monkeypatch):
     """Alone the detectors read each layer's entries only (AttentionEntries from SDPA's logsumexp); beside a probe
     that reads the whole map (entropy) they read the same entries out of the full maps: the same scores, within
     float32 rounding, and the same counts."""
-    from probes.causal.capture import AttentionEntries
+    from probes.capture.sdpa_qk import AttentionEntries
 
     trained, _ = scored
     computed = []

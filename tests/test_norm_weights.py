@@ -2,7 +2,7 @@
 
 On a tiny random model of each of the five families, the maps a run's probes receive (LayerMaps.attention,
 read by a spy on the mass analysis's update) are recomputed by hand from the module's parameters, in float64,
-independently of probes.norms: each layer's input X recorded by a pre-hook on a separate, uncaptured run,
+independently of probes.capture.norms: each layer's input X recorded by a pre-hook on a separate, uncaptured run,
 α from that run's outputs, v = X W_V + b_V per head (DeBERTa v1: the value third of each head's slice of the
 fused in_proj plus v_bias), W_O^h = rows h·d..(h+1)·d of the output dense layer's weight transposed, and
 the map α_ij ‖v_j^h W_O^h‖ with rows renormalised to sum to 1. Then: the results record the weights kind,
@@ -26,7 +26,7 @@ from probes.builtin.analyses.mass import MassAnalysis
 from probes.cli import main
 from probes.errors import InputError
 from probes.model import load_encoder
-from probes.norms import head_factors, value_norms
+from probes.capture.norms import factor_cache, head_factors, value_norms
 
 pytestmark = pytest.mark.integration
 FAMILIES = ["bert", "roberta", "electra", "deberta-v2", "deberta"]
@@ -104,7 +104,7 @@ def test_the_maps_probes_read_are_the_norm_based_maps_recomputed_by_hand(family,
 
 
 def test_the_factorised_norm_is_the_norm_of_v_times_the_head_slice():
-    """‖v R_hᵀ‖ (probes.norms) against the explicit ‖v W_O^h‖, on a random output projection."""
+    """‖v R_hᵀ‖ (probes.capture.norms) against the explicit ‖v W_O^h‖, on a random output projection."""
     gen = torch.Generator().manual_seed(3)
     heads, d, hidden = 3, 4, 12
     dense = torch.nn.Linear(heads * d, hidden)
@@ -112,11 +112,13 @@ def test_the_factorised_norm_is_the_norm_of_v_times_the_head_slice():
         dense.weight.copy_(torch.randn(hidden, heads * d, generator=gen))
     v = torch.randn(2, 5, heads, d, generator=gen)  # [B,T,H,d]
     explicit = torch.einsum("bthd,hdD->bhtD", v, dense.weight.T.reshape(heads, d, hidden)).norm(dim=-1)
-    torch.testing.assert_close(value_norms(v, head_factors(dense, heads, d)), explicit, rtol=1e-5, atol=1e-5)
-    assert head_factors(dense, heads, d) is head_factors(dense, heads, d)  # factorised once ...
+    cache = factor_cache()
+    torch.testing.assert_close(value_norms(v, head_factors(dense, heads, d, cache)), explicit, rtol=1e-5, atol=1e-5)
+    assert head_factors(dense, heads, d, cache) is head_factors(dense, heads, d, cache)  # factorised once ...
+    assert head_factors(dense, heads, d, factor_cache()) is not head_factors(dense, heads, d, cache)  # ... per cache
     with torch.no_grad():
         dense.weight.mul_(2)  # ... until the weight changes in place
-    torch.testing.assert_close(value_norms(v, head_factors(dense, heads, d)), 2 * explicit, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(value_norms(v, head_factors(dense, heads, d, cache)), 2 * explicit, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.slow

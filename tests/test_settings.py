@@ -47,7 +47,7 @@ def test_the_study_file_sets_settings_only():
 
 def test_the_results_json_records_settings_only(tiny_model):
     result = probes.run(["dep"], str(tiny_model("bert")), limit=4, replicates=3, progress=False,
-                        shard="0/2", protocol="hechoi2021")["dep"]
+                        shard="0/2", protocol="hechoi2021", capture="hooks")["dep"]
     recorded = set(result.info.settings)
     assert recorded <= set(setting_names())
     assert recorded == {f.name for f in fields(RunSettings) if f.metadata.get("recorded")} - {"fit", "select_on",

@@ -15,7 +15,7 @@
 from probes.exports import lazy_exports
 
 _PUBLIC = {"load_classifier": "probes.ablation.classifier", "head_importance": "probes.ablation.importance",
-           "MODES": "probes.ablation.masking", "HeadMasker": "probes.ablation.masking",
+           "MODES": "probes.capture.masking", "HeadMasker": "probes.capture.masking",
            **dict.fromkeys(("SWEEPS", "Mask", "build_masks", "keep_mask", "mask_tensor", "parse_mask"),
                            "probes.ablation.masks"),
            "PruningResult": "probes.ablation.pruning", "prune": "probes.ablation.pruning",

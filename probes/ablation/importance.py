@@ -15,7 +15,7 @@ gradient, a batch-level approximation). The model is in eval mode (no dropout).
 
 normalize=True (the default, as in the paper, section 4.2) divides each layer's scores by their
 ℓ2 norm over the layer's heads: I_lh / ‖I_l·‖₂, so the scores of different layers compare.
-Setting ξ_h = 0 is the "zero" mask of probes.ablation.masking: importance is the first-order
+Setting ξ_h = 0 is the "zero" mask of probes.capture.masking: importance is the first-order
 estimate of what zeroing a head costs.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from probes.ablation.classifier import ClassifierTarget
-from probes.hooks import HookSet, Hooked
+from probes.capture.hookset import HookSet, Hooked
 
 
 class HeadGates(Hooked):

@@ -16,7 +16,7 @@ from functools import partial
 import torch
 
 from probes.families import model_family
-from probes.hooks import HookSet, Hooked
+from probes.capture.hookset import HookSet, Hooked
 
 
 

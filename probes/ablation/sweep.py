@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from probes.ablation.classifier import ClassifierTarget
-from probes.ablation.masking import MODES, HeadMasker
+from probes.capture.masking import MODES, HeadMasker
 from probes.ablation.masks import build_masks, mask_tensor
 from probes.ablation.probe_target import ProbeTarget
 from probes.ablation.result import AblationResult

@@ -133,12 +133,13 @@ def run_unit(unit: Unit, threads: int | None = None) -> Outcome:
             settings["views"] = 0
         if "view_heads" in settings:
             settings["view_heads"] = [tuple(h) for h in settings["view_heads"]]
-        which = unit.encoder
+        which = (*unit.encoder, settings.get("capture"))
         load_seconds = 0.0
         if which not in _loaded:
             _loaded.clear()
             started = time.perf_counter()
-            _loaded[which] = load_encoder(unit.model.path, device=which[1], max_length=which[2])
+            _loaded[which] = load_encoder(unit.model.path, device=which[1], max_length=which[2],
+                                          capture=settings.get("capture"))
             load_seconds = time.perf_counter() - started
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="probes-unit-") as tmp:

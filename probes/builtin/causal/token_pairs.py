@@ -11,7 +11,7 @@ layer and detector of the run.
 The attention on a set of targets is read at the targets alone (``mass_on``: their N entries per head,
 ``LayerMaps.entries``, scatter-added into the rows, O(N·H)), not by a product with the whole [B,H,T,T] map: on
 random tokens repeated a row has one target or two. The detectors read nothing else of the maps
-(``Probe.reads_entries``), so a causal model's capture computes those entries alone (probes.causal.capture).
+(``Probe.reads_entries``), so a causal model's capture computes those entries alone (probes.capture.sdpa_qk).
 """
 from __future__ import annotations
 

@@ -6,17 +6,33 @@ context (the head masker, the shared prefix, the gates, the norm-based weights).
         hooks.forward(module, read)              # module.register_forward_hook(read)
         hooks.pre(module, ask, with_kwargs=True)  # module.register_forward_pre_hook(ask, with_kwargs=True)
         model(...)
+
+A hook fires only in the thread that added it: two threads that run one model, each inside its own context, see
+only their own hooks' effects.
 """
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
+from functools import wraps
 from typing import Callable
 
 import torch
 
 
+def in_this_thread(hook: Callable) -> Callable:
+    """`hook`, called only in the thread that wraps it; elsewhere it does nothing (returns None: no change)."""
+    owner = threading.get_ident()
+
+    @wraps(hook)
+    def owned(*args, **kwargs):
+        return hook(*args, **kwargs) if threading.get_ident() == owner else None
+    return owned
+
+
 class HookSet:
-    """The hooks one context adds, removed together (last added first) when it ends."""
+    """The hooks one context adds, removed together (last added first) when it ends; each fires only in the thread
+    that added it."""
 
     def __init__(self) -> None:
         self._handles: list = []
@@ -25,11 +41,12 @@ class HookSet:
                 with_kwargs: bool = False) -> None:
         """A forward hook on `module` (``prepend``: before the hooks it has; ``with_kwargs``: it sees the keyword
         arguments, ``hook(module, args, kwargs, output)``)."""
-        self._handles.append(module.register_forward_hook(hook, prepend=prepend, with_kwargs=with_kwargs))
+        self._handles.append(module.register_forward_hook(in_this_thread(hook), prepend=prepend,
+                                                          with_kwargs=with_kwargs))
 
     def pre(self, module: torch.nn.Module, hook: Callable, *, with_kwargs: bool = False) -> None:
         """A forward pre-hook on `module` (``with_kwargs``: it sees and may change the keyword arguments)."""
-        self._handles.append(module.register_forward_pre_hook(hook, with_kwargs=with_kwargs))
+        self._handles.append(module.register_forward_pre_hook(in_this_thread(hook), with_kwargs=with_kwargs))
 
     def remove(self) -> None:
         while self._handles:

@@ -17,8 +17,9 @@ is not kept. Padding columns stay 0 (α is 0 there).
 
 ‖v W_O^h‖ is computed as ‖v R_hᵀ‖, where W_O^hᵀ = Q_h R_h is the QR factorisation of the [D,d] slice
 (Q_h's columns are orthonormal, so the norm is the same): d² instead of d·D multiplications per token and
-head, and no [B,H,T,D] tensor. R is factorised in float64 once per output projection and kept while its
-weight stays the same tensor, unmodified (``head_factors``).
+head, and no [B,H,T,D] tensor. R is factorised in float64 once per output projection and kept, in the cache its
+caller owns (``FactorCache``: an Encoder's, for as long as the model is loaded), while its weight stays the same
+tensor, unmodified (``head_factors``).
 
 Families: the value projection is ``value`` (BERT, RoBERTa, ELECTRA), ``value_proj`` (DeBERTa v2) or the
 value third of each head's slice of the fused ``in_proj`` (per head [q | k | v]) plus ``v_bias`` (DeBERTa
@@ -35,11 +36,15 @@ import torch
 
 from probes.errors import InputError
 from probes.families import Family, model_family
-from probes.hooks import HookSet, Hooked
+from probes.capture.hookset import HookSet, Hooked
 
 # output projection -> (its weight tensor, that tensor's version counter, R [H,d,d]) when factorised
-_FACTORS: "weakref.WeakKeyDictionary[torch.nn.Linear, tuple[torch.Tensor, int, torch.Tensor]]" = \
-    weakref.WeakKeyDictionary()
+FactorCache = "weakref.WeakKeyDictionary[torch.nn.Linear, tuple[torch.Tensor, int, torch.Tensor]]"
+
+
+def factor_cache() -> FactorCache:
+    """An empty cache of factorised output projections, for ``head_factors`` (its owner decides how long it lives)."""
+    return weakref.WeakKeyDictionary()
 
 
 def value_norms(values: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
@@ -53,17 +58,17 @@ def norm_attention(attention: torch.Tensor, norms: torch.Tensor) -> torch.Tensor
     return weighted / weighted.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(weighted.dtype).tiny)
 
 
-def head_factors(output: torch.nn.Linear, heads: int, head_dim: int) -> torch.Tensor:
+def head_factors(output: torch.nn.Linear, heads: int, head_dim: int, cache: FactorCache) -> torch.Tensor:
     """R [H,d,d] with W_O^hᵀ = Q_h R_h, from the output projection (weight [D,H·d], y = x Wᵀ + b), so that
-    ‖v W_O^h‖ = ‖v R_hᵀ‖ for any v [d]. Kept per projection until its weight is replaced or changed in place
-    (the tensor's version counter), since a batched float64 QR costs more than a forward pass on CPU."""
+    ‖v W_O^h‖ = ‖v R_hᵀ‖ for any v [d]. Kept in `cache` per projection until its weight is replaced or changed in
+    place (the tensor's version counter), since a batched float64 QR costs more than a forward pass on CPU."""
     weight = output.weight  # [D,H*d]
-    kept = _FACTORS.get(output)
+    kept = cache.get(output)
     if kept is not None and kept[0] is weight and kept[1] == weight._version and kept[2].shape[:2] == (heads, head_dim):
         return kept[2]
     slices = weight.detach().double().view(weight.shape[0], heads, head_dim).permute(1, 0, 2)  # [H,D,d] = W_O^hᵀ
     factors = torch.linalg.qr(slices, mode="r").R.to(weight.dtype)  # [H,d,d]
-    _FACTORS[output] = (weight, weight._version, factors)
+    cache[output] = (weight, weight._version, factors)
     return factors
 
 
@@ -72,16 +77,18 @@ class NormWeights(Hooked):
     value norms [B,H,T]; ``weigh(layer, attention)`` turns the layer's attention [B,H,T,T] into the
     norm-based map and drops them, so at most the layers not yet weighed are held (one, layer by layer).
 
-        with NormWeights(model, modules, heads, head_dim, name) as norms:
+        with NormWeights(model, modules, heads, head_dim, name, factor_cache()) as norms:
             model(...)   # inside the self-attention hook of layer l: norms.weigh(l, attention)
 
-    modules: the L self-attention modules in layer order (``probes.model.self_attention_modules``).
+    modules: the L self-attention modules in layer order (``probes.model.self_attention_modules``); cache: where the
+    output projections' factors are kept between passes (``factor_cache``).
     Refuses (InputError, one line) a model whose value or output projection is not found.
     """
 
-    def __init__(self, model: torch.nn.Module, modules: list[torch.nn.Module], heads: int, head_dim: int, name: str):
+    def __init__(self, model: torch.nn.Module, modules: list[torch.nn.Module], heads: int, head_dim: int, name: str,
+                 cache: FactorCache):
         self.name = name
-        self.parts = [_layer_parts(model, m, heads, head_dim, name) for m in modules]  # per layer (projection, read, R)
+        self.parts = [_layer_parts(model, m, heads, head_dim, name, cache) for m in modules]  # per layer (projection, read, R)
         self.norms: dict[int, torch.Tensor] = {}  # layer -> [B,H,T], read but not yet weighed
 
     def add_hooks(self, hooks: HookSet) -> None:
@@ -107,8 +114,8 @@ class NormWeights(Hooked):
         return norm_attention(attention, norms.to(attention.dtype))
 
 
-def _layer_parts(model: torch.nn.Module, module: torch.nn.Module, heads: int, head_dim: int,
-                 name: str) -> tuple[torch.nn.Module, Callable[[torch.Tensor], torch.Tensor], torch.Tensor]:
+def _layer_parts(model: torch.nn.Module, module: torch.nn.Module, heads: int, head_dim: int, name: str,
+                 cache: FactorCache) -> tuple[torch.nn.Module, Callable[[torch.Tensor], torch.Tensor], torch.Tensor]:
     """A self-attention module's value projection, the function turning its output into values [B,T,H,d],
     and the output projection's factors R [H,d,d]."""
     family = model_family(model)
@@ -130,7 +137,7 @@ def _layer_parts(model: torch.nn.Module, module: torch.nn.Module, heads: int, he
     found = value_reader(module, heads, head_dim, family)
     if found is None:
         raise refuse
-    return (*found, head_factors(output, heads, head_dim))
+    return (*found, head_factors(output, heads, head_dim, cache))
 
 
 def value_reader(module: torch.nn.Module, heads: int, head_dim: int, family: Family

@@ -36,8 +36,8 @@ import torch
 from probes.choices import MODES
 from probes.errors import InputError
 from probes.families import Family, model_family
-from probes.hooks import HookSet, Hooked
-from probes.norms import value_reader
+from probes.capture.hookset import HookSet, Hooked
+from probes.capture.norms import value_reader
 
 
 

@@ -1,43 +1,62 @@
-"""A causal model's attention maps, computed from each layer's own queries and keys while the model runs SDPA.
+"""Capture "sdpa-qk": the model runs SDPA, and each layer's maps are computed from the queries and keys SDPA is given.
 
 Shapes: B batch, T positions, H query heads, K key/value heads (H = K·g), d head size.
 
 transformers' SDPA returns no probabilities, and eager attention would hold [B,H,T,T] scores several times per
-layer. Within ``causal_capture`` the "sdpa" attention function is wrapped: it runs unchanged (the model's
-outputs are those of SDPA, bit for bit), and for each attention module of the model it also computes the
-layer's probabilities from the queries and keys it was given (after the family's rotary embedding, since the
-family applies it before calling the function), softmax(q·kᵀ·scaling + mask), with the mask made here from the
-batch's padding, the causal order and the layer's sliding window (probes.families), key heads repeated
-for grouped-query attention as repeat_kv does. The maps are handed on, layer by layer, to the same
-``on_layer(layer, attention [B,H,T,T], context [B,H,T,d] or None)`` callback as an encoder's capture
-(probes.model.LayerCallback); the per-head context is probabilities · values, before W_O.
+layer. During the pass each attention module's call of torch's SDPA is read (``_SdpaMaps``: a torch function mode,
+which is this thread's own, told by a pre-hook on the module which layer runs): SDPA runs unchanged (the model's
+outputs are those of SDPA, bit for bit), and the layer's probabilities are also computed from the queries and keys
+it was given (after the family's rotary embedding, since a decoder family applies it before calling attention),
+in one [B,H,T,T] block:
 
-With `stop` the pass ends once the last layer's maps are handed on (``LastLayerRead``): nothing after it is
-computed.
+    encoder  softmax(q·kᵀ·scaling + mask) with the mask SDPA was given (none, boolean or additive), the same steps
+             as transformers' eager_attention_forward (``encoder_probabilities``; COPIED pins that function);
+    decoder  softmax(q·kᵀ·scaling) over the keys allowed by a mask made here from the batch's padding, the causal
+             order and the layer's sliding window (probes.families), key heads repeated for grouped-query attention
+             as repeat_kv does (transformers repeats them itself where the batch has padding); a padding row is 0.
+
+The maps are handed on, layer by layer, to the ``on_layer(layer, attention [B,H,T,T], context [B,H,T,d] or None)``
+callback (probes.capture.backend.LayerCallback); the per-head context is probabilities · values, before W_O. The
+pass ends once the last layer's maps are handed on (``LastLayerRead``): nothing after it is computed. Maps are float32
+whatever the model's dtype.
 
 Entries instead of maps (``full=False``, for runs whose probes read a few entries of each map: the causal detectors
-read A[i, i-1], column 0, and the induction and duplicate-token targets). Within the attention function, SDPA's
-own call (torch.nn.functional.scaled_dot_product_attention, as transformers makes it) is intercepted
-(``_FlashWithLogsumexp``): where SDPA would run its CPU flash kernel, the kernel is called directly, with the same
+read A[i, i-1], column 0, and the induction and duplicate-token targets). SDPA's own call is then made through
+``_FlashWithLogsumexp``: where SDPA would run its CPU flash kernel, the kernel is called directly, with the same
 arguments (a boolean mask made additive as SDPA makes it), so the model's outputs are the very same, and it also
 returns each row's logsumexp lse_i = log Σ_j exp(scale·q_i·k_j + mask_ij). Any entry is then
 exp(scale·q_i·k_j − lse_i) (``AttentionEntries``), O(d) each: the layer's [B,H,T,T] map is never made. Where SDPA
 would run another kernel (another device, a mask it cannot take) the layer's full maps are computed as above.
+
+Nothing outside the pass changes: transformers' attention functions are left as they are, the hooks are removed when
+the pass ends and fire in its thread only (probes.capture.hookset).
 """
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
-from typing import Callable, Iterator
+from typing import Iterator
 
 import torch
 from torch.nn.attention import SDPBackend
 from torch.overrides import TorchFunctionMode
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from probes.capture.backend import Captured, LastLayerRead, LayerCallback, all_seen, layer_order
+from probes.capture.hookset import HookSet
 from probes.errors import InputError
 
-# on_layer(layer, attention [B,H,T,T] or AttentionEntries, context [B,H,T,d] or None), as probes.model.LayerCallback
-OnLayer = Callable[[int, "torch.Tensor | AttentionEntries", "torch.Tensor | None"], None]
+# What this backend re-implements of transformers, pinned (tests/test_capture_backends.py): the qualified name of each
+# function and the SHA-256 of its source. The maps copy eager_attention_forward's steps; the reading of SDPA's
+# arguments relies on how sdpa_attention_forward calls it (repeat_kv, pack_gqa, the mask it passes).
+COPIED = {
+    "transformers.models.bert.modeling_bert.eager_attention_forward":
+        "69e7d5ef5f83f9cfb0be0470262213b3c018e7e4b99beebf7b695ffdeb02a5d2",
+    "transformers.integrations.sdpa_attention.sdpa_attention_forward":
+        "9be3d6b1f79abc00ee3a03325c51d1d09127d3155af6cb7bbdf59a49a8aaa412",
+    "transformers.integrations.sdpa_attention.repeat_kv":
+        "e9b1ad4a8df3194d5b12f94567c3a2dfed2c0d9833af1b8f775e5875575ff9c4",
+    "transformers.integrations.sdpa_attention.pack_gqa":
+        "95273b46b16321e2a9a8316968b3ca673299dff1aa75082c9d30c5f27232e862",
+}
 
 
 class AttentionEntries:
@@ -128,10 +147,6 @@ class _FlashWithLogsumexp(TorchFunctionMode):
         return out
 
 
-class LastLayerRead(Exception):
-    """Raised once the last layer's maps are handed on, to end the pass there (``causal_capture(stop=True)``)."""
-
-
 def allowed_keys(attention_mask: torch.Tensor, window: int | None) -> torch.Tensor:
     """[B,1,T,T] bool: whether query i may attend to key j: i and j real positions of the row (attention_mask [B,T],
     1 real, 0 padding), j ≤ i, and i - j < window where the layer has a sliding window. A padding row allows
@@ -177,55 +192,115 @@ def per_head_context(probabilities: torch.Tensor, value: torch.Tensor) -> torch.
     return grouped.view(b, h, t, -1)
 
 
-@contextmanager
-def causal_capture(modules: list[torch.nn.Module], windows: list[int | None], attention_mask: torch.Tensor,
-                   on_layer: OnLayer, *, vectors: bool = False, stop: bool = True, full: bool = True,
-                   name: str = "") -> Iterator[None]:
-    """Within it, the model whose attention modules are `modules` (layers 0..L-1; windows: each layer's sliding
-    window or None) hands each layer's maps to `on_layer` as it runs (see the module docstring), for inputs
-    whose padding is `attention_mask` [B,T]. The model must run with attn_implementation "sdpa". full=False (with
-    vectors False): each layer's AttentionEntries instead of its map where SDPA runs its CPU flash kernel. Raises
-    InputError when a layer's maps come out of order or twice (`name`: the model's, for the message)."""
-    layer_of = {id(m): layer for layer, m in enumerate(modules)}
-    sdpa = ALL_ATTENTION_FUNCTIONS["sdpa"]
-    masks: dict[int | None, tuple] = {}  # window -> (allowed [B,1,T,T], its additive [T,T] or None), once per pass
-    padded = not bool(attention_mask.all())
-    seen: list[int] = []
+def encoder_probabilities(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None,
+                          scaling: float) -> torch.Tensor:
+    """[B,H,T,T] float32 softmax(q·kᵀ·scaling + mask), eager_attention_forward's steps in one block. query and key
+    [B,H,T,d]; mask as SDPA takes it (broadcastable to [B,H,T,T]: boolean, True where allowed, or added), or None."""
+    scores = torch.matmul(query.float(), key.float().transpose(2, 3)).mul_(scaling)  # [B,H,T,T]
+    if mask is not None and mask.dtype == torch.bool:
+        scores.masked_fill_(~mask, float("-inf"))  # exp() of it is 0, as of eager's added minimum
+    elif mask is not None:
+        scores.add_(mask)
+    return torch.ops.aten._softmax.out(scores, -1, False, out=scores)  # nn.functional.softmax's kernel, in place
 
-    def attention(module, query, key, value, mask, dropout: float = 0.0, scaling: float | None = None, **kwargs):
-        layer = layer_of.get(id(module))
-        if layer is None:
-            return sdpa(module, query, key, value, mask, dropout=dropout, scaling=scaling, **kwargs)
-        flash = None if full or vectors else _FlashWithLogsumexp()
+
+class _SdpaMaps(TorchFunctionMode):
+    """Within it (this thread only: torch function modes are per thread), the SDPA call of the layer whose attention
+    module is running (``layer``, set by a pre-hook on the module) runs unchanged, and the layer's maps are computed
+    from the queries and keys it was given and handed to `on_layer`. SDPA calls outside the model's attention modules,
+    and every other function, run untouched."""
+
+    def __init__(self, target: Captured, attention_mask: torch.Tensor, on_layer: LayerCallback, *, vectors: bool,
+                 full: bool, stop: bool):
+        super().__init__()
+        self.target, self.attention_mask, self.on_layer = target, attention_mask, on_layer
+        self.vectors, self.full, self.stop = vectors, full, stop
+        self.layer: int | None = None  # the layer whose attention module is running, until its SDPA call
+        self.seen: list[int] = []
+        self.masks: dict[int | None, tuple] = {}  # window -> (allowed [B,1,T,T], its additive [T,T] or None), once
+        self.padded = not bool(attention_mask.all())
+
+    def enter(self, layer: int) -> None:
+        layer_order(self.target.name, layer, self.seen)
+        self.layer = layer
+
+    def leave(self, layer: int) -> None:
+        if self.layer is not None:
+            raise InputError(f"model {self.target.name!r}: layer {layer}'s attention module ran without SDPA (its "
+                             "attention implementation is not \"sdpa\"); its attention cannot be captured")
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is not torch.nn.functional.scaled_dot_product_attention or self.layer is None:
+            return func(*args, **kwargs)
+        layer, self.layer = self.layer, None
+        return self._attention(layer, *args, **kwargs)
+
+    def _attention(self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                   attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False,
+                   scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
+        causal = self.target.causal
+        flash = None if self.full or self.vectors or not causal else _FlashWithLogsumexp()
         with flash or nullcontext():
-            out = sdpa(module, query, key, value, mask, dropout=dropout, scaling=scaling, **kwargs)
-        if layer != len(seen):
-            raise InputError(f"model {name!r}: layer {layer}'s attention was not captured once, in order (layers "
-                             f"seen: {seen}); its attention cannot be captured")
-        seen.append(layer)
-        window = windows[layer]
-        entries = None if flash is None else flash.entries(query.shape, attention_mask, window)
+            out = torch.nn.functional.scaled_dot_product_attention(
+                query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                enable_gqa=enable_gqa)
+        b, t = self.attention_mask.shape
+        if query.shape[2] != t:  # one position: transformers packed the grouped heads into it ([B,K,g,d])
+            query = query.reshape(b, -1, t, query.shape[-1])  # [B,H,T,d]
+        scaling = query.shape[-1] ** -0.5 if scale is None else scale
+        window = self.target.windows[layer] if causal else None
+        entries = None if flash is None else flash.entries(query.shape, self.attention_mask, window)
         if entries is not None:
-            on_layer(layer, entries, None)
+            self.on_layer(layer, entries, None)
         else:
-            if window not in masks:
-                allowed = allowed_keys(attention_mask.to(query.device), window)
-                masks[window] = allowed, None if padded else additive_mask(allowed)
-            probabilities = causal_probabilities(query, key, masks[window][0],
-                                                 query.shape[-1] ** -0.5 if scaling is None else scaling,
-                                                 bias=masks[window][1])
-            on_layer(layer, probabilities, per_head_context(probabilities, value) if vectors else None)
-        if stop and layer == len(modules) - 1:
+            if not causal:
+                probabilities = encoder_probabilities(query, key, attn_mask, scaling)
+            else:
+                if window not in self.masks:
+                    allowed = allowed_keys(self.attention_mask.to(query.device), window)
+                    self.masks[window] = allowed, None if self.padded else additive_mask(allowed)
+                probabilities = causal_probabilities(query, key, self.masks[window][0], scaling,
+                                                     bias=self.masks[window][1])
+            self.on_layer(layer, probabilities, per_head_context(probabilities, value) if self.vectors else None)
+        if self.stop and layer == self.target.layers - 1:
             raise LastLayerRead
         return out
 
-    ALL_ATTENTION_FUNCTIONS["sdpa"] = attention
-    try:
-        yield
-    except LastLayerRead:
-        pass
-    finally:
-        del ALL_ATTENTION_FUNCTIONS["sdpa"]  # the local override goes; the global "sdpa" is transformers' own
-    if len(seen) != len(modules):
-        raise InputError(f"model {name!r}: captured attention for {len(seen)} of {len(modules)} layers; its "
-                         "attention cannot be captured")
+
+class SdpaQkBackend:
+    name = "sdpa-qk"
+    implementation = "sdpa"
+    all_layers = False
+
+    def refusal(self, model: torch.nn.Module) -> str | None:
+        if not getattr(model, "_supports_sdpa", False) or model.config._attn_implementation != "sdpa":
+            return (f"{type(model).__name__} does not run its attention through SDPA (capture \"sdpa-qk\" reads the "
+                    "maps beside it); use capture \"hooks\" or \"outputs\"")
+        return None
+
+    def run(self, target: Captured, inputs: dict[str, torch.Tensor], on_layer: LayerCallback, *,
+            vectors: bool, full: bool) -> None:
+        model = target.model.base_model if target.causal else target.model
+        with capturing(target, inputs["attention_mask"], on_layer, vectors=vectors, full=full):
+            model(**inputs)
+
+
+@contextmanager
+def capturing(target: Captured, attention_mask: torch.Tensor, on_layer: LayerCallback, *, vectors: bool = False,
+              full: bool = True, stop: bool = True) -> Iterator[None]:
+    """Within it, `target`'s model (run with SDPA, on inputs whose padding is `attention_mask` [B,T]) hands each layer's
+    maps to `on_layer` as it runs (see the module docstring). stop: the pass ends once the last layer's are handed on
+    (else it runs to its end, its outputs those of SDPA). Raises InputError where a layer's maps come out of order,
+    twice, or not at all."""
+    maps = _SdpaMaps(target, attention_mask, on_layer, vectors=vectors, full=full, stop=stop)
+    with HookSet() as hooks:
+        for layer, module in enumerate(target.attention_modules):
+            hooks.pre(module, lambda _m, _args, layer=layer: maps.enter(layer))
+            hooks.forward(module, lambda _m, _args, _out, layer=layer: maps.leave(layer))
+        try:
+            with maps:
+                yield
+        except LastLayerRead:
+            pass
+    all_seen(target.name, maps.seen, target.layers)
