@@ -253,7 +253,7 @@ RUN_ARGUMENTS = ("probes", "model", "corpus", "settings", "encoder", "progress")
 # the flags of the commands that take every probe's options, beside the settings' flags: a probe option must not take
 # one (the registry checks at register time; tests/test_settings.py checks these against the real parsers)
 COMMAND_FLAGS = {
-    "run": ("help", "model", "corpus", "all_labels", "out", "plots", "no_plots", "quiet"),
+    "run": ("help", "model", "gguf_file", "corpus", "all_labels", "out", "plots", "no_plots", "quiet"),
     "ablate": ("help", "model", "corpus", "label_from", "sweep", "mask", "keep", "in_layers", "importance",
                "no_normalize", "order", "order_corpus", "prune_step", "mode", "percent", "repeats", "random_seed",
                "label", "out", "top", "masks_per_pass", "no_plots", "quiet"),

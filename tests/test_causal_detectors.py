@@ -367,7 +367,7 @@ def test_dep_on_a_decoder_prints_what_it_cannot_reach(tmp_path, capsys):
 
     folder = make_checkpoint("gpt2", tmp_path / "gpt2", byte_level=True)
     capsys.readouterr()  # transformers' "Writing model shards"
-    argv = ["run", "dep", "--model", str(folder), "--limit", "12", "--replicates", "0", "--quiet"]
+    argv = ["run", "dep", "--model", str(folder), "--limit", "12", "--replicates", "0", "--min-count", "1", "--quiet"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert main([*argv, "--out", str(tmp_path / "out"), "--no-plots"]) == 0
