@@ -8,7 +8,7 @@ ratio of wall time and of CPU time (user + system of the process: less moved by 
 the ratio of the fastest run to the fastest bare process (interference from other work only slows a process);
 the bare process reads and tokenises the corpus like the run, then runs the model's plain forward over the run's
 own length-sorted batches (benchmarks.harness). --bare-collector gives the bare process the garbage-collector
-handling of the `probes` command (probes.collector: off while torch and transformers import, what they made frozen
+handling of the `probes` command (probes.cli.entry: off while torch and transformers import, what they made frozen
 after, everything frozen at the end): the ratio then shows what the run's own work
 and outputs cost, without the process-level saving that the command has and a plain script lacks.
 """
@@ -22,15 +22,17 @@ import tempfile
 import time
 
 BARE = """
+import gc
 import sys
-from contextlib import nullcontext
-from probes.collector import loading, process
-with process() if sys.argv[2:] == ["collector"] else nullcontext():  # --bare-collector: the command's handling
-    with loading():
-        from benchmarks.harness import bare_forward_seconds
-        from probes.defaults import default_model
-        from probes.model import load_encoder
-    bare_forward_seconds(load_encoder(default_model()), [sys.argv[1]])
+from probes.cli import import_heavy
+if sys.argv[2:] == ["collector"]:  # --bare-collector: the command's handling (probes.cli.entry)
+    import_heavy()
+from benchmarks.harness import bare_forward_seconds
+from probes.defaults import default_model
+from probes.model import load_encoder
+bare_forward_seconds(load_encoder(default_model()), [sys.argv[1]])
+if sys.argv[2:] == ["collector"]:
+    gc.freeze()
 """
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import gc
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from probes.ablation.commands import COMMANDS as ABLATION_COMMANDS
@@ -19,7 +21,6 @@ from probes.arguments import (add_code_argument, add_probe_options, add_settings
                               setting_groups)
 from probes.checkpoint import resolve_source
 from probes.choices import CLASSIFY, PLOT_KINDS
-from probes.collector import loading, process
 from probes.causal.commands import COMMANDS as SEQUENCES_COMMANDS
 from probes.causal.commands import add_commands as add_sequences_commands
 from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
@@ -28,6 +29,9 @@ from probes.errors import InputError, StudyFailed
 from probes.registry import check_probe_names
 
 PROBE_OPTION_COMMANDS = ("run", "ablate")  # the commands that take every registered probe's options
+# the commands that import torch and transformers (a model, or spaCy's pipeline): entry() imports those first, the
+# garbage collector paused (import_heavy)
+HEAVY_COMMANDS = ("run", "study", "merge", "ablate", "similarity", "sequences", "annotate")
 
 EPILOG_RUN = """\
 examples:
@@ -189,16 +193,19 @@ def _inputs_and_output(parser: argparse.ArgumentParser, name: str, metavar: str,
                         **({"default": default} if default else {"required": True}))
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, before_heavy: Callable[[], None] | None = None) -> int:
     """Run one command. The one place where errors become the one-line message, exit 2: the library's
     InputError, and an OSError on a path (unreadable, a folder where a file was expected, ...), which names
     the path; a study's units that failed twice are named one a line, exit 1. Anything else is a bug and
-    keeps its traceback."""
+    keeps its traceback. `before_heavy` runs once the arguments are checked, before a command that imports torch
+    (``HEAVY_COMMANDS``) starts (``entry``: the heavy imports with the collector paused)."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         _preload_code(argv)
         args = build_parser().parse_args(argv)
         check_names(args)
+        if before_heavy is not None and args.command in HEAVY_COMMANDS:
+            before_heavy()
         return COMMANDS[args.command](args)
     except InputError as e:
         print(f"probes: error: {e}", file=sys.stderr)
@@ -221,11 +228,31 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    """The `probes` command (its console script, and python -m probes): main() as the process's own, Python's
-    garbage collector managed for a process that ends with the command (probes.collector)."""
-    with process():
-        code = main()
+    """The `probes` command (its console script, and python -m probes): main() as the process's own. The one
+    process policy of probes lives here, never in a library call: importing torch and transformers makes about
+    400,000 tracked objects and next to no garbage, so they are imported with the garbage collector paused and what
+    they made is frozen (``import_heavy``), and everything left is frozen at the end, so that neither the
+    collector's passes during the imports nor the interpreter's exit collection walk them (the cost:
+    docs/benchmarks.md). The collector runs as usual while the command works."""
+    try:
+        code = main(before_heavy=import_heavy)
+    finally:
+        gc.freeze()  # the process ends: the exit collection skips what is left (atexit handlers and finalizers run)
     sys.exit(code)
+
+
+def import_heavy() -> None:
+    """torch and transformers imported with the garbage collector paused, what exists then frozen (moved out of
+    every later pass, as CPython's documentation advises before forking); the collector back on after, as it was."""
+    if not gc.isenabled():
+        return
+    gc.disable()
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def check_names(args: argparse.Namespace) -> None:
@@ -260,10 +287,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     plots = "none" if args.no_plots else args.plots
     # a run of several models saves each model's results as it goes (probes.studies.models)
     several = bool(args.model) and len(args.model) > 1
-    with loading():
-        from probes.runner import run
-        from probes.settings import RunSettings
-        from probes.studies.models import model_folders, run_models
+    from probes.runner import run
+    from probes.settings import RunSettings
+    from probes.studies.models import model_folders, run_models
 
     options = chosen_options(args)
     settings = RunSettings(**chosen_settings(args))
@@ -289,8 +315,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
-    with loading():
-        from probes.studies import study
+    from probes.studies import study
 
     done = study(args.study_file, args.out, engine=args.engine, workers=args.workers, address=args.address,
                  plots="none" if args.no_plots else args.plots, progress=False if args.quiet else None)
@@ -302,8 +327,7 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    with loading():
-        from probes.state_files import merge
+    from probes.state_files import merge
 
     _report(merge(args.states), args.out, not args.no_plots)  # main imported the --code files
     return 0
@@ -325,10 +349,9 @@ def _report(results: dict, out, plots: bool | str, all_labels: bool = False) -> 
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
-    with loading():
-        from probes.corpus.conllu_reader import SILVER_GENERATOR
-        from probes.corpus.conllu_writer import write_conllu
-        from probes.corpus.spacy_text import describe, read_spacy
+    from probes.corpus.conllu_reader import SILVER_GENERATOR
+    from probes.corpus.conllu_writer import write_conllu
+    from probes.corpus.spacy_text import describe, read_spacy
 
     corpora = [read_spacy(path, pipeline=args.pipeline) for path in args.text]
     sentences = [s for c in corpora for s in c.sentences]

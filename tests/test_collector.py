@@ -1,4 +1,6 @@
-"""probes.collector: the collector is off only inside loading() within process(), and what exists is frozen after."""
+"""The `probes` command's garbage-collector policy (probes.cli.entry, import_heavy): torch and transformers imported
+with the collector paused and what they made frozen, the collector back on after; a library call or main() alone
+leaves the collector as it is."""
 from __future__ import annotations
 
 import gc
@@ -7,7 +9,7 @@ import sys
 
 import pytest
 
-from probes.collector import loading, process
+from probes.cli import HEAVY_COMMANDS, import_heavy, main
 
 
 @pytest.fixture
@@ -18,30 +20,30 @@ def thawed():
     gc.enable()
 
 
-def test_outside_the_command_process_nothing_changes(thawed):
-    with loading():
-        assert gc.isenabled()
+def test_main_alone_leaves_the_collector_as_it_is(thawed, capsys):
+    assert main(["list"]) == 0
     assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
-def test_inside_the_command_process_imports_load_with_the_collector_off_then_frozen(thawed):
-    with process():
-        assert gc.isenabled()
-        with loading():
-            assert not gc.isenabled()
-            made = [[] for _ in range(1000)]  # tracked containers made while "importing"
-        assert gc.isenabled() and gc.get_freeze_count() >= 1000
-        gc.unfreeze()
-        later = [[] for _ in range(10)]
-        assert gc.get_freeze_count() == 0
-    assert gc.isenabled() and gc.get_freeze_count() >= 1010  # the end: everything left frozen
-    del made, later
+def test_the_heavy_imports_load_with_the_collector_off_then_frozen(thawed, monkeypatch):
+    seen, pause = [], gc.disable
+    monkeypatch.setattr(gc, "disable", lambda: seen.append("disable") or pause())
+    import_heavy()
+    assert seen == ["disable"] and gc.isenabled() and gc.get_freeze_count() > 0
 
 
-def test_an_error_inside_loading_turns_the_collector_back_on(thawed):
-    with pytest.raises(ImportError), process(), loading():
-        raise ImportError("no such module")
-    assert gc.isenabled()
+def test_a_paused_collector_is_left_paused(thawed):
+    gc.disable()
+    import_heavy()
+    assert not gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_before_heavy_runs_for_the_heavy_commands_only(thawed, capsys, tmp_path):
+    called = []
+    assert main(["list"], before_heavy=lambda: called.append("list")) == 0
+    assert called == [] and "run" in HEAVY_COMMANDS and "list" not in HEAVY_COMMANDS
+    assert main(["merge", str(tmp_path)], before_heavy=lambda: called.append("merge")) == 2  # no state files there
+    assert called == ["merge"]
 
 
 def test_the_command_runs_in_its_own_process_and_exits_as_before(tmp_path):

@@ -6,7 +6,6 @@ import argparse
 from probes.argtypes import check_output_folder, input_path
 from probes.arguments import add_settings, chosen_options, chosen_settings
 from probes.choices import CLASSIFY, MODES, SWEEPS
-from probes.collector import loading
 from probes.settings import ABLATE_SETTINGS, RunSettings
 from probes.errors import InputError
 
@@ -96,8 +95,7 @@ def add_commands(sub) -> None:
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
-    with loading():
-        from probes.ablation.sweep import ablate
+    from probes.ablation.sweep import ablate
 
     if (args.order or args.importance) and args.target != CLASSIFY:
         raise InputError("--importance and --order are for the classify target")
@@ -118,11 +116,10 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
 def _importance_or_pruning(args: argparse.Namespace) -> int:
     """--importance alone: the importance grid; --order: pruning curves."""
-    with loading():
-        from probes.ablation.classifier import ClassifierTarget
-        from probes.ablation.importance import head_importance, importance_files
-        from probes.ablation.pruning import IMPORTANCE, prune
-        from probes.files import write_result_files
+    from probes.ablation.classifier import ClassifierTarget
+    from probes.ablation.importance import head_importance, importance_files
+    from probes.ablation.pruning import IMPORTANCE, prune
+    from probes.files import write_result_files
 
     if not args.corpus or not args.model:
         raise InputError("--importance and --order need a classifier (--model) and labelled data (--corpus)")

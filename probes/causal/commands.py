@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 
 from probes.argtypes import check_output_file
-from probes.collector import loading
 from probes.errors import InputError
 
 EPILOG = """\
@@ -44,9 +43,8 @@ def cmd_sequences(args: argparse.Namespace) -> int:
     if args.out.suffix != ".ids":
         raise InputError("the sequences file's name must end in .ids (a run reads a .ids file as token ids; any other "
                          "name would be read as text and tokenised again)", args.out)
-    with loading():
-        from probes.causal.sequences import repeated_description, repeated_random_tokens, write_token_ids
-        from probes.model import model_tokenizer
+    from probes.causal.sequences import repeated_description, repeated_random_tokens, write_token_ids
+    from probes.model import model_tokenizer
 
     model = args.model or "the packaged all-MiniLM-L6-v2"
     sequences = repeated_random_tokens(model_tokenizer(args.model), args.count, args.length, args.seed)  # [N, 2·L]

@@ -8,7 +8,6 @@ from probes.argtypes import check_output_file, check_output_folder
 from probes.argtypes import input_path
 from probes.choices import COMPARE_SORTS
 from probes.errors import InputError
-from probes.collector import loading
 
 EPILOG = """\
 examples:
@@ -94,8 +93,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_similarity(args: argparse.Namespace) -> int:
-    with loading():
-        from probes.compare.checkpoints import checkpoint_similarity
+    from probes.compare.checkpoints import checkpoint_similarity
 
     if len(args.model) != 2:
         raise InputError(f"similarity needs exactly two --model arguments, got {len(args.model)}")
