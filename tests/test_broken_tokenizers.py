@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import probes
-from probes.cli import main
 from probes.errors import InputError
+from test_model_checks import refused
 
 pytestmark = pytest.mark.integration
 REFILL = "copy the tokenizer files from the model it was trained from"
@@ -28,16 +28,6 @@ def copied(tiny_model, family: str, folder: Path, *, vocabulary_files: bool) -> 
         transformers.AutoTokenizer.from_pretrained(folder).backend_tokenizer.model.save(str(folder))
         (folder / "tokenizer.json").unlink()
     return folder
-
-
-def refused(capsys, tmp_path, model: Path) -> str:
-    """`probes run dep --model MODEL --out OUT`: the one-line error (exit 2, no traceback, nothing written)."""
-    out = tmp_path / "out"
-    code = main(["run", "dep", "--model", str(model), "--limit", "3", "--out", str(out), "--quiet"])
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
-    assert not out.exists()
-    return err
 
 
 def test_the_copied_vocabulary_files_load(tiny_model, tmp_path):
