@@ -227,6 +227,8 @@ def test_run_with_several_models_is_a_small_study(models, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["run", "dep", "--model", models["a"], "--model", models["b"], "--limit", "6", "--out", str(out),
                  "--no-plots", "--quiet"]) == 0
+    written = capsys.readouterr().out  # with --out too, each model's table under its name, then where it went
+    assert written.count("== ") == 2 and written.count(f"dep in {out}") == 2
     folders = sorted(p.name for p in out.iterdir() if p.is_dir() and not p.name.startswith("."))
     assert len(folders) == 2 and folders[0] != folders[1]  # one folder per model, named by a short model name
     for folder, path in zip(sorted(folders, key=lambda f: [models["a"], models["b"]].index(
