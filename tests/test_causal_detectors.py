@@ -58,6 +58,17 @@ def test_prev_token():
     assert count == 6 and np.allclose(scores, [2.95 / 6, 1.0])
 
 
+def test_a_batch_of_one_token_sequences_has_no_previous_token_and_adds_nothing():
+    """Length-sorted batches of a real corpus can hold only one-token sequences ("***" in EWT dev through SmolLM2):
+    T = 1, no row has a token before it; the batch adds 0 rows, then the hand batch its 6 as before."""
+    probe = PrevTokenProbe(1, 2)
+    feed(probe, batch([sentence(["7"]), sentence(["3"])], [[0], [0]], [[attention(1, {})] * 2] * 2,
+                      input_ids=torch.tensor([[7], [3]])))
+    feed(probe, _hand())
+    overall = probe.compute(RunInfo("hand", ["hand"], 1, 2, 3, {}, {}, {})).overall
+    assert overall.count == 6 and np.allclose(overall.scores[0], [2.95 / 6, 1.0])
+
+
 def test_duplicate_token():
     # head 0: A row 3 on 0: .1, row 4 on 1: .25; B row 2 on 1: .4; .75 / 3 rows. Head 1: only B row 2 → 1 is its
     # previous token (1 of 3)

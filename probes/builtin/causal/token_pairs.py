@@ -106,7 +106,7 @@ def previous_token(maps: LayerMaps) -> torch.Tensor:
     b, t = maps.batch.attention_mask.shape
     i = torch.arange(1, t, device=maps.device).repeat(b)  # [B·(T-1)]
     sequences = torch.arange(b, device=maps.device).repeat_interleave(t - 1)  # [B·(T-1)]
-    values = maps.entries(sequences, i, i - 1).view(b, t - 1, -1)  # [B,T-1,H]
+    values = maps.entries(sequences, i, i - 1).view(b, t - 1, maps.shape[1])  # [B,T-1,H]; none where T = 1
     return torch.nn.functional.pad(values.transpose(1, 2), (1, 0))  # [B,H,T]
 
 
