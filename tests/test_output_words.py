@@ -9,7 +9,6 @@ import json
 import re
 
 import numpy as np
-import pytest
 from PIL import Image
 
 import probes
