@@ -14,12 +14,12 @@ import sys
 
 SAVE = """
 import resource, sys, tempfile
-import probes.runner
-from probes.defaults import default_model
-from probes.model import load_encoder
-from probes.figures import save_result
-from probes.registry import get_probe
-from probes.results import load_result
+import probes.running.runner
+from probes.base.defaults import default_model
+from probes.capture.model import load_encoder
+from probes.results.figures import save_result
+from probes.settings.registry import get_probe
+from probes.results.probe_result import load_result
 encoder = load_encoder(default_model())
 result = load_result(sys.argv[1])
 get_probe(result.probe)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probes.causal.detect import DETECTORS, detect
+from probes.tools.detect import DETECTORS, detect
 
 TRAINED = Path(__file__).resolve().parents[1] / "tests" / "data" / "induction-gpt2"
 PANELS = (("prev_token", "overall", "previous token"), ("duplicate_token", "overall", "duplicate token"),

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import torch
 
-from probes.ablation.classifier import ClassifierTarget, confusion_scores
-from probes.ablation.labelled import SENT_ID_PREFIX, read_labelled
-from probes.defaults import default_model
+from probes.tools.ablation.classifier import ClassifierTarget, confusion_scores
+from probes.tools.ablation.labelled import SENT_ID_PREFIX, read_labelled
+from probes.base.defaults import default_model
 
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "ud-english-ewt"
 GENRES = ("answers", "email", "newsgroup", "reviews", "weblog")

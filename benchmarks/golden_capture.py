@@ -77,7 +77,7 @@ def capture(path: Path) -> None:
     from tiny_models import FAMILIES, build_tiny_model
 
     import probes
-    from probes.defaults import default_model
+    from probes.base.defaults import default_model
 
     minilm = probes.load_encoder(default_model())
     shared = lambda: SHARED  # noqa: E731

@@ -11,9 +11,9 @@ Six steps, one JSON report (DIR/gpu_check.json) and a short table on stdout:
     a near-tie's argmax flipped between the two devices' float32 maps; see tests/test_invariance_and_minilm.py).
  3. large_model: a randomly initialised BERT-large-shaped model (24 layers × 16 heads, hidden 1024; --dry-run: 2
     layers, sentences of 128 subwords) with the MiniLM tokenizer, on sentences of 512 subwords: the default
-    max_tokens the run recorded (probes.batching.default_max_tokens of its shape), the largest batch run, and
+    max_tokens the run recorded (probes.encoding.batching.default_max_tokens of its shape), the largest batch run, and
     sentences per second.
- 4. oom_split: a real out-of-memory split and retry (probes.runner.Feed.batch): the device's memory is filled but
+ 4. oom_split: a real out-of-memory split and retry (probes.running.runner.Feed.batch): the device's memory is filled but
     for OOM_HEADROOM before a run whose one batch cannot fit (--dry-run: Encoder.layerwise raises OutOfMemoryError
     on more than half the batch, as tests/test_capture_invariance.py does); the stderr line "ran out of memory"
     must come, and the scores are compared with an undisturbed run's.
@@ -51,12 +51,12 @@ import torch
 
 import probes
 from benchmarks.harness import bare_forward_seconds
-from probes.batching import default_max_tokens, total_memory
-from probes.causal.detect import detect
-from probes.defaults import bundled_corpus, default_model
-from probes.model import Encoder
-from probes.results import best_head
-from probes.runner import Feed
+from probes.encoding.batching import default_max_tokens, total_memory
+from probes.tools.detect import detect
+from probes.base.defaults import bundled_corpus, default_model
+from probes.capture.model import Encoder
+from probes.results.probe_result import best_head
+from probes.running.runner import Feed
 
 ROOT = Path(__file__).resolve().parent.parent
 EWT_DEV = Path("corpora") / "ud-english-ewt" / "en_ewt-ud-dev.conllu"  # under ../shared or ./shared

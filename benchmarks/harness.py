@@ -21,9 +21,9 @@ from pathlib import Path
 import psutil
 import torch
 
-from probes.batching import Batch, length_sorted_batches
+from probes.encoding.batching import Batch, length_sorted_batches
 from probes.corpus import read_corpus
-from probes.encoding import encode
+from probes.encoding.subwords import encode
 
 
 @dataclass
@@ -69,12 +69,12 @@ def bare_forward_over(encoder, sentences, *, batch_size: int = 32, repeats: int 
     return best
 
 
-# A fresh process's bare pass (argv: batch size, limit or 0, repeats, corpus paths), without probes.runner.
+# A fresh process's bare pass (argv: batch size, limit or 0, repeats, corpus paths), without probes.running.runner.
 _BARE_APART = """
 import sys
 from harness import bare_forward_seconds
-from probes.defaults import default_model
-from probes.model import load_encoder
+from probes.base.defaults import default_model
+from probes.capture.model import load_encoder
 size, limit, repeats = (int(x) for x in sys.argv[1:4])
 seconds = bare_forward_seconds(load_encoder(default_model()), sys.argv[4:], batch_size=size, limit=limit or None,
                                repeats=repeats)
@@ -84,7 +84,7 @@ print(seconds)
 
 def bare_forward_seconds_apart(corpus_paths, *, batch_size: int = 32, limit: int | None = None,
                                repeats: int = 5) -> float:
-    """``bare_forward_seconds`` with the default model in a fresh process that never imports probes.runner, the
+    """``bare_forward_seconds`` with the default model in a fresh process that never imports probes.running.runner, the
     plain pass as a user's own script would run it (nothing a run did before it in the process)."""
     here = Path(__file__).resolve().parent
     paths = [str(here), str(here.parent), *filter(None, [os.environ.get("PYTHONPATH")])]

@@ -35,14 +35,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import probes  # noqa: E402
-from probes.intervals import paired_delta  # noqa: E402
-from probes.chunks import Pass  # noqa: E402
+from probes.results.intervals import paired_delta  # noqa: E402
+from probes.running.chunks import Pass  # noqa: E402
 from probes.corpus import read_corpus  # noqa: E402
-from probes.defaults import default_model  # noqa: E402
-from probes.registry import get_probe  # noqa: E402
-from probes.files import short_model_name  # noqa: E402
-from probes.results import ProbeResult, RunInfo  # noqa: E402
-from probes.runner import Feed  # noqa: E402
+from probes.base.defaults import default_model  # noqa: E402
+from probes.settings.registry import get_probe  # noqa: E402
+from probes.base.files import short_model_name  # noqa: E402
+from probes.results.probe_result import ProbeResult, RunInfo  # noqa: E402
+from probes.running.runner import Feed  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora"
 CORPORA = {  # probe -> the pooled files (dev + test)

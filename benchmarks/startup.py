@@ -36,8 +36,8 @@ def seconds(argv: list[str]) -> tuple[float, float]:
 
 def result_commands(folder: Path) -> dict[str, list[str]]:
     """A dep result with intervals saved in `folder`, and the commands that read it."""
-    from probes.intervals import attach_interval
-    from probes.results import LabelScores, ProbeResult, RunInfo
+    from probes.results.intervals import attach_interval
+    from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
     generator = np.random.default_rng(0)
     entries = {}

@@ -26,10 +26,10 @@ import pytest
 from finetune_genre import evaluate, fine_tune
 from harness import PeakRSS, bare_forward_seconds
 
-from probes.ablation import ablate
-from probes.ablation.classifier import ClassifierTarget
-from probes.ablation.labelled import SENT_ID_PREFIX
-from probes.settings import RunSettings
+from probes.tools.ablation import ablate
+from probes.tools.ablation.classifier import ClassifierTarget
+from probes.tools.ablation.labelled import SENT_ID_PREFIX
+from probes.settings.run_settings import RunSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "ablation-genre"

@@ -3,7 +3,7 @@ to the bare SDPA forward pass over the same batches, and peak memory against tha
 
 Model: Llama config, 4 layers, hidden 256, 8 query heads over 2 key/value heads, feed-forward 688, a word-level
 vocabulary (tests/causal_models.py) of Llama's 32,000 tokens or of 64, random weights (seed 0). Sequences: 4 of
-1,024 random tokens repeated (2,048 positions), 2 a batch. `probes.causal.detect` with induction, prev_token and
+1,024 random tokens repeated (2,048 positions), 2 a batch. `probes.tools.detect` with induction, prev_token and
 sink, no bootstrap: they read entries only, so the capture computes those entries from SDPA's logsumexp, not the
 maps (probes.capture.sdpa_qk). Over 64 tokens a token recurs ~16 times in each copy, and every earlier occurrence
 is an induction target (~34,000 a sequence, not ~1,000): the entries cost more than the maps' share of the pass.
@@ -51,8 +51,8 @@ def llama(request, tmp_path_factory):
 
 def test_detectors_at_2048_tokens(benchmark, llama):
     import probes
-    from probes.causal.detect import detect
-    from probes.causal.sequences import repeated_random_tokens
+    from probes.tools.detect import detect
+    from probes.encoding.sequences import repeated_random_tokens
 
     ids = torch.from_numpy(repeated_random_tokens(llama.tokenizer, COUNT, LENGTH, 0))  # [4, 2048]
     mask = torch.ones_like(ids)
@@ -106,7 +106,7 @@ def test_side_by_side_with_transformer_lens(benchmark, tmp_path):
     from transformer_lens.head_detector import detect_head
 
     import probes
-    from probes.causal.sequences import repeated_random_tokens, write_token_ids
+    from probes.encoding.sequences import repeated_random_tokens, write_token_ids
 
     folder = Path(__file__).resolve().parents[1] / "tests" / "data" / "induction-gpt2"
     encoder = probes.load_encoder(str(folder))

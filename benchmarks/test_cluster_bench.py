@@ -21,7 +21,7 @@ PEAKS: dict[int, float] = {}
 
 @pytest.fixture(scope="module")
 def encoder(minilm):
-    from probes.defaults import default_model
+    from probes.base.defaults import default_model
 
     return probes.load_encoder(default_model(), max_length=MAX_LENGTH)
 

@@ -4,7 +4,7 @@ The run's time includes reading the documents (spaCy's tagger and parser over ev
 heads and the anaphor types), cutting them into windows and scoring; the bare pass is the plain forward over
 the windows the run makes (the model's 512 subwords, stride 256), length-sorted into the same batches.
 views=0 (``--examples 0``) keeps no per-window views: the views of the first 20 windows pool the whole
-[B,H,C,C] word map of every batch that holds one of them (probes.examples), and length-sorted windows of
+[B,H,C,C] word map of every batch that holds one of them (probes.results.examples), and length-sorted windows of
 nearly equal length spread those 20 over most batches of a small corpus.
 
 Run: pytest benchmarks/test_coref_bench.py --benchmark-enable -s

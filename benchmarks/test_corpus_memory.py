@@ -4,7 +4,7 @@ dev×2 and dev×10 (resident set, of a fresh process started by an intermediate 
 resource.getrusage(RUSAGE_CHILDREN).ru_maxrss) must differ by less than 50 MB, and dev×10 must score what dev
 scores (each sentence counted ten times: every count ×10, every score within 1e-6).
 
-The corpus is read, filtered and tokenised CHUNK_SENTENCES (4,096) sentences at a time (probes.chunks): dev is
+The corpus is read, filtered and tokenised CHUNK_SENTENCES (4,096) sentences at a time (probes.running.chunks): dev is
 half a chunk, dev×2 one nearly full chunk, dev×10 five chunks. A chunk's sentences are held while it is scored,
 so a fuller chunk peaks higher whatever the corpus' size: the flatness in corpus size is dev×2 against dev×10
 (dev against dev×10 adds the difference between half a chunk and a full one). The figures measured with it are in
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probes.chunks import CHUNK_SENTENCES
+from probes.running.chunks import CHUNK_SENTENCES
 
 ROOT = Path(os.environ.get("CORPUS_MEMORY_ROOT") or Path(__file__).resolve().parents[1])
 MODEL = os.environ.get("CORPUS_MEMORY_MODEL", "minilm")
@@ -54,7 +54,7 @@ def _tiny_bert(out: Path) -> Path:
     import torch
     import transformers
 
-    from probes.defaults import default_model
+    from probes.base.defaults import default_model
 
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=transformers.AutoTokenizer.from_pretrained(default_model()).vocab_size,

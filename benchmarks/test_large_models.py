@@ -27,7 +27,7 @@ import pytest
 
 import probes
 from probes.corpus import read_corpus
-from probes.defaults import default_model
+from probes.base.defaults import default_model
 
 SENTENCES = 16
 HEADS, HIDDEN = 16, 1024
@@ -45,9 +45,9 @@ print(json.dumps({"peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_max
 # The bare forward passes over the run's own batches: eager with attentions, or SDPA without maps.
 BARE = """
 import sys, torch, transformers
-from probes.batching import length_sorted_batches
+from probes.encoding.batching import length_sorted_batches
 from probes.corpus import read_corpus
-from probes.encoding import encode
+from probes.encoding.subwords import encode
 folder, corpus, implementation = sys.argv[1:4]
 tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
 model = transformers.AutoModel.from_pretrained(folder, attn_implementation=implementation).eval()

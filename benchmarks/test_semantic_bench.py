@@ -22,7 +22,7 @@ from harness import bare_forward_over, measure
 
 import probes
 from probes.corpus import read_corpus
-from probes.registry import get_probe
+from probes.settings.registry import get_probe
 
 
 def _read_kept(encoder, name: str, corpus: str, limit: int | None, options: dict):

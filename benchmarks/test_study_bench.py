@@ -33,8 +33,8 @@ from harness import bare_forward_over
 
 import probes
 from probes.corpus import read_corpus
-from probes.defaults import default_model
-from probes.registry import get_probe
+from probes.base.defaults import default_model
+from probes.settings.registry import get_probe
 
 LIMIT = int(os.environ.get("PROBES_BENCH_LIMIT", "200")) or None
 REPEATS = int(os.environ.get("PROBES_BENCH_REPEATS", "5"))

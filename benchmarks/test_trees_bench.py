@@ -15,7 +15,7 @@ from conftest import report
 from harness import bare_forward_seconds, measure
 
 import probes
-from probes.defaults import bundled_corpus
+from probes.base.defaults import bundled_corpus
 
 
 @pytest.mark.parametrize("ensemble, replicates", [(False, None), (False, 0), (True, None)],

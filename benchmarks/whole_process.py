@@ -28,8 +28,8 @@ from probes.cli import import_heavy
 if sys.argv[2:] == ["collector"]:  # --bare-collector: the command's handling (probes.cli.entry)
     import_heavy()
 from benchmarks.harness import bare_forward_seconds
-from probes.defaults import default_model
-from probes.model import load_encoder
+from probes.base.defaults import default_model
+from probes.capture.model import load_encoder
 bare_forward_seconds(load_encoder(default_model()), [sys.argv[1]])
 if sys.argv[2:] == ["collector"]:
     gc.freeze()

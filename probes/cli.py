@@ -14,19 +14,19 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from probes.ablation.commands import COMMANDS as ABLATION_COMMANDS
-from probes.ablation.commands import add_commands as add_ablation_commands
-from probes.argtypes import check_output_file, check_output_folder, input_path, parse_head
-from probes.arguments import (add_code_argument, add_probe_options, add_settings, chosen_options, chosen_settings,
+from probes.tools.ablation.commands import COMMANDS as ABLATION_COMMANDS
+from probes.tools.ablation.commands import add_commands as add_ablation_commands
+from probes.base.argtypes import check_output_file, check_output_folder, input_path, parse_head
+from probes.tools.arguments import (add_code_argument, add_probe_options, add_settings, chosen_options, chosen_settings,
                               setting_groups)
-from probes.checkpoint import resolve_source
-from probes.choices import CLASSIFY, PLOT_KINDS
-from probes.causal.commands import COMMANDS as SEQUENCES_COMMANDS
-from probes.causal.commands import add_commands as add_sequences_commands
-from probes.compare.commands import COMMANDS as COMPARE_COMMANDS
-from probes.compare.commands import add_commands as add_compare_commands
-from probes.errors import InputError, StudyFailed
-from probes.registry import check_probe_names
+from probes.base.checkpoint import resolve_source
+from probes.base.choices import CLASSIFY, PLOT_KINDS
+from probes.tools.causal_commands import COMMANDS as SEQUENCES_COMMANDS
+from probes.tools.causal_commands import add_commands as add_sequences_commands
+from probes.tools.compare.commands import COMMANDS as COMPARE_COMMANDS
+from probes.tools.compare.commands import add_commands as add_compare_commands
+from probes.base.errors import InputError, StudyFailed
+from probes.settings.registry import check_probe_names
 
 PROBE_OPTION_COMMANDS = ("run", "ablate")  # the commands that take every registered probe's options
 # the commands that import torch and transformers (a model, or spaCy's pipeline): entry() imports those first, the
@@ -66,7 +66,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                          description="Score every attention head of a model with one or more probes on a corpus.",
                          epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("probes", nargs="+", metavar="PROBE", help="probe names (see `probes list`)")
-    groups = setting_groups(run)  # reading, batching, capture, intervals, output (probes.settings.GROUPS)
+    groups = setting_groups(run)  # reading, batching, capture, intervals, output (probes.settings.run_settings.GROUPS)
     groups["reading"].add_argument("--corpus", action="append", metavar="FILE", type=input_path,
                                    help="corpus file; repeat for several (default: the bundled UD English EWT sample)")
     groups["capture"].add_argument(
@@ -89,7 +89,7 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                         help="show the labels below --min-count too (the printed table; figures: --plots all-labels)")
     output.add_argument("--quiet", action="store_true", help="no progress (by default a bar on a terminal, else a "
                         "line on stderr every 10%% of the sentences or 30 s)")
-    add_settings(run, groups=groups)  # every RunSettings field with a flag (probes.settings), in its section
+    add_settings(run, groups=groups)  # every RunSettings field with a flag (probes.settings.run_settings), in its section
 
     listing = sub.add_parser("list", help="list the registered probes", description="List the registered probes.")
     add_code_argument(listing)
@@ -149,9 +149,9 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
                        help="write DIR/<probe>.json, .csv and heatmaps, as `probes run --out` (default: print a table)")
     merge.add_argument("--no-plots", action="store_true", help="write JSON and CSV only, no heatmaps")
     add_code_argument(merge)
-    add_compare_commands(sub)  # compare, similarity, correlate, plot (probes.compare.commands)
-    add_ablation_commands(sub)  # ablate (probes.ablation.commands)
-    add_sequences_commands(sub)  # sequences (probes.causal.commands)
+    add_compare_commands(sub)  # compare, similarity, correlate, plot (probes.tools.compare.commands)
+    add_ablation_commands(sub)  # ablate (probes.tools.ablation.commands)
+    add_sequences_commands(sub)  # sequences (probes.tools.causal_commands)
     parser.commands = sub.choices
     return parser, sub.choices
 
@@ -259,7 +259,7 @@ def check_names(args: argparse.Namespace) -> None:
     """The probe names and model paths of `probes run` and `probes ablate` (a --gguf-file joined to its --model
     folder), refused before the command imports torch:
     an unknown probe names the closest one, a model that is neither a checkpoint folder nor a hub name is refused
-    (probes.checkpoint.resolve_source: a name that is not on disk is a missing path when it starts with '.', '/' or '~'
+    (probes.base.checkpoint.resolve_source: a name that is not on disk is a missing path when it starts with '.', '/' or '~'
     or is not a hub id, NAME or ORG/NAME). The corpus files were checked when the arguments were parsed."""
     if args.command not in PROBE_OPTION_COMMANDS:
         return
@@ -274,7 +274,7 @@ def check_names(args: argparse.Namespace) -> None:
 
 def _preload_code(argv: list[str]) -> None:
     """Import --code files before building the parser, so their probes and options are known."""
-    from probes.registry import load_code
+    from probes.settings.registry import load_code
 
     for i, arg in enumerate(argv):
         if arg == "--code" and i + 1 < len(argv):
@@ -285,11 +285,11 @@ def _preload_code(argv: list[str]) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     plots = "none" if args.no_plots else args.plots
-    # a run of several models saves each model's results as it goes (probes.studies.models)
+    # a run of several models saves each model's results as it goes (probes.tools.studies.models)
     several = bool(args.model) and len(args.model) > 1
-    from probes.runner import run
-    from probes.settings import RunSettings
-    from probes.studies.models import model_folders, run_models
+    from probes.running.runner import run
+    from probes.settings.run_settings import RunSettings
+    from probes.tools.studies.models import model_folders, run_models
 
     options = chosen_options(args)
     settings = RunSettings(**chosen_settings(args))
@@ -315,7 +315,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
-    from probes.studies import study
+    from probes.tools.studies import study
 
     done = study(args.study_file, args.out, engine=args.engine, workers=args.workers, address=args.address,
                  plots="none" if args.no_plots else args.plots, progress=False if args.quiet else None)
@@ -327,7 +327,7 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from probes.state_files import merge
+    from probes.running.state_files import merge
 
     _report(merge(args.states), args.out, not args.no_plots)  # main imported the --code files
     return 0
@@ -336,8 +336,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def _report(results: dict, out, plots: bool | str, all_labels: bool = False) -> None:
     """Print each result's table (labels below the minimum count only with `all_labels`), as `probes show` does;
     with a folder `out`, save the result there first, with its figures, and say so under the table."""
-    from probes.figures import save_result
-    from probes.show import format_result
+    from probes.results.figures import save_result
+    from probes.tools.show import format_result
 
     for name, result in results.items():
         written = save_result(result, out, plots=plots) if out else []
@@ -362,7 +362,7 @@ def cmd_annotate(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from probes.registry import declared
+    from probes.settings.registry import declared
 
     probes = declared()
     width = max(len(n) for n in probes)
@@ -372,8 +372,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from probes.results import load_result, results_in
-    from probes.show import format_result
+    from probes.results.probe_result import load_result, results_in
+    from probes.tools.show import format_result
 
     results = results_in(args.results).values() if args.results.is_dir() else [load_result(args.results)]
     print("\n\n".join(format_result(r, top=args.top, head=args.head, sentences=args.sentences,
@@ -382,7 +382,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from probes.report import write_report
+    from probes.tools.report import write_report
 
     path = write_report(args.folders, args.output)
     print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")

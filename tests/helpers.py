@@ -6,10 +6,10 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 from probes.corpus.sentence import Sentence
-from probes.encoding import END_COLUMN
-from probes.maps import LayerMaps
+from probes.encoding.subwords import END_COLUMN
+from probes.capture.maps import LayerMaps
 
 E = END_COLUMN  # the end special token's column, fixed per batch
 

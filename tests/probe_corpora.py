@@ -125,7 +125,7 @@ def selection_split(name: str, tmp: Path, shared) -> str:
     """A second small corpus for probe `name`, of the kind its ``probe_run_arguments`` corpus is, to give
     ``select_on``: the next sentences of the same file (the next CRAFT dev article for con, the pairs with their
     sentences swapped for term_matching). frames: the same documents (its ``documents`` option filters both)."""
-    from probes.defaults import bundled_corpus
+    from probes.base.defaults import bundled_corpus
 
     if name == "frames":
         return str(shared() / "framenet-1.7")

@@ -21,7 +21,7 @@ from typing import Iterator
 
 import torch
 
-from probes.model import Encoder
+from probes.capture.model import Encoder
 
 
 def rows_alone(monkeypatch) -> dict:

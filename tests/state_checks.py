@@ -10,8 +10,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from probes.probe import Probe
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.scoring.probe import Probe
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 from helpers import HandBatch, feed
 
 

@@ -9,7 +9,7 @@ import pytest
 from tiny_classifier import fine_tune, genre_examples, write_tsv
 
 import probes
-from probes.ablation.classifier import ClassifierTarget
+from probes.tools.ablation.classifier import ClassifierTarget
 from probes.cli import main
 
 EWT_GENRES = ("answers", "email", "newsgroup", "reviews", "weblog")
@@ -141,7 +141,7 @@ def _shortest_blocks(conllu: Path, per_genre: int, out: Path) -> Path:
 def test_classify_on_ewt(shared_corpora, tmp_path, capsys):
     """MiniLM with a genre head trained for a few steps on EWT dev, swept by layer and half on 40 EWT test
     sentences (the 8 shortest of each genre), read from CoNLL-U with the label from the sent_id prefix."""
-    from probes.defaults import default_model
+    from probes.base.defaults import default_model
 
     ewt = shared_corpora / "ud-english-ewt"
     model = fine_tune(default_model(), tmp_path / "genre", genre_examples(8, ewt / "en_ewt-ud-dev.conllu", EWT_GENRES),

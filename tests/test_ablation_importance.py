@@ -11,13 +11,13 @@ import torch
 from tiny_classifier import fine_tune, genre_split
 
 import probes
-from probes.ablation.classifier import ClassifierTarget
-from probes.ablation.importance import gate_gradients, head_importance
-from probes.ablation.pruning import ascending, prune
+from probes.tools.ablation.classifier import ClassifierTarget
+from probes.tools.ablation.importance import gate_gradients, head_importance
+from probes.tools.ablation.pruning import ascending, prune
 from probes.cli import main
-from probes.defaults import bundled_corpus
-from probes.errors import InputError
-from probes.model import self_attention_modules
+from probes.base.defaults import bundled_corpus
+from probes.base.errors import InputError
+from probes.capture.model import self_attention_modules
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ import torch
 
 import probes
 from probes.capture.masking import HeadMasker
-from probes.model import self_attention_modules
+from probes.capture.model import self_attention_modules
 
 FAMILIES = [pytest.param("bert", marks=pytest.mark.bert), pytest.param("roberta", marks=pytest.mark.roberta),
             pytest.param("electra", marks=pytest.mark.electra),

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 import probes
-from probes.ablation import ablate
+from probes.tools.ablation import ablate
 from probes.capture.masking import HeadMasker
-from probes.ablation.masks import build_masks, keep_mask, mask_tensor, parse_layers
+from probes.capture.ablation_masks import build_masks, keep_mask, mask_tensor, parse_layers
 from probes.cli import main
-from probes.defaults import bundled_corpus
-from probes.errors import InputError
-from probes.settings import RunSettings
+from probes.base.defaults import bundled_corpus
+from probes.base.errors import InputError
+from probes.settings.run_settings import RunSettings
 
 
 def test_keep_masks():
@@ -56,9 +56,9 @@ def _masked_run(encoder, heads, mode="zero", **options):
 @pytest.mark.slow
 @pytest.mark.integration
 def test_a_probe_target_streams_its_corpus_in_chunks(tiny_model, monkeypatch):
-    """Read in chunks of 7 sentences (probes.chunks, as runs read), a probe target scores every mask as when the
+    """Read in chunks of 7 sentences (probes.running.chunks, as runs read), a probe target scores every mask as when the
     corpus is one chunk, and a run under no mask as probes.run does in chunks."""
-    from probes import chunks
+    from probes.running import chunks
 
     model = str(tiny_model("bert"))
     kwargs = dict(model=model, corpus=bundled_corpus(), masks=["0:1", "1:*"], limit=30, batch_size=8, progress=False)

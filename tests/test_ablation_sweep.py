@@ -11,15 +11,15 @@ import torch
 from tiny_classifier import fine_tune, genre_split
 
 import probes
-from probes.ablation import ablate, load_classifier
-from probes.ablation.classifier import ClassifierTarget, confusion_scores
-from probes.ablation.labelled import SENT_ID_PREFIX, read_labelled
+from probes.tools.ablation import ablate, load_classifier
+from probes.tools.ablation.classifier import ClassifierTarget, confusion_scores
+from probes.tools.ablation.labelled import SENT_ID_PREFIX, read_labelled
 from probes.capture.masking import HeadMasker
-from probes.ablation.masks import build_masks, halves, mask_tensor, parse_mask, random_heads
-from probes.ablation.sharing import SharedPrefix
-from probes.defaults import bundled_corpus
-from probes.errors import InputError
-from probes.model import self_attention_modules
+from probes.capture.ablation_masks import build_masks, halves, mask_tensor, parse_mask, random_heads
+from probes.capture.sharing import SharedPrefix
+from probes.base.defaults import bundled_corpus
+from probes.base.errors import InputError
+from probes.capture.model import self_attention_modules
 
 N_TEST = 50  # 25 email + 25 weblog sentences
 

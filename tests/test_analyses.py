@@ -22,11 +22,11 @@ from probes.builtin.analyses.positional import PositionalAnalysis
 from probes.builtin.analyses.rare import RareWordAnalysis, read_frequencies
 from probes.builtin.analyses.term_matching import TermMatchingAnalysis
 from probes.builtin.analyses.word_order import WordOrderAnalysis, unshuffle
-from probes.errors import InputError
-from probes.maps import LayerMaps
-from probes.registry import available
-from probes.results import RunInfo
-from probes.shuffle import word_permutation
+from probes.base.errors import InputError
+from probes.capture.maps import LayerMaps
+from probes.settings.registry import available
+from probes.results.probe_result import RunInfo
+from probes.encoding.shuffle import word_permutation
 
 
 def info(heads: int, sentences: int = 1) -> RunInfo:

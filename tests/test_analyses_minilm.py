@@ -16,8 +16,8 @@ import pytest
 import probes
 from probe_corpora import grids, same
 from probes.cli import main
-from probes.encoding import encode
-from probes.registry import available
+from probes.encoding.subwords import encode
+from probes.settings.registry import available
 from rows_alone import FLOAT32_ROUNDING, THREADS, rows_alone, torch_threads
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

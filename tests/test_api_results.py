@@ -9,9 +9,9 @@ import pytest
 
 import probes
 from probes.cli import main
-from probes.figures import save_result
-from probes.files import write_atomic
-from probes.results import load_result
+from probes.results.figures import save_result
+from probes.base.files import write_atomic
+from probes.results.probe_result import load_result
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +96,7 @@ def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
     def interrupted(src, dst):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("probes.files.os.replace", interrupted)
+    monkeypatch.setattr("probes.base.files.os.replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_atomic(target, b"new")
     assert target.read_text() == "old" and list(tmp_path.iterdir()) == [target]
@@ -120,7 +120,7 @@ def test_unknown_option(tiny_model):
 def test_csv_is_written_without_pandas_as_pandas_writes_it(tiny_result):
     """The CSV is the `Table` (no pandas import in a run): byte for byte what ``to_frame().to_csv`` gives, here
     on a real result and on cells pandas treats apart (a label with a comma and a quote, NaN and None, ints)."""
-    from probes.files import Table
+    from probes.base.files import Table
 
     assert tiny_result.to_table().to_csv() == tiny_result.to_frame().to_csv(index=False)
     rows = [['say "x", then y', 0, 1, 12, 0.1, float("nan"), None], ["plain", 1, 0, 3, 1 / 3, 2.5e-17, 1.0]]

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from probes.cli import main
-from probes.compare import compare_results
-from probes.figures import figures_of
-from probes.results import BestHead, LabelScores, ProbeResult, RunInfo, best_head, load_result
-from probes.show import format_table
+from probes.tools.compare import compare_results
+from probes.results.figures import figures_of
+from probes.results.probe_result import BestHead, LabelScores, ProbeResult, RunInfo, best_head, load_result
+from probes.tools.show import format_table
 
 NAN = float("nan")
 

@@ -1,4 +1,4 @@
-"""The streaming bootstrap (probes.bootstrap): replicate weights, replicate sums, intervals, paired deltas.
+"""The streaming bootstrap (probes.results.bootstrap): replicate weights, replicate sums, intervals, paired deltas.
 
 Weights are checked against a plain-integer reimplementation of their definition and for the Poisson(1)
 law; replicate sums against sums worked out by hand; intervals for coverage (over simulated corpora of
@@ -19,17 +19,17 @@ import torch
 
 import probes
 from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
-from probes.bootstrap import POISSON_CDF, Bootstrap, poisson_quantile, replicate_ratio, replicate_weights
+from probes.results.bootstrap import POISSON_CDF, Bootstrap, poisson_quantile, replicate_ratio, replicate_weights
 from probes.builtin.dep import DependencyProbe
 from probes.cli import main
 from probes.corpus import read_corpus
-from probes.fitting import choose_heads
-from probes.identity import sentence_key
-from probes.intervals import (attach_interval, effective_count, head_interval, paired_delta, percentile_interval,
+from probes.results.fitting import choose_heads
+from probes.encoding.identity import sentence_key
+from probes.results.intervals import (attach_interval, effective_count, head_interval, paired_delta, percentile_interval,
                               variance_count, wilson_interval)
-from probes.probe import LabelSums
-from probes.results import LabelScores, ProbeResult
-from probes.state_files import Shard, split
+from probes.scoring.probe import LabelSums
+from probes.results.probe_result import LabelScores, ProbeResult
+from probes.running.state_files import Shard, split
 from reader_samples import SAMPLES, reader_format, write_sample
 
 M64 = (1 << 64) - 1
@@ -450,7 +450,7 @@ def test_dep_replicates_by_hand():
 
 
 def _info():
-    from probes.results import RunInfo
+    from probes.results.probe_result import RunInfo
 
     return RunInfo(model="hand", corpus=["hand"], layers=1, heads=2, sentences=2, skipped={}, settings={}, provenance={})
 
@@ -508,7 +508,7 @@ def test_analyses_with_and_without_intervals(tiny_encoder):
 def test_compare_gives_paired_intervals(tiny_encoder, tmp_path, capsys):
     """`probes compare A B` pairs the two runs' replicates: each label's interval is paired_delta(B, A) of the
     results read back; A against itself changes by exactly 0 (flat); another seed cannot pair and says so."""
-    from probes.compare.results_diff import compare_results
+    from probes.tools.compare.results_diff import compare_results
 
     runs = {name: probes.run(["dep"], encoder=tiny_encoder, limit=25, replicates=200, progress=False, pool=pool,
                              bootstrap_seed=seed)["dep"]
@@ -535,7 +535,7 @@ def test_compare_gives_paired_intervals(tiny_encoder, tmp_path, capsys):
 
 def test_figures_dot_heads_whose_interval_clears_the_baseline(tiny_encoder):
     """The overview and per-label heatmaps dot the heads whose ci_low lies above the label's best offset baseline."""
-    from probes.presentation import Presentation, above_baseline
+    from probes.results.presentation import Presentation, above_baseline
 
     result = probes.run(["dep"], encoder=tiny_encoder, limit=25, replicates=100, progress=False)["dep"]
     for name, entry in [*result.labels.items(), ("overall", result.overall)]:
@@ -553,7 +553,7 @@ def test_seg_replicates_add_up_to_its_counts(tiny_encoder, monkeypatch):
     """seg's word F1 per replicate from per-sentence parts: with every sentence weighing 1 in every replicate,
     each replicate's F1 is the point F1 of every head exactly (the parts add up to tally's counts), so the best
     head's pivot replicates are its score and each head's interval is Wilson's at its score."""
-    from probes.bootstrap import Bootstrap
+    from probes.results.bootstrap import Bootstrap
 
     def ones(self, batch):
         return None if not self.replicates else torch.ones(self.replicates, len(batch.sentences), dtype=torch.float64)
@@ -681,7 +681,7 @@ def test_the_key_is_the_words_and_their_occurrence():
     reader's options) do not. A corpus stream numbers sentences with the same words 0, 1, ... so each gets its
     own key (its own replicate weights), whatever their annotation."""
     from probes.corpus.sentence import Sentence
-    from probes.identity import Occurrences
+    from probes.encoding.identity import Occurrences
 
     s = Sentence(["Hi", "there"], {"head": [0, 1], "deprel": ["root", "advmod"]}, "a", "x.conllu", 3)
     same = [Sentence(["Hi", "there"], {"head": [0, 1], "deprel": ["root", "advmod:tmod"]}, "b", "y.conllu", 70),
@@ -720,7 +720,7 @@ def test_a_remembered_key_follows_the_words_and_the_occurrence():
 def test_every_reader_reads_the_same_content_through_a_bom_and_cr_lf(name, tmp_path):
     """Each reader's sample (tests/reader_samples.py) written with a byte-order mark and CR LF line endings: the
     same words and annotation, the same content digests, so the same keys."""
-    from probes.identity import content_digest
+    from probes.encoding.identity import content_digest
 
     files, _ = SAMPLES[name]
     plain = read_corpus([str(p) for p in write_sample(tmp_path / "a", name)], reader_format(name))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import probes
-from probes.errors import InputError
+from probes.base.errors import InputError
 from test_model_checks import refused
 
 pytestmark = pytest.mark.integration

@@ -16,8 +16,8 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from causal_models import CONFIGS, make_checkpoint
 from probes.capture import CAPTURES, backend_named
 from probes.capture.sdpa_qk import COPIED, encoder_probabilities
-from probes.errors import InputError
-from probes.model import load_encoder
+from probes.base.errors import InputError
+from probes.capture.model import load_encoder
 
 ENCODERS = ("bert", "roberta", "electra", "deberta-v2", "deberta")
 SDPA_ROUNDING = 2e-6  # SDPA's hidden states against eager's, a few layers in: float32 rounding

@@ -18,8 +18,8 @@ import torch
 
 import probes
 from probe_corpora import CORPORA, grids, probe_run_arguments, same
-from probes.model import Encoder
-from probes.runner import Feed
+from probes.capture.model import Encoder
+from probes.running.runner import Feed
 from rows_alone import FLOAT32_ROUNDING, THREADS, rows_alone, torch_threads
 
 pytestmark = [pytest.mark.integration]

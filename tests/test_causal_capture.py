@@ -9,9 +9,9 @@ import torch
 from causal_models import ADDS_BOS, CONFIGS, make_checkpoint
 from probes.capture.sdpa_qk import (AttentionEntries, allowed_keys, capturing, causal_probabilities,
                                    per_head_context)
-from probes.errors import InputError
-from probes.families import family_of
-from probes.model import load_encoder
+from probes.base.errors import InputError
+from probes.capture.families import family_of
+from probes.capture.model import load_encoder
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +169,7 @@ def test_an_encoder_decoder_is_refused_naming_its_family(tmp_path):
 def test_head_ablation_refuses_decoder_families(family, checkpoints, tmp_path):
     """Head masking rewrites an attention module's per-head context before W_O; a decoder family's module returns
     its output after W_O, so masking there would silently disable parts of the model width, not heads."""
-    from probes.ablation import ablate
+    from probes.tools.ablation import ablate
 
     corpus = tmp_path / "seqs.ids"
     corpus.write_text("# two sequences\n5 9 17 5 9\n8 8 3 60\n", encoding="utf-8")

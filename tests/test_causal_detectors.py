@@ -16,12 +16,12 @@ from probes.builtin.causal.duplicate_token import DuplicateTokenProbe
 from probes.builtin.causal.induction import InductionProbe
 from probes.builtin.causal.prev_token import PrevTokenProbe
 from probes.builtin.causal.sink import SinkProbe
-from probes.causal.detect import DETECTORS, detect
-from probes.causal.families import copying_scores, fold_norms, norm_parts
-from probes.causal.sequences import repeated_random_tokens
-from probes.encoding import UnknownTokensWarning
-from probes.families import Family
-from probes.results import RunInfo
+from probes.tools.detect import DETECTORS, detect
+from probes.capture.causal_families import copying_scores, fold_norms, norm_parts
+from probes.encoding.sequences import repeated_random_tokens
+from probes.encoding.subwords import UnknownTokensWarning
+from probes.capture.families import Family
+from probes.results.probe_result import RunInfo
 
 TRAINED = Path(__file__).resolve().parent / "data" / "induction-gpt2"
 
@@ -147,7 +147,7 @@ def test_the_copying_options_are_recorded_and_move_the_trained_model_s_scores(tm
     """The trained GPT-2 (tests/data/induction-gpt2): with its special token (<|endoftext|>, id 0) in the vocabulary
     layer 0's head 0 moves from 0.325 to 0.414; the JSON records both options, the defaults too."""
     from probes.cli import main
-    from probes.results import load_result
+    from probes.results.probe_result import load_result
 
     corpus = tmp_path / "seqs.ids"
     corpus.write_text("5 9 17 33 5 9 17 33\n", encoding="utf-8")
@@ -196,7 +196,7 @@ BUNDLED = ["dep", "pos", "trees", "mass", "entropy", "positional", "rare", "patt
            "prev_token", "duplicate_token", "induction", "sink"]
 
 
-@pytest.mark.filterwarnings("ignore::probes.encoding.UnknownTokensWarning")  # the word-level test vocabularies
+@pytest.mark.filterwarnings("ignore::probes.encoding.subwords.UnknownTokensWarning")  # the word-level test vocabularies
 @pytest.mark.parametrize("family", list(CONFIGS))
 def test_every_probe_of_the_bundled_sample_runs_on_each_family(family, tmp_path):
     """The probes that read the bundled EWT sample, on 6 of its sentences (Qwen2's byte-level BPE reads the words;
@@ -225,7 +225,7 @@ def test_a_corpus_the_model_cannot_read_is_refused_unless_allowed(tmp_path, caps
     naming the share and the file, no scores (issue 42 item 6); with --allow-unknown scored, after the warning."""
     from probes.cli import main
     from probes.corpus import read_corpus
-    from probes.defaults import bundled_corpus
+    from probes.base.defaults import bundled_corpus
 
     folder = make_checkpoint("gpt2", tmp_path / "gpt2")
     capsys.readouterr()  # transformers' "Writing model shards"
@@ -343,8 +343,8 @@ def test_the_sequences_file_must_be_a_ids_file(tmp_path, capsys):
 def test_the_causal_constraint_is_printed_under_the_table():
     """A hand-made dep result of a decoder: under its table, the note and, per shown label and overall, the share of
     arcs whose head precedes and the best offset baseline k < 0 (either direction), as its JSON states them."""
-    from probes.results import LabelScores, ProbeResult
-    from probes.show import format_causal, format_result
+    from probes.results.probe_result import LabelScores, ProbeResult
+    from probes.tools.show import format_causal, format_result
 
     stated = {"note": "decoder-only model: a note", "overall": {
         "head_precedes_share": 0.4, "causal_offset_baseline": {"either": 0.35, "dep_to_head": 0.1, "head_to_dep": 0.3}},
@@ -370,7 +370,7 @@ def test_the_causal_constraint_is_printed_under_the_table():
     assert format_causal(result) == ""
 
 
-@pytest.mark.filterwarnings("ignore::probes.encoding.UnknownWordsWarning")
+@pytest.mark.filterwarnings("ignore::probes.encoding.subwords.UnknownWordsWarning")
 def test_dep_on_a_decoder_prints_what_it_cannot_reach(tmp_path, capsys):
     """`probes run dep` on a decoder prints the causal_constraint figures under the table (issue 42 item 9), and
     `probes show` of its results file the same lines, every number the JSON's."""

@@ -1,4 +1,4 @@
-"""Bounded chunked reading (probes.chunks, probes.corpus.iter_corpus / CorpusStream, the streaming readers).
+"""Bounded chunked reading (probes.running.chunks, probes.corpus.iter_corpus / CorpusStream, the streaming readers).
 
 A run read in many tiny chunks (CHUNK_SENTENCES monkeypatched) gives the results of the same run read as
 one chunk: every count identical, every score within 1e-6 (float32 batching), the same per-sentence views,
@@ -17,18 +17,18 @@ from hypothesis import strategies as st
 from probe_corpora import excerpt, grids, same
 
 import probes
-from probes import chunks
+from probes.running import chunks
 from probes.corpus import CorpusStream, iter_corpus, read_corpus, streams
 from probes.corpus.conllu_reader import iter_conllu
 from probes.corpus.iob2 import iter_iob2
 from probes.corpus.propbank import iter_propbank
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import iter_text_lines
-from probes.defaults import bundled_corpus
-from probes.encoding import UnknownWords, encode, unknown_words
-from probes.errors import InputError
-from probes.argtypes import Shard
-from probes.state_files import ShardStream, split
+from probes.base.defaults import bundled_corpus
+from probes.encoding.subwords import UnknownWords, encode, unknown_words
+from probes.base.errors import InputError
+from probes.base.argtypes import Shard
+from probes.running.state_files import ShardStream, split
 
 DATA = Path(__file__).parent / "data"
 TINY = 7  # sentences a chunk in the chunked runs: every corpus below is several chunks

@@ -7,7 +7,7 @@ import pytest
 
 from probes.cli import main
 from probes.corpus.readers import GIVES
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
 SENTENCE = "1\tDogs\tdog\tNOUN\tNNS\t_\t2\tnsubj\t_\t_\n2\tbark\tbark\tVERB\tVBP\t_\t0\troot\t_\t_\n\n"
 LONG = "".join(f"{i}\tw{i}\t_\tNOUN\tNN\t_\t{0 if i == 1 else 1}\t{'root' if i == 1 else 'dep'}\t_\t_\n"

@@ -11,8 +11,8 @@ import pytest
 
 import probes.cli
 from probes.cli import main
-from probes.errors import InputError
-from probes.argtypes import check_output_folder
+from probes.base.errors import InputError
+from probes.base.argtypes import check_output_folder
 
 NO_MODEL = "/nonexistent/model"  # loading it would fail: an error about the output must come first
 
@@ -58,12 +58,12 @@ def test_output_folder_under_a_file(tmp_path, capsys, command):
 
 def test_output_folder_that_cannot_be_written(tmp_path, capsys, monkeypatch):
     """The probe file is refused (as in a read-only folder; simulated, since root may write anywhere)."""
-    import probes.files
+    import probes.base.files
 
     def refused(dir, prefix):
         raise PermissionError(errno.EACCES, "Permission denied", os.path.join(dir, prefix + "x"))
 
-    monkeypatch.setattr(probes.files.tempfile, "mkstemp", refused)
+    monkeypatch.setattr(probes.base.files.tempfile, "mkstemp", refused)
     out = tmp_path / "new" / "out"
     err = one_line_error(capsys, ["run", "dep", "--model", NO_MODEL, "--out", str(out)])
     assert err == f"probes: error: {out}: cannot write the output here (Permission denied)"
@@ -166,10 +166,10 @@ def test_no_command_catches_errors_itself():
     import ast
     import inspect
 
-    import probes.ablation.commands
-    import probes.compare.commands
+    import probes.tools.ablation.commands
+    import probes.tools.compare.commands
 
-    for module in (probes.cli, probes.compare.commands, probes.ablation.commands):
+    for module in (probes.cli, probes.tools.compare.commands, probes.tools.ablation.commands):
         for node in ast.walk(ast.parse(inspect.getsource(module))):
             if isinstance(node, ast.FunctionDef) and node.name.startswith("cmd_"):
                 assert not any(isinstance(n, ast.Try) for n in ast.walk(node)), f"{module.__name__}.{node.name}"

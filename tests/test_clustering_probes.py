@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 from probes.builtin.con import ConstituentProbe
 from probes.builtin.ner import NerProbe
 from probes.builtin.pos import PosProbe
-from probes.centroids import Centroids
-from probes.errors import InputError
-from probes.maps import LayerMaps
-from probes.results import RunInfo
+from probes.scoring.centroids import Centroids
+from probes.base.errors import InputError
+from probes.capture.maps import LayerMaps
+from probes.results.probe_result import RunInfo
 from helpers import E, HandBatch, feed, sentence
 from state_checks import check_state, info, two_layers
 

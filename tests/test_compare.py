@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from probes.cli import main
-from probes.compare import compare_results, correlate, load_any
-from probes.compare.checkpoints import map_cosines
+from probes.tools.compare import compare_results, load_any
+from probes.tools.compare import correlate
+from probes.tools.compare.checkpoints import map_cosines
 from probes.corpus import guess_format, read_corpus
-from probes.errors import InputError
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.base.errors import InputError
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
 
 def result(probe: str, overall, labels: dict | None = None, *, layers=2, heads=3, model="m", options=None,

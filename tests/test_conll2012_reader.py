@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from probes.corpus.conll2012 import read_conll2012
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "sample.conll2012"
 

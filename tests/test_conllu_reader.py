@@ -10,7 +10,7 @@ from probes.corpus import read_corpus
 from probes.corpus.conllu_reader import read_conllu
 from probes.corpus.propbank import read_propbank
 from probes.corpus.trees import SKIP_HINT, head_problem
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 
 def row(i, form, head, rel="dep"):

@@ -20,7 +20,7 @@ import math
 import pytest
 import torch
 
-from probes.model import load_encoder
+from probes.capture.model import load_encoder
 
 pytestmark = pytest.mark.integration
 MARKS = {"bert": pytest.mark.bert, "roberta": pytest.mark.roberta, "electra": pytest.mark.electra,
@@ -54,7 +54,7 @@ def _inputs(encoder):
 
 
 def _self_attention(model) -> list[torch.nn.Module]:
-    """The self-attention module of every layer, found by the model's own layout (not by probes.model)."""
+    """The self-attention module of every layer, found by the model's own layout (not by probes.capture.model)."""
     return [layer.attention.self for layer in model.encoder.layer]
 
 

@@ -12,14 +12,14 @@ import pytest
 import torch
 
 import probes
-from probes.batching import Batch
-from probes.bootstrap import replicate_weights
+from probes.encoding.batching import Batch
+from probes.results.bootstrap import replicate_weights
 from probes.builtin.coref import CoreferenceProbe
 from probes.cli import main
 from probes.corpus.coref import read_coref
-from probes.encoding import encode
-from probes.identity import Occurrences, sentence_key
-from probes.maps import LayerMaps
+from probes.encoding.subwords import encode
+from probes.encoding.identity import Occurrences, sentence_key
+from probes.capture.maps import LayerMaps
 from probe_corpora import same
 from state_checks import assert_same
 
@@ -150,7 +150,7 @@ def test_a_study_of_two_checkpoints_gives_their_plain_runs(tmp_path):
 
     import pandas as pd
 
-    from probes.defaults import default_model
+    from probes.base.defaults import default_model
 
     if importlib.util.find_spec("sre_embedding_model") is None:
         pytest.skip("sre-embedding-model is not installed")

@@ -39,11 +39,11 @@ import torch
 from probes.builtin.anaphors import assign
 from probes.builtin.coref import BASELINE_NAME, BASELINES, CoreferenceProbe
 from probes.corpus.sentence import Sentence
-from probes.errors import InputError
-from probes.identity import sentence_key
-from probes.maps import LayerMaps
-from probes.show import format_table
-from probes.windows import window_spans
+from probes.base.errors import InputError
+from probes.encoding.identity import sentence_key
+from probes.capture.maps import LayerMaps
+from probes.tools.show import format_table
+from probes.encoding.windows import window_spans
 from helpers import E, attention, batch, feed
 from state_checks import check_state, info
 

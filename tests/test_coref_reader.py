@@ -9,7 +9,7 @@ from helpers import run_refused
 from probes.corpus import guess_format, iter_corpus
 from probes.corpus.coref import read_coref
 from probes.corpus.mention_heads import mention_head
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 DATA = Path(__file__).parent / "data" / "litbank"
 

@@ -9,9 +9,9 @@ import pytest
 from scipy.stats import spearmanr
 
 from probes.cli import main
-from probes.compare.correlate import adjust_p_values, correlate, permutation_spearman
-from probes.errors import InputError
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.tools.compare.correlate import adjust_p_values, correlate, permutation_spearman
+from probes.base.errors import InputError
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
 
 def _result(labels: dict[str, np.ndarray]) -> ProbeResult:

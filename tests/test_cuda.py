@@ -19,7 +19,7 @@ import probes
 from causal_models import CONFIGS, make_checkpoint
 from probe_corpora import CORPORA, probe_run_arguments
 from probes.capture.masking import HeadMasker
-from probes.causal.detect import detect
+from probes.tools.detect import detect
 
 DEVICE = os.environ.get("PROBES_TEST_DEVICE") or ("cuda" if torch.cuda.is_available() else None)
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(DEVICE is None, reason="needs a CUDA device")]
@@ -79,7 +79,7 @@ def test_head_masking_equals_the_cpu(tiny_model, family, mode):
 
 @pytest.fixture(scope="module")
 def minilm_on_device(minilm):
-    from probes.defaults import default_model
+    from probes.base.defaults import default_model
 
     return probes.load_encoder(default_model(), device=DEVICE)
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from probes.builtin.dep import OFFSETS, DependencyProbe
-from probes.maps import LayerMaps
-from probes.results import RunInfo
+from probes.capture.maps import LayerMaps
+from probes.results.probe_result import RunInfo
 from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
 from state_checks import check_state, info, two_layers
 
@@ -161,7 +161,7 @@ def test_a_causal_model_states_the_constraint():
 def test_root_is_called_trivial_unless_words_only(tmp_path):
     """The result names root among its trivial labels (its head is [CLS], where most heads attend: the overview draws it
     last and faded), and keeps it through its JSON; under words_only root arcs are never right and it is not."""
-    from probes.results import load_result
+    from probes.results.probe_result import load_result
 
     r = _both_in_one_batch()
     assert r.extra["trivial_labels"] == {"root": "attention to [CLS] counts as right"}

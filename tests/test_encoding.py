@@ -1,4 +1,4 @@
-"""probes.encoding (the three encoders, their one skip loop, the [UNK] share) and whole batches with their twin.
+"""probes.encoding.subwords (the three encoders, their one skip loop, the [UNK] share) and whole batches with their twin.
 
 The hand vocabulary below tokenises by hand: "ab" is one token, "abc" is ab ##c, 我 用 6 照 are tokens,
 anything else ("x", "xy", 拍) is [UNK] (id 1); a control character ("\\x00") is cleaned away: no token.
@@ -14,15 +14,15 @@ import pytest
 import torch
 
 import probes
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 from probes.corpus import read_corpus
 from probes.corpus.sentence import Sentence
-from probes.defaults import bundled_corpus
-from probes.encoding import (END_COLUMN, UnknownTokensWarning, UnknownWords, UnknownWordsWarning, encode,
+from probes.base.defaults import bundled_corpus
+from probes.encoding.subwords import (END_COLUMN, UnknownTokensWarning, UnknownWords, UnknownWordsWarning, encode,
                              subword_columns, unknown_words, unusable)
-from probes.errors import InputError
-from probes.maps import LayerMaps
-from probes.shuffle import word_permutation
+from probes.base.errors import InputError
+from probes.capture.maps import LayerMaps
+from probes.encoding.shuffle import word_permutation
 from helpers import E, attention, batch, sentence
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "我", "用", "i", "##p", "##h", "##o", "##n", "##e", "6", "照",

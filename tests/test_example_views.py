@@ -1,4 +1,4 @@
-"""Per-sentence views (probes.examples): the kept maps, written to the recorder's temporary file and read back for
+"""Per-sentence views (probes.results.examples): the kept maps, written to the recorder's temporary file and read back for
 the chosen heads only, are the word-level attention of an independent computation (each sentence alone, pooled
 with matrix products in float64), as uint8 weight × 255."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 import probes
-from probes.packing import unpack
+from probes.base.packing import unpack
 
 
 def _word_maps(encoder, words: list[str]) -> np.ndarray:

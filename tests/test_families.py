@@ -8,12 +8,12 @@ import pytest
 import torch
 
 import probes
-from probes.batching import Batch, length_sorted_batches
+from probes.encoding.batching import Batch, length_sorted_batches
 from probes.cli import main
 from probes.corpus import read_corpus
-from probes.defaults import bundled_corpus
-from probes.encoding import encode
-from probes.maps import LayerMaps
+from probes.base.defaults import bundled_corpus
+from probes.encoding.subwords import encode
+from probes.capture.maps import LayerMaps
 
 FAMILIES = [pytest.param("bert", marks=pytest.mark.bert), pytest.param("roberta", marks=pytest.mark.roberta),
             pytest.param("electra", marks=pytest.mark.electra),
@@ -141,7 +141,7 @@ def test_task_checkpoint_gives_its_encoder(tiny_model, tmp_path):
 def test_default_model_missing_says_how_to_install(monkeypatch):
     import importlib.util
 
-    from probes import defaults
+    from probes.base import defaults
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == defaults.DEFAULT_MODEL_PACKAGE else real(name))

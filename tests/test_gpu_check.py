@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from probes.batching import default_max_tokens, total_memory
+from probes.encoding.batching import default_max_tokens, total_memory
 
 pytestmark = pytest.mark.integration
 

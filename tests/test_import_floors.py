@@ -1,4 +1,4 @@
-"""The house is one-way: every module of probes/ sits on a floor (FLOORS, the README's "Map of the code"), and no
+"""The house is one-way: every module of probes/ sits on a floor (FLOORS: the folders of probes/, docs/design.md), and no
 module imports one on a floor above it, at the top of the file or inside a function (or under TYPE_CHECKING);
 and no set of modules imports itself round in a circle."""
 from __future__ import annotations
@@ -8,41 +8,37 @@ from pathlib import Path
 
 from test_package_structure import PACKAGE, cycles, imported, modules
 
-# floor -> the modules on it, by prefix (the longest prefix that names a module decides); lowest first
+# floor -> the folders of probes/ on it (their every module), lowest first; the top-level modules are named alone
 FLOORS = {
-    "base": ["probes", "probes.errors", "probes.choices", "probes.defaults", "probes.provenance", "probes.checkpoint",
-             "probes.gguf_file",
-             "probes.packing", "probes.options", "probes.progress", "probes.scratch",
-             "probes.exports", "probes.argtypes", "probes.files", "probes.registries", "probes.protocols", "probes.ablation",
-             "probes.compare", "probes.studies"],
-    "reader": ["probes.corpus"],
-    "encoding": ["probes.causal.sequences", "probes.windows", "probes.encoding", "probes.pooling", "probes.shuffle", "probes.identity", "probes.batching"],
-    "settings": ["probes.settings", "probes.registry", "probes.builtin.declared"],
-    "capture": ["probes.families", "probes.capture", "probes.causal.families", "probes.model", "probes.maps", "probes.ablation.masks",
-                "probes.ablation.sharing"],
-    "results": ["probes.results", "probes.intervals", "probes.bootstrap", "probes.fitting", "probes.plots", "probes.presentation",
-                "probes.examples", "probes.figures", "probes.builtin.fitted", "probes.builtin.trees.details",
-                "probes.builtin.seg.show", "probes.builtin.analyses.head_layout"],
-    "probes": ["probes.probe", "probes.centroids", "probes.builtin"],
-    "runner": ["probes.chunks", "probes.state_files", "probes.runner"],
-    "tools": ["probes.causal.detect", "probes.causal.commands", "probes.ablation.", "probes.compare.", "probes.studies.", "probes.report", "probes.show",
-              "probes.arguments"],
-    "cli": ["probes.cli", "probes.__main__"],
+    "base": ["base", "__init__"],
+    "reader": ["corpus"],
+    "encoding": ["encoding"],
+    "settings": ["settings"],
+    "capture": ["capture"],
+    "results": ["results"],
+    "probes": ["scoring", "builtin"],
+    "runner": ["running"],
+    "tools": ["tools"],
+    "cli": ["cli", "__main__"],
 }
 RANK = {name: i for i, name in enumerate(FLOORS)}
+FOLDER_FLOOR = {folder: name for name, folders in FLOORS.items() for folder in folders}
 
 
 def floor(module: str) -> str:
-    """The floor of `module`: its longest prefix in FLOORS ("probes.ablation." covers the package's modules,
-    "probes.ablation" the package's own __init__)."""
-    best, found = -1, None
-    for name, prefixes in FLOORS.items():
-        for prefix in prefixes:
-            if (module == prefix or (prefix.endswith(".") and module.startswith(prefix))
-                    or module.startswith(prefix + ".")) and len(prefix) > best:
-                best, found = len(prefix), name
-    assert found is not None, f"{module} is on no floor: add it to FLOORS (and to the README's Map of the code)"
-    return found
+    """The floor of `module`: the floor of the folder of probes/ it lies in (``probes`` itself, the package's
+    ``__init__``, is on the ground floor)."""
+    parts = module.split(".")
+    folder = parts[1] if len(parts) > 1 else "__init__"
+    assert folder in FOLDER_FLOOR, f"{module} is in no floor's folder: add probes/{folder} to FLOORS (and to docs/design.md)"
+    return FOLDER_FLOOR[folder]
+
+
+def test_every_folder_is_a_floor():
+    """Every entry of probes/ is a floor's folder or a named top-level module, and there are at most 15."""
+    entries = {p.stem for p in PACKAGE.iterdir() if p.name != "__pycache__"}
+    assert entries == set(FOLDER_FLOOR), entries ^ set(FOLDER_FLOOR)
+    assert len(entries) <= 15
 
 
 def imports(name: str, path: Path, known: dict[str, Path]) -> dict[str, int]:
@@ -92,5 +88,5 @@ def test_the_walk_sees_an_import_inside_a_function(tmp_path):
     """An upward import hidden in a function counts (test_package_structure tests the cycle search)."""
     source = tmp_path / "low.py"
     source.write_text("def f():\n    from probes.cli import main\n    return main\n", encoding="utf-8")
-    assert imports("probes.errors", source, {"probes.errors": source, "probes.cli": Path()}) == {"probes.cli": 2}
-    assert RANK[floor("probes.cli")] > RANK[floor("probes.results")] > RANK[floor("probes.corpus.conllu_reader")]
+    assert imports("probes.base.errors", source, {"probes.base.errors": source, "probes.cli": Path()}) == {"probes.cli": 2}
+    assert RANK[floor("probes.cli")] > RANK[floor("probes.results.probe_result")] > RANK[floor("probes.corpus.conllu_reader")]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probes.causal.detect import DETECTORS, detect
+from probes.tools.detect import DETECTORS, detect
 
 TRAINED = Path(__file__).resolve().parent / "data" / "induction-gpt2"
 

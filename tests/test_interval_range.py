@@ -1,4 +1,4 @@
-"""Every interval stays within what its score can be (probes.intervals: ``clip``): each head's, the best head's
+"""Every interval stays within what its score can be (probes.results.intervals: ``clip``): each head's, the best head's
 (its contenders' bound), each head's and the best head's margin over the best offset baseline, a --select-on head's,
 what every view shows (``ProbeResult.reported``), the paired change between two results (``paired_delta``, which
 `probes compare` and a study's study-deltas.csv print), for scores of every kind (binomial, bounded, and a mean
@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from probes.bootstrap import replicate_weights
-from probes.fitting import choose_heads
-from probes.intervals import SCORE_RANGES, attach_interval, difference_range, paired_delta, record_range
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.results.bootstrap import replicate_weights
+from probes.results.fitting import choose_heads
+from probes.results.intervals import SCORE_RANGES, attach_interval, difference_range, paired_delta, record_range
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
 PROPERTY = settings(max_examples=150, deadline=None, database=None)
 EPSILON = 0.0  # no tolerance: the bounds are clipped exactly to the range
@@ -174,7 +174,7 @@ def test_score_range_of_results_without_a_declaration():
 def test_few_units_are_said_and_marked(n, unit, note):
     """Fewer than 20 resampled units: the JSON records the units and the note, the table marks each interval ~
     and says why below it; 20 or more, or no intervals: nothing."""
-    from probes.show import format_table
+    from probes.tools.show import format_table
 
     scores = np.array([[0.5, 0.25, 0.0], [0.0, 0.0, 0.0]])
     replicates = np.stack([scores + d for d in (-0.1, 0.0, 0.1)])

@@ -7,7 +7,7 @@ from probes.corpus import read_corpus
 from probes.corpus.iob2 import read_iob2
 from probes.corpus.join import join_on_sent_id
 from probes.corpus.sentence import Corpus, Sentence
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
 UNER = CORPORA / "uner-english-ewt"

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 import probes
-from probes.checkpoint import weights_sha256
+from probes.base.checkpoint import weights_sha256
 from probes.cli import main
-from probes.defaults import default_model
+from probes.base.defaults import default_model
 
 pytestmark = pytest.mark.integration
 WEIGHTS = "model.safetensors"

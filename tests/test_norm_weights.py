@@ -24,8 +24,8 @@ import probes
 from probe_corpora import grids, same
 from probes.builtin.analyses.mass import MassAnalysis
 from probes.cli import main
-from probes.errors import InputError
-from probes.model import load_encoder
+from probes.base.errors import InputError
+from probes.capture.model import load_encoder
 from probes.capture.norms import factor_cache, head_factors, value_norms
 
 pytestmark = pytest.mark.integration

@@ -1,5 +1,5 @@
 """A missing optional dependency: one line naming the extra of pyproject.toml that installs it, exit 2, no
-traceback, nothing written (probes.errors.require).
+traceback, nothing written (probes.base.errors.require).
 
 Each command runs in a fresh Python process with the module hidden (``sys.modules[name] = None``: importing it, or
 any of its submodules, raises ModuleNotFoundError, as where it is not installed). The extras and the commands that
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from probes.defaults import bundled_corpus, default_model
-from probes.errors import InputError, require
+from probes.base.defaults import bundled_corpus, default_model
+from probes.base.errors import InputError, require
 
 DATA = Path(__file__).parent / "data"
 HIDE = ("import sys\n"

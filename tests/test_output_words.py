@@ -12,15 +12,15 @@ import numpy as np
 from PIL import Image
 
 import probes
-from probes.arguments import chosen_options, chosen_settings
+from probes.tools.arguments import chosen_options, chosen_settings
 from probes.builtin.coref import BASELINE_NAME
 from probes.cli import build_parser, main
-from probes.presentation import Presentation
-from probes.progress import LINE_SECONDS, ProgressLines, progress_bar
-from probes.results import LabelScores, ProbeResult, RunInfo, load_result
-from probes.settings import GROUPS, RunSettings, flag_of
-from probes.show import format_result, format_table
-from probes.wording import counted, fixed
+from probes.results.presentation import Presentation
+from probes.base.progress import LINE_SECONDS, ProgressLines, progress_bar
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo, load_result
+from probes.settings.run_settings import GROUPS, RunSettings, flag_of
+from probes.tools.show import format_result, format_table
+from probes.base.wording import counted, fixed
 
 SENTENCE = "1\tDogs\tdog\tNOUN\tNNS\t_\t2\tnsubj\t_\t_\n2\tbark\tbark\tVERB\tVBP\t_\t0\troot\t_\t_\n\n"
 
@@ -144,7 +144,7 @@ def test_examples_is_the_views_and_seg_has_its_own():
 
 
 def test_show_and_report_name_the_models_special_tokens(tmp_path, capsys, tiny_model):
-    from probes.report import build_report
+    from probes.tools.report import build_report
 
     corpus = tmp_path / "c.conllu"
     corpus.write_text(SENTENCE * 2, encoding="utf-8")
@@ -184,7 +184,7 @@ def test_counts_signs_and_columns():
 def test_the_decoders_table_keeps_its_columns(tmp_path):
     from causal_models import make_checkpoint
 
-    from probes.causal.detect import DETECTORS, detect
+    from probes.tools.detect import DETECTORS, detect
 
     folder = make_checkpoint("gpt2", tmp_path / "gpt2")
     induction = detect(DETECTORS, str(folder), count=6, length=10, sequence_seed=5, replicates=20)["induction"]

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 import probes
-from probes import registry
+from probes.settings import registry
 from probes.cli import main
 
 PLUGIN = textwrap.dedent('''
     import torch
     import probes
-    from probes.results import LabelScores, ProbeResult
+    from probes.results.probe_result import LabelScores, ProbeResult
 
 
     @probes.register
@@ -128,7 +128,7 @@ def test_name_clash_is_refused(clean_registry):
 
 OPTION_PLUGIN = textwrap.dedent('''
     import probes
-    from probes.probe import Option
+    from probes.scoring.probe import Option
 
 
     @probes.register
@@ -216,7 +216,7 @@ def test_help_shows_no_internal_names(capsys, command):
 def test_ablate_passes_pool_beside_the_probe_options(monkeypatch):
     """--pool goes to ablate() in its RunSettings, as probes.run's pooling rule; the probe options are only the
     probes' own."""
-    import probes.ablation.sweep
+    import probes.tools.ablation.sweep
 
     seen = {}
 
@@ -224,7 +224,7 @@ def test_ablate_passes_pool_beside_the_probe_options(monkeypatch):
         seen.update(kwargs)
         raise probes.InputError("stop here")
 
-    monkeypatch.setattr(probes.ablation.sweep, "ablate", fake_ablate)
+    monkeypatch.setattr(probes.tools.ablation.sweep, "ablate", fake_ablate)
     assert main(["ablate", "dep", "--pool", "first-sum", "--subtypes", "--max-fe-words", "3"]) == 2
     assert seen["settings"].pool == "first-sum" and seen["subtypes"] is True and seen["max_fe_words"] == 3
     assert seen["settings"].changed() == {"pool"} and not any(key.startswith(("opt_", "set_")) for key in seen)
@@ -232,7 +232,7 @@ def test_ablate_passes_pool_beside_the_probe_options(monkeypatch):
 
 def test_a_plugin_presents_its_own_results(tmp_path, capsys, clean_registry):
     """`probes show` asks the probe class for the lines below the table; without the plugin's code, none."""
-    from probes.results import LabelScores, ProbeResult, RunInfo
+    from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
     plugin = tmp_path / "shown.py"
     plugin.write_text(PLUGIN.format(name="shown") + textwrap.dedent('''

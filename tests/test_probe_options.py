@@ -7,7 +7,7 @@ import probes
 from probes.builtin.dep import DependencyProbe
 from probes.builtin.frames import FrameElementProbe
 from probes.builtin.srl import SemanticRoleProbe
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 
 def test_text_values_convert_to_the_option_type():
@@ -34,7 +34,7 @@ def test_run_refuses_a_bad_option_before_loading_any_model(monkeypatch):
     def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded before the options were checked")
 
-    monkeypatch.setattr("probes.runner.load_encoder", no_model)
+    monkeypatch.setattr("probes.running.runner.load_encoder", no_model)
     with pytest.raises(InputError, match="option 'max_fe_words' takes a value of type int, not 'five'"):
         probes.run(["frames"], max_fe_words="five")
     with pytest.raises(InputError, match="min count must be a whole number, 0 or more, not 'five'"):

@@ -1,4 +1,4 @@
-"""Each probe's own per-sentence view (probes.presentation ``Presentation.view``, recorded by probes.examples), on
+"""Each probe's own per-sentence view (probes.results.presentation ``Presentation.view``, recorded by probes.results.examples), on
 a real small run of every registered probe (tests/probe_corpora.py), every scored sentence kept:
 
 - its kind is the probe's (dep, trees: gold arcs; srl: predicate → argument; frames: target → frame element;
@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import probes
-from probes.defaults import bundled_corpus
-from probes.packing import unpack, unpack_marks
-from probes.show import format_views
+from probes.base.defaults import bundled_corpus
+from probes.base.packing import unpack, unpack_marks
+from probes.tools.show import format_views
 from probe_corpora import probe_run_arguments
 
 KINDS = {"dep": "arcs", "trees": "arcs", "srl": "roles", "frames": "frames", "pos": "units", "ner": "units",

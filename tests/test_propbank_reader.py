@@ -8,7 +8,7 @@ import pytest
 
 from probes.corpus import guess_format, read_corpus
 from probes.corpus.propbank import looks_like_propbank, read_propbank
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 SAMPLE = Path(__file__).parent / "data" / "sample_up.conllu"
 UD_SAMPLE_ROW = "1\tHi\thi\tINTJ\tUH\t_\t0\troot\t0:root\t_"

@@ -1,4 +1,4 @@
-"""Named protocols (probes.protocols) on hand-built attention: every expected number is worked out in the comments.
+"""Named protocols (probes.base.protocols) on hand-built attention: every expected number is worked out in the comments.
 
 Sentence 1: "The playing cat", tokens [CLS]0 The1 play2 ##ing3 cat4 [SEP]5; word columns CLS0 The1 playing2 cat3 SEP4.
   arcs: The -det-> cat (1→3), playing -amod-> cat (2→3), cat -root-> [CLS] (3→0).
@@ -12,8 +12,8 @@ import pytest
 from probes.builtin.dep import DependencyProbe
 from probes.builtin.frames import FrameElementProbe
 from probes.cli import main
-from probes.errors import InputError
-from probes.protocols import PROTOCOLS, apply_protocol
+from probes.base.errors import InputError
+from probes.base.protocols import PROTOCOLS, apply_protocol
 from helpers import E, attention, batch, feed, sentence
 from state_checks import check_state, info, two_layers
 

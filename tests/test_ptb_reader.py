@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from probes.corpus.ptb import read_craft, read_ptb, strip_function_tags
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
 CRAFT = CORPORA / "craft-treebank"

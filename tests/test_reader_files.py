@@ -11,7 +11,7 @@ from reader_samples import SAMPLES, reader_format, write_sample
 
 from probes.cli import main
 from probes.corpus import read_corpus, textio
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 CASES = [(name, rel) for name, (files, _) in sorted(SAMPLES.items()) for rel in sorted(files)]
 

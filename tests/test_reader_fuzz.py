@@ -14,7 +14,7 @@ from reader_samples import SAMPLES, reader_format, write_sample
 
 from probes.corpus import read_corpus
 from probes.corpus.readers import BUILTIN_READERS
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 FUZZ = settings(max_examples=50, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -10,7 +10,7 @@ import pytest
 from probes.cli import main
 from probes.corpus import read_corpus, reader_names
 from probes.corpus.readers import BUILTIN_READERS
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 # A third-party format: one sentence a line, "word/HEAD" tokens (a toy dependency format).
 PLUGIN = textwrap.dedent('''

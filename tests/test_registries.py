@@ -1,4 +1,4 @@
-"""probes.registries.Registry: built-ins imported when first asked for, registrations undone by scoped() and
+"""probes.base.registries.Registry: built-ins imported when first asked for, registrations undone by scoped() and
 reset(), one message for an unknown name."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from probes.errors import InputError
-from probes.registries import Registry
+from probes.base.errors import InputError
+from probes.base.registries import Registry
 
 
 def test_a_builtin_is_imported_when_first_asked_for():

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from probes.bootstrap import replicate_weights
+from probes.results.bootstrap import replicate_weights
 from probes.corpus.sentence import Sentence
-from probes.identity import sentence_key
-from probes.probe import LabelSums, Probe
+from probes.encoding.identity import sentence_key
+from probes.scoring.probe import LabelSums, Probe
 
 
 class Toy(Probe):

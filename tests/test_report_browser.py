@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from probes.cli import main
-from probes.results import load_result
+from probes.results.probe_result import load_result
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

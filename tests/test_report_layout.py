@@ -17,9 +17,9 @@ import pytest
 
 from probes.builtin.seg.show import segmentations
 from probes.cli import main
-from probes.packing import unpack_marks
-from probes.results import load_result
-from probes.wording import counted
+from probes.base.packing import unpack_marks
+from probes.results.probe_result import load_result
+from probes.base.wording import counted
 from probe_corpora import FRAMENET_DOCUMENTS, excerpt
 from test_report_browser import artefacts, browser, not_blank  # noqa: F401  (browser: the fixture)
 

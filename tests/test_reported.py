@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from probes.figures import figures_of
-from probes.compare.results_diff import compare_results
-from probes.results import BestInterval, LabelScores, ProbeResult, RunInfo
-from probes.show import format_table
+from probes.results.figures import figures_of
+from probes.tools.compare.results_diff import compare_results
+from probes.results.probe_result import BestInterval, LabelScores, ProbeResult, RunInfo
+from probes.tools.show import format_table
 
 SCORES = np.array([[0.1, 0.5, 0.2], [0.3, 0.4, 0.6]])  # [L,H]: best L1-H2 = 0.6
 CHOSEN = {"layer": 0, "head": 1, "score_on_corpus": 0.5, "score_on_selection": 0.7, "count_on_selection": 5}
@@ -67,7 +67,7 @@ def test_selected_head_from_the_grid_where_its_block_has_no_interval():
 def test_selected_head_reads_its_block_and_survives_a_round_trip(tmp_path):
     block = {**CHOSEN, "ci_low": 0.41, "ci_high": 0.58, "margin": 0.0, "margin_low": -0.12, "margin_high": 0.09}
     hand(block).save(tmp_path)
-    from probes.results import load_result
+    from probes.results.probe_result import load_result
 
     shown = load_result(tmp_path / "dep.json").reported("nsubj")
     assert (shown.name, shown.ci_low, shown.ci_high) == ("L0-H1", 0.41, 0.58)

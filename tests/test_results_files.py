@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 
 import probes
-from probes.ablation.masks import Mask
-from probes.ablation.result import AblationResult
+from probes.capture.ablation_masks import Mask
+from probes.tools.ablation.result import AblationResult
 from probes.cli import main
-from probes.figures import figures_of, presentation_of, save_result
-from probes.presentation import Presentation
-from probes.files import write_result_files
-from probes.results import LabelScores, ProbeResult, RunInfo, load_result
+from probes.results.figures import figures_of, presentation_of, save_result
+from probes.results.presentation import Presentation
+from probes.base.files import write_result_files
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo, load_result
 
 # values that 6 decimals would change: 1/3, 0.1 + 0.2 (≠ 0.3 in binary), tiny and huge numbers, a NaN cell
 GRID = np.array([[1 / 3, 0.1 + 0.2, 1e-17], [np.nan, 2 / 3 * 1e6, -7.123456789012345]])
@@ -69,10 +69,10 @@ def test_ablation_result_prints_briefly():
 
 def test_recovery_copy_when_the_folder_fails_at_the_end(tmp_path, monkeypatch):
     """The disk fills after dep.json: nothing half-written stays in the folder, and every file is in the copy."""
-    import probes.files
+    import probes.base.files
 
     out = tmp_path / "out"
-    real_write = probes.files.write_atomic
+    real_write = probes.base.files.write_atomic
     calls = []
 
     def disk_full_after_one(path, data):
@@ -81,7 +81,7 @@ def test_recovery_copy_when_the_folder_fails_at_the_end(tmp_path, monkeypatch):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(path, data)
 
-    monkeypatch.setattr(probes.files, "write_atomic", disk_full_after_one)
+    monkeypatch.setattr(probes.base.files, "write_atomic", disk_full_after_one)
     result = hand_result()
     with pytest.raises(probes.InputError) as caught:
         save_result(result, out)
@@ -95,12 +95,12 @@ def test_recovery_copy_when_the_folder_fails_at_the_end(tmp_path, monkeypatch):
 
 
 def test_no_recovery_copy_either(tmp_path, monkeypatch):
-    import probes.files
+    import probes.base.files
 
     def always_full(path, data):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(probes.files, "write_atomic", always_full)
+    monkeypatch.setattr(probes.base.files, "write_atomic", always_full)
     with pytest.raises(probes.InputError, match=r"cannot write the results \(No space left on device\), nor a "
                                                 r"recovery copy in .*probes-recovery-.* \(No space left on device\)"):
         write_result_files(tmp_path / "out", {"x.json": {"a": 1}})
@@ -164,7 +164,7 @@ def test_a_folder_corpus_has_a_digest_of_its_files(tmp_path):
     sorted order: the same for the same files, another when one file changes (studies record it per group)."""
     import hashlib
 
-    from probes.provenance import sha256
+    from probes.base.provenance import sha256
 
     (tmp_path / "sub").mkdir()
     (tmp_path / "b.conll").write_bytes(b"two")

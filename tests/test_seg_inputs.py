@@ -9,7 +9,7 @@ import pytest
 
 from probes.cli import main
 from probes.corpus.sentence import Sentence
-from probes.encoding import encode
+from probes.encoding.subwords import encode
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "我", "用", "i", "##p", "##h", "##o", "##n", "##e", "6", "照",
          "ab", "##c"]

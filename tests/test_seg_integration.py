@@ -123,7 +123,7 @@ def test_minilm_on_gsdsimp_test(minilm_gsd, minilm, gsd):
 
 
 def test_minilm_on_ewt_subwords(minilm, shared_corpora, tmp_path):
-    from probes.defaults import default_model
+    from probes.base.defaults import default_model
 
     path = shared_corpora / "ud-english-ewt" / "en_ewt-ud-test.conllu"
     r = _cli(tmp_path, "--model", default_model(), "--corpus", str(path), "--limit", "200")

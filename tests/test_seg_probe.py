@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from probes.argtypes import parse_head
-from probes.batching import Batch
+from probes.base.argtypes import parse_head
+from probes.encoding.batching import Batch
 from probes.builtin.seg.probe import SegmentationProbe
 from probes.builtin.seg.scoring import STATS, greedy, metrics, tally
 from probes.builtin.seg.show import segmentations
 from probes.builtin.seg.units import Units, batch_units
-from probes.errors import InputError
-from probes.results import ProbeResult, RunInfo
+from probes.base.errors import InputError
+from probes.results.probe_result import ProbeResult, RunInfo
 from helpers import E, HandBatch, attention, feed, sentence
 from state_checks import check_state, info, two_layers
 

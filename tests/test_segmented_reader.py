@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from probes.corpus.segmented import read_segmented, segmentation_from_conllu_words
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
 GSD = CORPORA / "ud-chinese-gsdsimp"

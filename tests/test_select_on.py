@@ -9,8 +9,8 @@ import pytest
 
 import probes
 from probes.cli import main
-from probes.defaults import bundled_corpus
-from probes.errors import InputError
+from probes.base.defaults import bundled_corpus
+from probes.base.errors import InputError
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 LIMIT = 30

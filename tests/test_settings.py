@@ -1,4 +1,4 @@
-"""One definition of the run settings (probes.settings.RunSettings): the flags of `probes run` and `probes ablate`,
+"""One definition of the run settings (probes.settings.run_settings.RunSettings): the flags of `probes run` and `probes ablate`,
 the keys a study file may set and the settings a results file records are all RunSettings fields, and nothing
 names a run setting that RunSettings does not define."""
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 
 import probes
 from probes.cli import build_parser
-from probes.registry import declared
-from probes.results import LabelScores, ProbeResult, RunInfo
-from probes.settings import (ABLATE_SETTINGS, COMMAND_FLAGS, RUN_ARGUMENTS, RunSettings, command_flags, flag_of,
+from probes.settings.registry import declared
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
+from probes.settings.run_settings import (ABLATE_SETTINGS, COMMAND_FLAGS, RUN_ARGUMENTS, RunSettings, command_flags, flag_of,
                              option_flag, setting_names, study_types)
-from probes.studies.spec import GROUP_KEYS, SETTINGS
+from probes.tools.studies.spec import GROUP_KEYS, SETTINGS
 
 
 def _flags(command: str) -> set[str]:

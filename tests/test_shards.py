@@ -1,4 +1,4 @@
-"""Sharded runs and their merge (probes.state_files): `probes run --shard I/N --state DIR`, `probes merge`.
+"""Sharded runs and their merge (probes.running.state_files): `probes run --shard I/N --state DIR`, `probes merge`.
 
 The merged shards give the unsharded run's results for every registered probe at N = 1, 2 and 7, on
 the small real corpora of tests/probe_corpora.py: every count exactly, every score to float64
@@ -27,14 +27,14 @@ import torch
 import probes
 from probe_corpora import BUNDLED, CORPORA, LIMIT, excerpt
 from probes.builtin.dep import DependencyProbe
-from probes.checkpoint import weights_sha256
+from probes.base.checkpoint import weights_sha256
 from probes.cli import main
 from probes.corpus import read_corpus
-from probes.defaults import bundled_corpus
-from probes.identity import content_digest, sentence_key
-from probes.provenance import sha256
-from probes.argtypes import Shard, parse_shard
-from probes.state_files import BATCHING, split
+from probes.base.defaults import bundled_corpus
+from probes.encoding.identity import content_digest, sentence_key
+from probes.base.provenance import sha256
+from probes.base.argtypes import Shard, parse_shard
+from probes.running.state_files import BATCHING, split
 from tiny_models import build_tiny_model
 
 SHARDS = (1, 2, 7)
@@ -50,7 +50,7 @@ def test_parse_shard():
 
 
 def test_split_by_sentence_identity():
-    """The key by its definition (probes.identity): SHA-256 of (SHA-256 of the JSON list of the words, the
+    """The key by its definition (probes.encoding.identity): SHA-256 of (SHA-256 of the JSON list of the words, the
     occurrence as 8 bytes); the split by key mod N, the same in another corpus order. The bundled sample
     repeats "( Laughter . )" four times and "( Applause . )" three times: numbered 0, 1, ... by their words."""
     sentences = read_corpus([bundled_corpus()]).sentences

@@ -17,10 +17,10 @@ from probe_corpora import CORPORA, probe_run_arguments, selection_split
 
 import probes
 from probes.cli import main
-from probes.report import build_report
-from probes.figures import save_result
-from probes.files import safe_name
-from probes.show import format_table
+from probes.tools.report import build_report
+from probes.results.figures import save_result
+from probes.base.files import safe_name
+from probes.tools.show import format_table
 
 pytestmark = pytest.mark.integration
 REPLICATES = 200

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from probes.builtin.srl import OFFSETS, SemanticRoleProbe
-from probes.results import RunInfo
+from probes.results.probe_result import RunInfo
 from helpers import E, attention, batch, feed, sentence
 from state_checks import check_state, info, two_layers
 

@@ -1,6 +1,6 @@
 """The command line answers at once (issue 25 item 6): importing the CLI, --version, --help, `probes list` and
 argument errors load neither torch nor transformers (nor numpy); the built-in probes are listed from their
-declarations (probes.builtin.declared). How fast: benchmarks/startup.py, benchmarks/test_wall_clock.py."""
+declarations (probes.settings.declared). How fast: benchmarks/startup.py, benchmarks/test_wall_clock.py."""
 from __future__ import annotations
 
 import json
@@ -35,7 +35,7 @@ def test_answers_without_heavy_modules(argv):
 
 def test_list_names_every_builtin_probe_as_its_class_does():
     import probes
-    from probes.builtin.declared import BUILTIN
+    from probes.settings.declared import BUILTIN
 
     listed = _python("from probes.cli import main; main(['list'])").splitlines()
     classes = probes.available()
@@ -54,12 +54,12 @@ def test_showing_a_builtin_probes_result_imports_no_probe_code_nor_torch(tmp_pat
     """A built-in probe's result is presented by the Presentation its declaration names, which its class inherits
     without overriding (checked for every built-in probe), so drawing its figures, `probes show`, `probes compare`
     and `probes report` import none of the probes' code, nor torch, transformers or pandas (the intervals' code
-    lives apart from the replicate sums' torch, probes.intervals)."""
+    lives apart from the replicate sums' torch, probes.results.intervals)."""
     import probes
-    from probes.builtin.declared import BUILTIN
-    from probes.figures import builtin_presentation
-    from probes.presentation import Presentation
-    from probes.results import LabelScores, ProbeResult, RunInfo
+    from probes.settings.declared import BUILTIN
+    from probes.results.figures import builtin_presentation
+    from probes.results.presentation import Presentation
+    from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
     classes = probes.available()
     for name, declaration in BUILTIN.items():
@@ -75,8 +75,8 @@ def test_showing_a_builtin_probes_result_imports_no_probe_code_nor_torch(tmp_pat
         ProbeResult(probe, RunInfo("m", ["c.conllu"], 2, 2, 30, {}, {}, {}), {}, {"nsubj": scores}, scores).save(
             tmp_path)
     path = str(tmp_path / "dep.json")
-    code = (f"import json, sys\nfrom probes.figures import figures_of, presentation_of\n"
-            f"from probes.results import load_result\nfrom probes.cli import main\n"
+    code = (f"import json, sys\nfrom probes.results.figures import figures_of, presentation_of\n"
+            f"from probes.results.probe_result import load_result\nfrom probes.cli import main\n"
             f"figures_of(load_result({path!r}))\nmain(['show', {path!r}])\nmain(['compare', {path!r}, {path!r}])\n"
             f"main(['report', {str(tmp_path)!r}, '--out', {str(tmp_path / 'report.html')!r}])\n"
             f"shown = [presentation_of(load_result({str(tmp_path)!r} + f'/{{p}}.json')).__name__ for p in "
@@ -85,7 +85,7 @@ def test_showing_a_builtin_probes_result_imports_no_probe_code_nor_torch(tmp_pat
             f"('torch', 'transformers', 'pandas'))]))")
     shown, modules = json.loads(_python(code).splitlines()[-1])
     assert shown == ["TreesPresentation", "SegPresentation", "FitPresentation", "HeadDistancePresentation"]
-    presenting = ("probes.builtin.declared", "probes.builtin.trees.details", "probes.builtin.seg.show",
+    presenting = ("probes.settings.declared", "probes.builtin.trees.details", "probes.builtin.seg.show",
                   "probes.builtin.fitted", "probes.builtin.analyses.head_layout")
     packages = ("probes.builtin.trees", "probes.builtin.seg", "probes.builtin.analyses")  # their empty __init__
     assert [m for m in modules if m not in presenting + packages] == []
@@ -104,7 +104,7 @@ def test_showing_a_builtin_probes_result_imports_no_probe_code_nor_torch(tmp_pat
 def test_argument_errors_come_before_torch(argv, line, tmp_path):
     """An unknown probe (with the closest name), a missing model path and a missing corpus are one line, exit 2,
     given before torch, transformers or numpy is imported (issue 42 item 4; timings: benchmarks/startup.py)."""
-    from probes.builtin.declared import BUILTIN
+    from probes.settings.declared import BUILTIN
 
     code = (f"import json, sys\nfrom probes.cli import main\ncode = main({argv!r})\n"
             f"print(json.dumps([code, [m for m in {HEAVY!r} if m in sys.modules]]))")

@@ -25,9 +25,9 @@ import pytest
 import probes
 from probe_corpora import excerpt
 from probes.cli import main
-from probes.defaults import bundled_corpus
-from probes.model import Encoder
-from probes.studies.units import UNITS_FOLDER
+from probes.base.defaults import bundled_corpus
+from probes.capture.model import Encoder
+from probes.tools.studies.units import UNITS_FOLDER
 from tiny_models import build_tiny_model
 
 pytestmark = pytest.mark.integration
@@ -124,7 +124,7 @@ def test_study_equals_plain_runs_and_a_second_run_does_nothing(models, second_co
         assert "sentence_views" not in done.results[name]["dep"].extra
     # the study figure's scores are what every other view shows of each label (ProbeResult.reported), none where
     # the result names no head
-    from probes.studies.outputs import named_scores
+    from probes.tools.studies.outputs import named_scores
 
     top = named_scores(done.results, ["a", "b"])
     for model, results in done.results.items():
@@ -139,7 +139,7 @@ def test_study_equals_plain_runs_and_a_second_run_does_nothing(models, second_co
     pd.testing.assert_frame_equal(table, done.frame)
     pd.testing.assert_frame_equal(pd.read_csv(out / "study.csv"), done.frame, check_exact=False, rtol=1e-15)
     # the reference (a) against b, with paired intervals: the plain comparison of the two models' results
-    from probes.compare.results_diff import compare_results
+    from probes.tools.compare.results_diff import compare_results
 
     changes = pd.read_csv(out / "study-deltas.csv")
     assert set(changes.model) == {"b"} and set(changes.probe) == {"dep", "pos", "mass"}

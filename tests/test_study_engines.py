@@ -10,7 +10,7 @@ import pytest
 
 import probes
 from probes.cli import main
-from probes.defaults import bundled_corpus
+from probes.base.defaults import bundled_corpus
 from tiny_models import build_tiny_model
 
 pytestmark = pytest.mark.integration
@@ -57,7 +57,7 @@ def test_ray_engine_on_a_local_instance(study_spec, in_process, tmp_path):
 def test_a_failing_unit_is_retried_once_then_reported_by_name(study_spec, tmp_path, capsys, monkeypatch):
     """A corpus that turns unreadable after the study was checked (here: a folder in its place) fails every
     unit of it: tried twice, named, exit 1; the other corpus' units are kept, and no results are written."""
-    from probes.studies import driver
+    from probes.tools.studies import driver
 
     broken = tmp_path / "broken.conllu"
     broken.write_text(open(bundled_corpus(), encoding="utf-8").read(), encoding="utf-8")

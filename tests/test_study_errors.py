@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from probes.cli import main
-from probes.defaults import bundled_corpus
-from probes.studies import read_study
-from probes.studies.engines import chunks
+from probes.base.defaults import bundled_corpus
+from probes.tools.studies import read_study
+from probes.tools.studies.engines import chunks
 
 GOOD = """\
 shards = 2

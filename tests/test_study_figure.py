@@ -1,4 +1,4 @@
-"""A study's figure: each label's best-head score against the models, in the study's order (probes.studies.outputs),
+"""A study's figure: each label's best-head score against the models, in the study's order (probes.tools.studies.outputs),
 read back from the PNG's text chunk ("probes-lines") and its pixels."""
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import json
 import numpy as np
 from PIL import Image
 
-from probes import plots
-from probes.plots import lines_png
-from probes.results import LabelScores, ProbeResult, RunInfo
-from probes.studies import outputs
-from probes.studies.outputs import figures
+from probes.results import plots
+from probes.results.plots import lines_png
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
+from probes.tools.studies import outputs
+from probes.tools.studies.outputs import figures
 
 MODELS = ["step-0", "step-1", "step-2"]
 TAB10 = ["#1f77b4", "#ff7f0e", "#2ca02c"]

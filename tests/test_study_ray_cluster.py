@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 import probes
-from probes.defaults import bundled_corpus
+from probes.base.defaults import bundled_corpus
 from tiny_models import build_tiny_model
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'attention-probes[ray]')")

@@ -1,4 +1,4 @@
-"""How the study engines hand units to their workers (probes.studies.engines.Schedule) and how many torch threads
+"""How the study engines hand units to their workers (probes.tools.studies.engines.Schedule) and how many torch threads
 each worker runs: 1/N of the cores for N local processes or N actors on a local Ray instance, all of them for
 one, recorded per unit in unit.json and study.json."""
 from __future__ import annotations
@@ -9,11 +9,11 @@ import os
 import pytest
 
 import probes
-from probes.defaults import bundled_corpus
-from probes.studies import StudyFailed
-from probes.studies.engines import Schedule
-from probes.studies.spec import Group, Model
-from probes.studies.units import Unit
+from probes.base.defaults import bundled_corpus
+from probes.tools.studies import StudyFailed
+from probes.tools.studies.engines import Schedule
+from probes.tools.studies.spec import Group, Model
+from probes.tools.studies.units import Unit
 
 
 def units(plan: str) -> list[Unit]:
@@ -116,7 +116,7 @@ def test_a_dead_worker_loses_only_the_unit_it_was_running(tiny_model, tmp_path, 
     round; crash fails twice."""
     if engine == "ray":
         pytest.importorskip("ray", reason="Ray is not installed (pip install 'attention-probes[ray]')")
-    from probes import registry
+    from probes.settings import registry
 
     registry.available()
     with registry.PROBES.scoped():  # the plugin is gone after the test
@@ -144,9 +144,9 @@ def test_local_workers_stop_when_the_driver_stops_early(study_spec):
     process finishes its unit, is told to stop and the pool closes, rather than waiting for units forever."""
     import threading
 
-    from probes.studies.engines import execute
-    from probes.studies.spec import read_study
-    from probes.studies.units import plan_units
+    from probes.tools.studies.engines import execute
+    from probes.tools.studies.spec import read_study
+    from probes.tools.studies.units import plan_units
 
     spec = read_study({**study_spec, "corpora": [*study_spec["corpora"], {"corpus": bundled_corpus(), "probes": ["mass"]}]})
     outcomes = execute(plan_units(spec), "local", 2)

@@ -10,14 +10,14 @@ import pytest
 import torch
 
 import probes
-from probes.batching import (ACTIVATION_COPIES, MAP_COPIES, MEMORY_SHARE, default_max_tokens,
+from probes.encoding.batching import (ACTIVATION_COPIES, MAP_COPIES, MEMORY_SHARE, default_max_tokens,
                              length_sorted_batches, total_memory)
 from probes.cli import main
-from probes.defaults import bundled_corpus
-from probes.encoding import Encoded
-from probes.choices import POOLING_RULES
-from probes import pooling
-from probes.pooling import pool_attention, pooling_matrices, segments
+from probes.base.defaults import bundled_corpus
+from probes.encoding.subwords import Encoded
+from probes.base.choices import POOLING_RULES
+from probes.encoding import pooling
+from probes.encoding.pooling import pool_attention, pooling_matrices, segments
 
 
 def _encoded(lengths: list[int]) -> list[Encoded]:
@@ -56,7 +56,7 @@ def _meminfo(path, total_kb: int, available_kb: int) -> str:
 
 
 def test_total_memory_reads_memtotal_and_the_cgroup_limit(tmp_path, monkeypatch):
-    import probes.batching as batching
+    import probes.encoding.batching as batching
     monkeypatch.setattr(batching, "MEMINFO", _meminfo(tmp_path / "meminfo", 8_000_000, 1_234_567))
     unset, limit = tmp_path / "unset", tmp_path / "limit"
     unset.write_text("max\n")
@@ -82,7 +82,7 @@ def test_the_default_budget_does_not_move_with_free_memory(tmp_path, monkeypatch
     different at each (MemAvailable 20, 9 and 2 GB), write the same results JSON, provenance times aside;
     MemTotal halved, the recorded budget halves too (so the check can fail; that run without replicates, which
     do not enter the budget)."""
-    import probes.batching as batching
+    import probes.encoding.batching as batching
     total_kb = 16 * 2**20  # 16 GiB
     runs = []
     for k, available_kb in enumerate((20_000_000, 9_000_000, 2_000_000)):

@@ -8,7 +8,7 @@ import pytest
 
 from probes.cli import main
 from probes.corpus import read_corpus
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 TRAINED = Path(__file__).resolve().parent / "data" / "induction-gpt2"
 

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import probes
-from probes.causal.sequences import repeated_random_tokens, write_token_ids
+from probes.encoding.sequences import repeated_random_tokens, write_token_ids
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ import pytest
 
 import probes
 from probes.corpus import read_corpus
-from probes.defaults import bundled_corpus
+from probes.base.defaults import bundled_corpus
 from state_checks import assert_same
 
 pytestmark = pytest.mark.integration

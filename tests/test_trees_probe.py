@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from probes.builtin.trees.probe import TreesProbe
-from probes.errors import InputError
+from probes.base.errors import InputError
 from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
 from state_checks import assert_same, check_state, info, two_layers
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from probes.ablation.labelled import SENT_ID_PREFIX, Example, read_labelled
-from probes.defaults import bundled_corpus
+from probes.tools.ablation.labelled import SENT_ID_PREFIX, Example, read_labelled
+from probes.base.defaults import bundled_corpus
 
 GENRES = ("email", "weblog")
 

@@ -56,7 +56,7 @@ class WindowAnaphors:
 
 def assign(document: Sentence, spans: list[tuple[int, int]]) -> list[WindowAnaphors]:
     """The anaphors each window of `document` scores; spans: each window's words, [(start, end exclusive)] document
-    offsets, in order of start (probes.windows)."""
+    offsets, in order of start (probes.encoding.windows)."""
     mentions = document.ann["mentions"]  # [(start, end, chain)] in document order
     heads = document.ann["mention_heads"]
     words, upos = document.words, document.ann["upos"]

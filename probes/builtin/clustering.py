@@ -3,7 +3,7 @@
 A unit (a word, an entity span, a constituent) is represented, for every head, by the mean of its
 words' per-head context vectors (a word's vector is the mean of its subwords', see LayerMaps.word_vectors).
 Fit phase (`fit_update`, on the fit corpus): per label and head, the sum and count of the units'
-vectors (probes.centroids.Centroids). Scoring (`update`): each unit is predicted, per head, as the
+vectors (probes.scoring.centroids.Centroids). Scoring (`update`): each unit is predicted, per head, as the
 label of the nearest centroid by cosine similarity; a head's accuracy for a label is the share of
 that label's units predicted right. A scored label with no centroid (absent from the fit corpus)
 can never be predicted: its units count as wrong and it is listed in the result's
@@ -20,15 +20,15 @@ from abc import abstractmethod
 import numpy as np
 import torch
 
-from probes.batching import Batch
-from probes.bootstrap import attach_intervals
+from probes.encoding.batching import Batch
+from probes.results.bootstrap import attach_intervals
 from probes.builtin.fitted import FitPresentation
-from probes.centroids import Centroids
+from probes.scoring.centroids import Centroids
 from probes.corpus.sentence import Sentence
-from probes.errors import InputError
-from probes.maps import LayerMaps
-from probes.probe import LabelSums, Probe, ratio
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.base.errors import InputError
+from probes.capture.maps import LayerMaps
+from probes.scoring.probe import LabelSums, Probe, ratio
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
 
 CAUSAL_NOTE = ("decoder-only model: a word's per-head context vector mixes the values of itself and earlier words "

@@ -11,9 +11,9 @@ of the nearest centroid by cosine similarity (see probes.builtin.clustering).
 from __future__ import annotations
 
 from probes.builtin.clustering import ClusteringProbe
-from probes.builtin.declared import CON
+from probes.settings.declared import CON
 from probes.corpus.sentence import Sentence
-from probes.registry import register
+from probes.settings.registry import register
 
 LOWEST = 2  # ptb reader's height of a phrase whose children are all preterminals (preterminal = 1)
 

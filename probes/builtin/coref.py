@@ -7,7 +7,7 @@ by default, ``--mention-head first|last``). Accuracy overall and per anaphor typ
 the head word's POS in spaCy's parse) under ``labels``, and nested / non_nested (the anaphor inside another
 mention or not) under the same ``labels``: the types, and apart the nesting, each add up to overall.
 
-Documents longer than the model are cut into overlapping windows of whole sentences (probes.windows,
+Documents longer than the model are cut into overlapping windows of whole sentences (probes.encoding.windows,
 ``--window``, ``--stride``), each one row of a batch; which anaphors a window scores is WINDOW_RULE
 (probes.builtin.anaphors), recorded in the results with the counts (``extra["coref"]``): documents, windows,
 mentions, chains, singletons, non_first, scored, out_of_window, same_head. Every window of a document has
@@ -24,18 +24,18 @@ from __future__ import annotations
 
 import torch
 
-from probes.batching import Batch
-from probes.bootstrap import attach_intervals
+from probes.encoding.batching import Batch
+from probes.results.bootstrap import attach_intervals
 from probes.builtin.anaphors import COUNTS, WINDOW_RULE, assign
-from probes.builtin.declared import COREF
+from probes.settings.declared import COREF
 from probes.builtin.directional import OFFSETS
 from probes.corpus.sentence import Sentence
 from probes.corpus.spacy_text import describe
-from probes.maps import LayerMaps
-from probes.probe import LabelSums, Probe, ratio
-from probes.registry import register
-from probes.results import LabelScores, ProbeResult, RunInfo
-from probes.windows import cut, window_sizes
+from probes.capture.maps import LayerMaps
+from probes.scoring.probe import LabelSums, Probe, ratio
+from probes.settings.registry import register
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
+from probes.encoding.windows import cut, window_sizes
 
 BASELINES = ("nearest", "head_match", *OFFSETS)
 CAUSAL_NOTE = ("decoder-only model: a word attends only to itself and earlier words; an anaphor can be right only "
@@ -69,7 +69,7 @@ class CoreferenceProbe(Probe, declared=COREF):
         return {"mention_head": self.config["mention_head"]}
 
     def rows(self, sentence: Sentence, tokenizer, max_length: int) -> list[Sentence]:
-        """The document's windows (probes.windows), each with the anaphors it scores in ann["anaphors"]."""
+        """The document's windows (probes.encoding.windows), each with the anaphors it scores in ann["anaphors"]."""
         window, stride = window_sizes(self.config["window"], self.config["stride"], max_length)
         windows = cut(sentence, tokenizer, window, stride)
         for w, anaphors in zip(windows, assign(sentence, [(w.start, w.start + len(w.words)) for w in windows])):

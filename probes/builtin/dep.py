@@ -9,7 +9,7 @@ k in −3..+3 (k ≠ 0), scored the same three ways. The results call root trivi
 attend to [CLS] most, so most get every root arc; the figures draw it last and faded).
 
 Options that read the definition as Clark et al.'s code does (``--protocol clark2019`` sets them all,
-with ``first-sum`` pooling; see probes.protocols):
+with ``first-sum`` pooling; see probes.base.protocols):
 
     zero_self      each word's own column is zeroed before the argmax (ties at 0 go to the first column)
     words_only     the [CLS] and [SEP] rows and columns are dropped before the argmax: pred[i] is a word,
@@ -26,17 +26,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from probes.batching import Batch
-from probes.bootstrap import attach_intervals
-from probes.builtin.declared import DEP
+from probes.encoding.batching import Batch
+from probes.results.bootstrap import attach_intervals
+from probes.settings.declared import DEP
 from probes.builtin.directional import (CLAMPED_OFFSETS, OFFSET_BASELINE, OFFSETS, accuracy, causal_constraint,
                                         offset_baseline)
-from probes.maps import LayerMaps
+from probes.capture.maps import LayerMaps
 from probes.corpus.sentence import Sentence
-from probes.presentation import arc_items
-from probes.probe import LabelSums, Probe
-from probes.registry import register
-from probes.results import ProbeResult, RunInfo
+from probes.results.presentation import arc_items
+from probes.scoring.probe import LabelSums, Probe
+from probes.settings.registry import register
+from probes.results.probe_result import ProbeResult, RunInfo
 
 WAYS = ("either", "dep_to_head", "head_to_dep")
 # the result's "trivial_labels" (drawn last and faded): root, whose head is the start column ([CLS]), where most

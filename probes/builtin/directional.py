@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from probes.probe import LabelSums, ratio
-from probes.results import LabelScores
+from probes.scoring.probe import LabelSums, ratio
+from probes.results.probe_result import LabelScores
 
 OFFSETS = (-3, -2, -1, 1, 2, 3)
 OFFSET_BASELINE = "best offset baseline"  # what a label's head is compared with (ProbeResult.baseline_name)

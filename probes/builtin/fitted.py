@@ -1,10 +1,10 @@
 """How the clustering probes' results (pos, ner, con: probes.builtin.clustering) are shown: the lines under `probes
 show`'s table say what the centroids were fitted on and the majority-label baseline. Imports neither torch nor the
-probes' code (probes.options.Declaration.presentation)."""
+probes' code (probes.base.options.Declaration.presentation)."""
 from __future__ import annotations
 
-from probes.presentation import Presentation
-from probes.results import ProbeResult
+from probes.results.presentation import Presentation
+from probes.results.probe_result import ProbeResult
 
 
 class FitPresentation(Presentation):

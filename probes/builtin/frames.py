@@ -14,7 +14,7 @@ attention A (rows: from, columns: to):
 either way and each way. Reported per head, overall and per FE name; FE names with fewer instances
 than the run's ``--min-count`` (probes.run's ``min_count``) stay in the results, marked, and the
 ``instances`` extras count them (``labels_below_min_count``, ``instances_below_min_count``). Bootstrap
-intervals (probes.bootstrap) are given for the overall score only: FE names are too many to keep replicates of
+intervals (probes.results.bootstrap) are given for the overall score only: FE names are too many to keep replicates of
 each.
 
 The score uses raw word-level weights, so the subword pooling rule matters: with the default
@@ -22,7 +22,7 @@ The score uses raw word-level weights, so the subword pooling rule matters: with
 their columns, so attention *to* a word split into several subwords adds up (up to 1), while
 attention *from* it is averaged. Compare models only under the same rule.
 
-``--protocol kovaleva2019`` (probes.protocols) sets exactly these defaults, max_sentence_words 12,
+``--protocol kovaleva2019`` (probes.base.protocols) sets exactly these defaults, max_sentence_words 12,
 max_fe_words 3, adjacent_fes and all_fes off, with mean-sum pooling, and refuses any contrary option.
 
 Instance filters, the paper's choices by default, applied in this order; the JSON's
@@ -54,18 +54,18 @@ from pathlib import Path
 
 import torch
 
-from probes.batching import Batch
-from probes.bootstrap import replicate_ratio
-from probes.builtin.declared import FRAMES
+from probes.encoding.batching import Batch
+from probes.results.bootstrap import replicate_ratio
+from probes.settings.declared import FRAMES
 from probes.builtin.directional import causal_constraint
 from probes.corpus.framenet import STANDARD_DEV_DOCUMENTS, STANDARD_TEST_DOCUMENTS, read_document_list
 from probes.corpus.sentence import Sentence
-from probes.errors import InputError
-from probes.intervals import SCORE_RANGES, attach_interval, interval_method, record_range
-from probes.maps import LayerMaps
-from probes.probe import LabelSums, Probe, ratio
-from probes.registry import register
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.base.errors import InputError
+from probes.results.intervals import SCORE_RANGES, attach_interval, interval_method, record_range
+from probes.capture.maps import LayerMaps
+from probes.scoring.probe import LabelSums, Probe, ratio
+from probes.settings.registry import register
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
 FILTERS = ("no_words", "not_core", "sentence_too_long", "fe_too_long", "overlaps_target", "adjacent_to_target")
 DIRECTIONS = ("fe_before_target", "target_before_fe")  # what target→FE, FE→target need on a causal model

@@ -10,9 +10,9 @@ reads it as ``B-``.
 from __future__ import annotations
 
 from probes.builtin.clustering import ClusteringProbe
-from probes.builtin.declared import NER
+from probes.settings.declared import NER
 from probes.corpus.sentence import Sentence
-from probes.registry import register
+from probes.settings.registry import register
 
 
 @register

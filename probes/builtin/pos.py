@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 from probes.builtin.clustering import ClusteringProbe
-from probes.builtin.declared import POS
+from probes.settings.declared import POS
 from probes.corpus.sentence import Sentence
-from probes.maps import LayerMaps
-from probes.registry import register
+from probes.capture.maps import LayerMaps
+from probes.settings.registry import register
 
 
 @register

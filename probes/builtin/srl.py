@@ -28,15 +28,15 @@ from __future__ import annotations
 
 import torch
 
-from probes.batching import Batch
-from probes.bootstrap import attach_intervals
-from probes.builtin.declared import SRL
+from probes.encoding.batching import Batch
+from probes.results.bootstrap import attach_intervals
+from probes.settings.declared import SRL
 from probes.builtin.directional import OFFSET_BASELINE, OFFSETS, accuracy, causal_constraint, offset_baseline
 from probes.corpus.sentence import Sentence
-from probes.maps import LayerMaps
-from probes.probe import LabelSums, Probe
-from probes.registry import register
-from probes.results import ProbeResult, RunInfo
+from probes.capture.maps import LayerMaps
+from probes.scoring.probe import LabelSums, Probe
+from probes.settings.registry import register
+from probes.results.probe_result import ProbeResult, RunInfo
 
 WAYS = ("either", "pred_to_arg", "arg_to_pred")
 DIRECTIONS = ("argument_before_predicate", "argument_after_predicate")  # what pred_to_arg, arg_to_pred need

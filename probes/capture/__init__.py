@@ -8,7 +8,7 @@ from probes.capture.backend import CAPTURES, CaptureBackend
 from probes.capture.layer_hooks import HooksBackend
 from probes.capture.outputs import OutputsBackend
 from probes.capture.sdpa_qk import SdpaQkBackend
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 
 def backend_named(name: str) -> CaptureBackend:

@@ -23,8 +23,8 @@ from typing import Callable, Protocol
 
 import torch
 
-from probes.choices import CAPTURES
-from probes.errors import InputError
+from probes.base.choices import CAPTURES
+from probes.base.errors import InputError
 
 __all__ = ["CAPTURES", "CaptureBackend", "Captured", "LayerCallback", "LastLayerRead"]
 
@@ -34,7 +34,7 @@ LayerCallback = Callable[[int, "torch.Tensor", "torch.Tensor | None"], None]
 
 
 class Captured(Protocol):
-    """What a backend reads of a loaded model (probes.model.Encoder has it all)."""
+    """What a backend reads of a loaded model (probes.capture.model.Encoder has it all)."""
 
     name: str
     model: torch.nn.Module

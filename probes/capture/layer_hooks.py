@@ -15,7 +15,7 @@ import torch
 
 from probes.capture.backend import Captured, LastLayerRead, LayerCallback, all_seen, layer_order
 from probes.capture.hookset import HookSet
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 
 class HooksBackend:

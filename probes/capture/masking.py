@@ -6,7 +6,7 @@ A head mask is a bool tensor [B,L,H]: batch row b runs with head (l, h) disabled
 ``mask[b, l, h]``, so one forward pass evaluates several masks (repeat the sentences once per
 mask along the batch); an [L,H] mask applies to every row of whatever batch comes. Forward
 hooks on the L self-attention modules (the modules whose first output is the per-head context
-[B,T,H*d], the same ones ``probes.model`` reads; this reaches BERT, RoBERTa, ELECTRA, DeBERTa v1
+[B,T,H*d], the same ones ``probes.capture.model`` reads; this reaches BERT, RoBERTa, ELECTRA, DeBERTa v1
 and v2 alike, eager or SDPA, although DeBERTa does not go through ``AttentionInterface``)
 rewrite that output before the output projection W_O:
 
@@ -33,9 +33,9 @@ from typing import Callable
 
 import torch
 
-from probes.choices import MODES
-from probes.errors import InputError
-from probes.families import Family, model_family
+from probes.base.choices import MODES
+from probes.base.errors import InputError
+from probes.capture.families import Family, model_family
 from probes.capture.hookset import HookSet, Hooked
 from probes.capture.norms import value_reader
 
@@ -49,7 +49,7 @@ class HeadMasker(Hooked):
             model(input_ids=..., attention_mask=...)
 
     model: the module called (its attention_mask argument marks the real tokens);
-    modules: its L self-attention modules in layer order (``probes.model.self_attention_modules``).
+    modules: its L self-attention modules in layer order (``probes.capture.model.self_attention_modules``).
     """
 
     def __init__(self, model: torch.nn.Module, modules: list[torch.nn.Module], heads: int, head_dim: int,
@@ -140,7 +140,7 @@ def _value_reader(module: torch.nn.Module, heads: int, head_dim: int,
     """The submodule whose output holds the value vectors, and a function (module, output) → values [B,T,H,d]."""
     found = None if family is None else value_reader(module, heads, head_dim, family)
     if found is None:
-        known = "its model type is in no family of the table (probes.families)" if family is None else (
+        known = "its model type is in no family of the table (probes.capture.families)" if family is None else (
             f"the {family.name} family's entry names {' or '.join([*family.values, *(family.fused_values or ())[:1]])}")
         raise InputError(f"uniform masking needs the value projection, and {type(module).__name__} has none this "
                          f"tool knows ({known}); use mode zero")

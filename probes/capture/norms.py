@@ -34,8 +34,8 @@ from typing import Callable
 
 import torch
 
-from probes.errors import InputError
-from probes.families import Family, model_family
+from probes.base.errors import InputError
+from probes.capture.families import Family, model_family
 from probes.capture.hookset import HookSet, Hooked
 
 # output projection -> (its weight tensor, that tensor's version counter, R [H,d,d]) when factorised
@@ -80,7 +80,7 @@ class NormWeights(Hooked):
         with NormWeights(model, modules, heads, head_dim, name, factor_cache()) as norms:
             model(...)   # inside the self-attention hook of layer l: norms.weigh(l, attention)
 
-    modules: the L self-attention modules in layer order (``probes.model.self_attention_modules``); cache: where the
+    modules: the L self-attention modules in layer order (``probes.capture.model.self_attention_modules``); cache: where the
     output projections' factors are kept between passes (``factor_cache``).
     Refuses (InputError, one line) a model whose value or output projection is not found.
     """
@@ -122,7 +122,7 @@ def _layer_parts(model: torch.nn.Module, module: torch.nn.Module, heads: int, he
     if family is None:
         raise InputError(f"model {name!r} ({type(module).__name__}): norm-based weights need each layer's value "
                          "projection and attention output projection, which a family's entry names, and its model "
-                         "type is in no family of the table (probes.families)")
+                         "type is in no family of the table (probes.capture.families)")
     refuse = InputError(f"model {name!r} ({type(module).__name__}): norm-based weights need each layer's value "
                         f"projection and attention output projection; the {family.name} family's entry names "
                         f"{' or '.join([*family.values, *(family.fused_values or ())[:1]])} and {family.output}, "
@@ -143,7 +143,7 @@ def _layer_parts(model: torch.nn.Module, module: torch.nn.Module, heads: int, he
 def value_reader(module: torch.nn.Module, heads: int, head_dim: int, family: Family
                  ) -> tuple[torch.nn.Linear, Callable[[torch.Tensor], torch.Tensor]] | None:
     """A self-attention module's value projection, and the function turning its output into the per-head
-    value vectors [B,T,H,d] (x W_V^h + b_V^h), where its family's entry says (probes.families.Family: ``values``,
+    value vectors [B,T,H,d] (x W_V^h + b_V^h), where its family's entry says (probes.capture.families.Family: ``values``,
     e.g. BERT's ``value``, DeBERTa v2's ``value_proj``; or ``fused_values``, DeBERTa v1's fused ``in_proj``, per
     head [q | k | v], plus ``v_bias``); None where the module has neither."""
     for attribute in family.values:

@@ -1,6 +1,6 @@
 """Capture "outputs": the model returns all L maps at once (transformers' output_attentions=True on eager attention),
 handed on after the pass: the reference every other backend is checked against, and the fallback for a model of no
-family (probes.families), whose modules may not return their maps. Memory grows with L (every layer's maps held at
+family (probes.capture.families), whose modules may not return their maps. Memory grows with L (every layer's maps held at
 once). Per-head context vectors come from a forward hook on each self-attention module (its first output, before
 W_O)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 from probes.capture.backend import Captured, LayerCallback
 from probes.capture.hookset import HookSet
 from probes.capture.layer_hooks import call, heads_of, no_vectors
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 
 class OutputsBackend:

@@ -12,7 +12,7 @@ in one [B,H,T,T] block:
     encoder  softmax(q·kᵀ·scaling + mask) with the mask SDPA was given (none, boolean or additive), the same steps
              as transformers' eager_attention_forward (``encoder_probabilities``; COPIED pins that function);
     decoder  softmax(q·kᵀ·scaling) over the keys allowed by a mask made here from the batch's padding, the causal
-             order and the layer's sliding window (probes.families), key heads repeated for grouped-query attention
+             order and the layer's sliding window (probes.capture.families), key heads repeated for grouped-query attention
              as repeat_kv does (transformers repeats them itself where the batch has padding); a padding row is 0.
 
 The maps are handed on, layer by layer, to the ``on_layer(layer, attention [B,H,T,T], context [B,H,T,d] or None)``
@@ -42,7 +42,7 @@ from torch.overrides import TorchFunctionMode
 
 from probes.capture.backend import Captured, LastLayerRead, LayerCallback, all_seen, layer_order
 from probes.capture.hookset import HookSet
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 # What this backend re-implements of transformers, pinned (tests/test_capture_backends.py): the qualified name of each
 # function and the SHA-256 of its source. The maps copy eager_attention_forward's steps; the reading of SDPA's

@@ -2,7 +2,7 @@
 
 ``read_corpus`` reads corpus files whole (a Corpus holding every Sentence); ``iter_corpus`` yields the same
 sentences one at a time, and ``CorpusStream`` reads them anew on every pass (the first `limit`), so that a
-run over a large corpus never holds it whole (probes.chunks). The formats in STREAMING_READERS (CoNLL-U,
+run over a large corpus never holds it whole (probes.running.chunks). The formats in STREAMING_READERS (CoNLL-U,
 Universal PropBank, IOB2, coreference documents) read their files line by line; the others (FrameNet, PTB, CoNLL-2012, plugins,
 annotation layers joined on sent_id, spaCy-annotated text) are read whole and then yielded.
 """
@@ -20,8 +20,8 @@ from probes.corpus.layers import read_layers
 from probes.corpus.propbank import iter_propbank, looks_like_propbank
 from probes.corpus.readers import ENTRY_POINT_GROUP, Reader, get_reader, reader_names
 from probes.corpus.sentence import Corpus, Sentence
-from probes.choices import INVALID_TREES, check_invalid_trees
-from probes.errors import InputError
+from probes.base.choices import INVALID_TREES, check_invalid_trees
+from probes.base.errors import InputError
 
 SUFFIXES = {".conllu": "conllu", ".conll": "conllu", ".conll2012": "conll2012", ".iob2": "iob2", ".tree": "ptb",
             ".mrg": "ptb", ".tsv": "pairs", ".ids": "token_ids"}

@@ -45,7 +45,7 @@ from typing import Callable, Iterable, Iterator
 
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import read_text_lines
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 __all__ = ["Block", "conll_blocks", "read_conll2012"]
 

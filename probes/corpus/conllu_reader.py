@@ -16,9 +16,9 @@ from typing import Iterable, Iterator
 from probes.corpus.entities import spans_from_iob2
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import comment_pair, iter_text_lines
-from probes.choices import check_invalid_trees
+from probes.base.choices import check_invalid_trees
 from probes.corpus.trees import TreeProblem, head_problem, id_problem
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 _WORD_ID = re.compile(r"^[1-9][0-9]*$")
 _RANGE_ID = re.compile(r"^[1-9][0-9]*-[1-9][0-9]*$")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from probes.corpus.entities import iob2_from_spans
 from probes.corpus.sentence import Sentence
-from probes.files import write_atomic
+from probes.base.files import write_atomic
 
 
 def conllu_text(sentences: list[Sentence], header: list[str] = ()) -> str:

@@ -35,7 +35,7 @@ from probes.corpus.conll2012 import Block, conll_blocks
 from probes.corpus.mention_heads import MENTION_HEADS, annotate_heads
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import iter_text_lines
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 __all__ = ["coref_files", "iter_coref", "looks_like_coref", "read_coref"]
 

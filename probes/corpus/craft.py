@@ -10,7 +10,7 @@ from pathlib import Path
 
 from probes.corpus.ptb import read_craft
 from probes.corpus.sentence import Corpus
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 
 def read_craft_list(path: str | Path, *, unescape: bool = True) -> Corpus:

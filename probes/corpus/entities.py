@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 
 def spans_from_iob2(tags: list[str], *, path: str | Path | None = None, lines: list[int] | None = None,

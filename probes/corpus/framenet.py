@@ -48,7 +48,7 @@ from xml.parsers import expat
 from probes.corpus.ptb_words import ptb_word_spans
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import read_file_bytes, read_text_lines
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 __all__ = [
     "STANDARD_TEST_DOCUMENTS",

@@ -16,7 +16,7 @@ from typing import Iterator
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import comment_pair, iter_text_lines
 from probes.corpus.entities import spans_from_iob2
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 N_COLUMNS = 5
 

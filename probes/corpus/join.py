@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from probes.corpus.sentence import Corpus, Sentence
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 
 def join_on_sent_id(base: Corpus, other: Corpus, keys: list[str]) -> Corpus:

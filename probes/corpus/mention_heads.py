@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from probes.corpus.sentence import Sentence
 from probes.corpus.spacy_text import load_pipeline
-from probes.errors import require
+from probes.base.errors import require
 
 MENTION_HEADS = ("spacy", "first", "last")
 ANAPHOR_TYPES = ("pronoun", "proper", "nominal")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import read_text_lines
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 COLUMNS = "sentence1, sentence2[, label]"
 

@@ -55,7 +55,7 @@ from typing import Iterator
 
 from probes.corpus.conllu_reader import conllu_sentences
 from probes.corpus.sentence import Corpus, Sentence
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 __all__ = ["read_propbank", "iter_propbank", "looks_like_propbank"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import read_text_lines
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 #: labels of an outermost node that only wraps the tree, excluded from the constituents
 ROOT_LABELS = ("", "ROOT", "TOP")

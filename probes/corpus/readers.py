@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Callable
 
 from probes.corpus.sentence import Corpus
-from probes.errors import InputError
-from probes.registries import Registry
+from probes.base.errors import InputError
+from probes.base.registries import Registry
 
 ENTRY_POINT_GROUP = "probes.readers"
 

@@ -14,7 +14,7 @@ class Sentence:
            (e.g. ann["head"][i] is the 1-based head of word i+1, 0 = root).
     source, line: file and 1-based line where the sentence starts, for error messages.
     occurrence: how many earlier sentences of the corpus have the same words (0 for the first);
-           numbered where a run reads its corpus (probes.identity.Occurrences), part of its identity.
+           numbered where a run reads its corpus (probes.encoding.identity.Occurrences), part of its identity.
     """
 
     words: list[str]
@@ -23,15 +23,15 @@ class Sentence:
     source: str = ""
     line: int = 0
     occurrence: int = 0
-    # the identity key (probes.identity.sentence_key) as last computed, with the words and occurrence it was made of
+    # the identity key (probes.encoding.identity.sentence_key) as last computed, with the words and occurrence it was made of
     identity: tuple[int, list[str], int] | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.words)
 
     def unit(self) -> "Sentence":
-        """What the sentence's identity (probes.identity) names: the sentence itself; a window of a document
-        (probes.windows.Window) names its document, so that every window of it is one unit to shards and
+        """What the sentence's identity (probes.encoding.identity) names: the sentence itself; a window of a document
+        (probes.encoding.windows.Window) names its document, so that every window of it is one unit to shards and
         to the bootstrap."""
         return self
 

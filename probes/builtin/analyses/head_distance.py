@@ -36,14 +36,14 @@ import zlib
 import numpy as np
 import torch
 
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 from probes.builtin.analyses.head_layout import HeadDistancePresentation, cluster_heads
 from probes.builtin.analyses.mean_analysis import CAUSAL_NOTE
-from probes.builtin.declared import HEAD_DISTANCE
-from probes.maps import LayerMaps
-from probes.probe import Probe
-from probes.registry import register
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.settings.declared import HEAD_DISTANCE
+from probes.capture.maps import LayerMaps
+from probes.scoring.probe import Probe
+from probes.settings.registry import register
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
 CHUNK_ELEMENTS = 1 << 22  # (head pairs × query tokens × keys) per step: bounds one step's memory (~32 MB)
 TINY = 1e-30

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.files import safe_name, short_model_name
-from probes.plots import closed_png, pyplot
-from probes.presentation import Presentation
-from probes.results import ProbeResult
+from probes.base.files import safe_name, short_model_name
+from probes.results.plots import closed_png, pyplot
+from probes.results.presentation import Presentation
+from probes.results.probe_result import ProbeResult
 
 
 def head_names(layers: int, heads: int) -> list[str]:
@@ -96,7 +96,7 @@ def matrix_png(result: ProbeResult) -> bytes:
 
 
 def head_distance_figures(result: ProbeResult, kind: str = "overview") -> dict[str, bytes]:
-    """head_distance's pictures: the heatmaps of every probe (``kind``, see probes.presentation), then
+    """head_distance's pictures: the heatmaps of every probe (``kind``, see probes.results.presentation), then
     <probe>-layout.png, -dendrogram.png and -matrix.png (none for kind "none")."""
     if kind == "none":
         return {}

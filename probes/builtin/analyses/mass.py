@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import torch
 
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.analyses.token_view import TokenView, row_sum, sentence_sums
-from probes.builtin.declared import MASS
-from probes.maps import LayerMaps
-from probes.registry import register
-from probes.results import ProbeResult, RunInfo
+from probes.settings.declared import MASS
+from probes.capture.maps import LayerMaps
+from probes.settings.registry import register
+from probes.results.probe_result import ProbeResult, RunInfo
 
 TARGETS = ("cls", "sep", "punct", "self", "prev", "next")
 

@@ -6,11 +6,11 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from probes.bootstrap import replicate_ratio
-from probes.intervals import attach_interval, interval_method, record_range
-from probes.maps import LayerMaps
-from probes.probe import Probe, ratio
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.results.bootstrap import replicate_ratio
+from probes.results.intervals import attach_interval, interval_method, record_range
+from probes.capture.maps import LayerMaps
+from probes.scoring.probe import Probe, ratio
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
 # what a decoder-only model's analyses mean (extra["causal_constraint"] of every analysis, Probe.causal)
 CAUSAL_NOTE = ("decoder-only model: each position attends only to itself and earlier positions, so attention to "
@@ -24,7 +24,7 @@ class MeanAnalysis(Probe):
 
     measures  per-head means: ``add(maps, measure, sums [H], count)`` adds the layer's sums; the count
               (query rows, maps) is the same for every layer and is added once, with layer 0. Given them
-              split by sentence too (``per_sentence``), the bootstrap's replicates (probes.bootstrap) and
+              split by sentence too (``per_sentence``), the bootstrap's replicates (probes.results.bootstrap) and
               the results' intervals come with them
     scalars   head-independent means (baselines): ``add_scalar(name, sum, count)``, once per batch
     tallies   plain counts (sentences left out): ``tally(name, n)``, once per batch
@@ -34,7 +34,7 @@ class MeanAnalysis(Probe):
     """
 
     measures: ClassVar[tuple[str, ...]] = ()
-    # measure -> (lowest, highest) its mean can be, for its intervals (probes.intervals); a measure not named is
+    # measure -> (lowest, highest) its mean can be, for its intervals (probes.results.intervals); a measure not named is
     # a mean of values in [0, 1] (a share of attention, of rows)
     ranges: ClassVar[dict[str, tuple[float, float]]] = {}
     scalars: ClassVar[tuple[str, ...]] = ()
@@ -47,7 +47,7 @@ class MeanAnalysis(Probe):
         self.add_state("scalar_sums", torch.zeros(len(self.scalars), dtype=torch.float64))  # [scalars]
         self.add_state("scalar_counts", torch.zeros(len(self.scalars), dtype=torch.int64))  # [scalars]
         self.add_state("tally_counts", torch.zeros(len(self.tallies), dtype=torch.int64))  # [tallies]
-        # the bootstrap's replicate sums and counts (probes.bootstrap)
+        # the bootstrap's replicate sums and counts (probes.results.bootstrap)
         self.add_state("replicate_sums", torch.zeros(len(self.measures), layers, heads, dtype=torch.float64),
                        replicated=True)  # [R,measures,L,H]
         self.add_state("replicate_counts", torch.zeros(len(self.measures), dtype=torch.float64), replicated=True)  # [R,measures]

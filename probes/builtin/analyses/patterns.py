@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import torch
 
-from probes.batching import Batch, token_segments
+from probes.encoding.batching import Batch, token_segments
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.analyses.token_view import TokenView
-from probes.builtin.declared import PATTERNS
-from probes.maps import LayerMaps
-from probes.registry import register
-from probes.results import ProbeResult, RunInfo
+from probes.settings.declared import PATTERNS
+from probes.capture.maps import LayerMaps
+from probes.settings.registry import register
+from probes.results.probe_result import ProbeResult, RunInfo
 
 CLASSES = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
 

@@ -6,7 +6,7 @@ Token level. pred[i] = argmax_j A[i, j] over the sentence's real tokens. For eac
 tokens i whose argmax is i + k, among the tokens for which position i + k exists in the sentence.
 "overall" is each head's best offset share, extra grid "offset" the offset that gives it; a head is
 positional when that share is at least --positional-threshold (0.9, as Voita et al.); the list is
-in the JSON as "positional_heads". Bootstrap intervals (probes.bootstrap) are given per offset label; the
+in the JSON as "positional_heads". Bootstrap intervals (probes.results.bootstrap) are given per offset label; the
 overall grid, each head's best offset, has none.
 """
 from __future__ import annotations
@@ -14,13 +14,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.analyses.token_view import TokenView
-from probes.builtin.declared import POSITIONAL
-from probes.maps import LayerMaps
-from probes.registry import register
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.settings.declared import POSITIONAL
+from probes.capture.maps import LayerMaps
+from probes.settings.registry import register
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
 MAX_OFFSET = 3
 

@@ -21,15 +21,15 @@ from typing import Iterable
 
 import torch
 
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
-from probes.builtin.declared import RARE
+from probes.settings.declared import RARE
 from probes.corpus.sentence import Sentence
 from probes.corpus.textio import read_text_lines
-from probes.errors import InputError
-from probes.maps import LayerMaps
-from probes.registry import register
-from probes.results import ProbeResult, RunInfo
+from probes.base.errors import InputError
+from probes.capture.maps import LayerMaps
+from probes.settings.registry import register
+from probes.results.probe_result import ProbeResult, RunInfo
 
 
 @register

@@ -14,8 +14,8 @@ from functools import cached_property
 
 import torch
 
-from probes.batching import Batch
-from probes.maps import LayerMaps
+from probes.encoding.batching import Batch
+from probes.capture.maps import LayerMaps
 
 
 @dataclass(frozen=True)

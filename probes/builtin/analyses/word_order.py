@@ -2,7 +2,7 @@
 
 Token level. The runner runs each batch a second time with every sentence's words in a fixed,
 seeded order (--seed; the same words, each keeping its subwords; special tokens in place; the words
-of a pair shuffled within their sentence; see probes.shuffle). The shuffled map is put back in the
+of a pair shuffled within their sentence; see probes.encoding.shuffle). The shuffled map is put back in the
 original order (A'[i, j] = the shuffled run's attention between the subwords at original positions
 i and j; each layer against the same layer of the twin, ``maps.twin``), and for each real query token:
 
@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import torch
 
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.analyses.token_view import TokenView, row_sum
-from probes.builtin.declared import WORD_ORDER
-from probes.maps import LayerMaps
-from probes.registry import register
-from probes.results import ProbeResult, RunInfo
+from probes.settings.declared import WORD_ORDER
+from probes.capture.maps import LayerMaps
+from probes.settings.registry import register
+from probes.results.probe_result import ProbeResult, RunInfo
 
 
 def unshuffle(twin_attention: torch.Tensor, position_of: torch.Tensor) -> torch.Tensor:

@@ -2,11 +2,11 @@
 
 Attention side (prefix matching), token level from the token ids: for every real query token i whose id occurred
 earlier at some j with j + 1 < i, the weight Σ A[i, j + 1] on the tokens that followed its earlier occurrences;
-the score "prefix_matching" is its mean over those rows. On a sequence of random tokens repeated (probes.causal.
+the score "prefix_matching" is its mean over those rows. On a sequence of random tokens repeated (probes.encoding.
 sequences) the rows are the second copy's tokens and the target is the token after the first copy's occurrence,
 TransformerLens' "induction_head" pattern (which divides by all T rows instead, and counts the key k = i too).
 
-OV side: each head's copying score (probes.causal.families.copying_scores): of W_U·W_O·W_V·W_E the real part of
+OV side: each head's copying score (probes.capture.causal_families.copying_scores): of W_U·W_O·W_V·W_E the real part of
 its eigenvalues' sum over the sum of their moduli, in -1..1 (positive: attending to a token raises its logit). Two
 choices move it, both options recorded with the results: --copying-vocab (the vocabulary without the special tokens,
 the default, or all of it) and --copying-norms (the layer norms left out, the default, or their scales folded into
@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.causal.token_pairs import add_rows, mass_on, token_pairs
-from probes.builtin.declared import INDUCTION
-from probes.maps import LayerMaps
-from probes.registry import register
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.settings.declared import INDUCTION
+from probes.capture.maps import LayerMaps
+from probes.settings.registry import register
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
 
 @register

@@ -6,13 +6,13 @@ of a sequence, row 0 included, so its score is this one × (T-1)/T). Bootstrap i
 """
 from __future__ import annotations
 
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.causal.token_pairs import add_rows, previous_token, token_pairs
-from probes.builtin.declared import PREV_TOKEN
-from probes.maps import LayerMaps
-from probes.registry import register
-from probes.results import ProbeResult, RunInfo
+from probes.settings.declared import PREV_TOKEN
+from probes.capture.maps import LayerMaps
+from probes.settings.registry import register
+from probes.results.probe_result import ProbeResult, RunInfo
 
 
 @register

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import torch
 
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.causal.token_pairs import add_rows, mass_on_keys, token_pairs
-from probes.builtin.declared import SINK
-from probes.maps import LayerMaps
-from probes.registry import register
-from probes.results import ProbeResult, RunInfo
+from probes.settings.declared import SINK
+from probes.capture.maps import LayerMaps
+from probes.settings.registry import register
+from probes.results.probe_result import ProbeResult, RunInfo
 
 
 @register

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import torch
 
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.analyses.token_view import row_sum, sentence_sums
-from probes.maps import LayerMaps
+from probes.capture.maps import LayerMaps
 
 
 Targets = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (sequence b, query i, key k) of each target, [N] each
@@ -112,7 +112,7 @@ def previous_token(maps: LayerMaps) -> torch.Tensor:
 
 def add_rows(probe: MeanAnalysis, maps: LayerMaps, measure: str, values: torch.Tensor, rows: torch.Tensor) -> None:
     """Add `measure`'s per-head mean over the query rows `rows` [B,T] bool of values [B,H,T], split by sequence for
-    the bootstrap where it keeps replicates (probes.bootstrap)."""
+    the bootstrap where it keeps replicates (probes.results.bootstrap)."""
     weights = rows.to(values.dtype)  # [B,T]
     per_sentence = (sentence_sums(values, weights), weights.sum(1)) if probe.bootstrap.replicates else None
     probe.add(maps, measure, row_sum(values, weights), int(rows.sum()), per_sentence=per_sentence)

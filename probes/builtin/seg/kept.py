@@ -1,7 +1,7 @@
 """The seg probe's state that merges by concatenation, not by adding: every head's predicted ends at
 every unit (what the greedy ensembles need) and the example sentences kept for `probes show`.
 
-Both follow the additive-state protocol of ``probes.probe.Probe.add_state`` (merge, state_dict,
+Both follow the additive-state protocol of ``probes.scoring.probe.Probe.add_state`` (merge, state_dict,
 load_state_dict); their state_dicts hold tensors, lists and dicts only.
 """
 from __future__ import annotations

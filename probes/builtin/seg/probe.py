@@ -35,19 +35,19 @@ import math
 import numpy as np
 import torch
 
-from probes.batching import Batch
-from probes.bootstrap import add_replicates, replicate_ratio, weighted_sums
-from probes.builtin.declared import SEG
+from probes.encoding.batching import Batch
+from probes.results.bootstrap import add_replicates, replicate_ratio, weighted_sums
+from probes.settings.declared import SEG
 from probes.builtin.seg.kept import Examples, KeptEnds
 from probes.builtin.seg.scoring import COMBINE_RULES, STATS, greedy, metrics, tally, union_ends
 from probes.builtin.seg.show import SegPresentation
 from probes.builtin.seg.units import COUNTS, LENGTH_LABELS, BatchUnits, batch_units, unit_surfaces
-from probes.errors import InputError
-from probes.intervals import SCORE_RANGES, attach_interval, interval_method, record_range
-from probes.maps import LayerMaps
-from probes.probe import Probe, ratio
-from probes.registry import register
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.base.errors import InputError
+from probes.results.intervals import SCORE_RANGES, attach_interval, interval_method, record_range
+from probes.capture.maps import LayerMaps
+from probes.scoring.probe import Probe, ratio
+from probes.settings.registry import register
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
 EXTRA_COLUMNS = ("all_ends", "no_ends", "union_oracle", "union_any_end")
 CAUSAL_NOTE = ("decoder-only model: a unit attends only to itself and earlier units, never to the next unit nor to an "
@@ -70,7 +70,7 @@ class SegmentationProbe(SegPresentation, Probe, declared=SEG):
         self.add_state("bucket_words", torch.zeros(len(LENGTH_LABELS), dtype=torch.int64))  # reachable gold words
         self.add_state("kept", KeptEnds(grid))  # every head's ends at every unit, for the ensembles
         self.add_state("examples", Examples())  # every head's segmentation of the first sentences
-        # word F1's parts per bootstrap replicate (probes.bootstrap): [R,L,H], [R]
+        # word F1's parts per bootstrap replicate (probes.results.bootstrap): [R,L,H], [R]
         self.add_state("replicate_right", torch.zeros(layers, heads, dtype=torch.float64), replicated=True)  # right words
         self.add_state("replicate_predicted", torch.zeros(layers, heads, dtype=torch.float64), replicated=True)  # predicted words
         self.add_state("replicate_gold", torch.zeros((), dtype=torch.float64), replicated=True)  # gold words

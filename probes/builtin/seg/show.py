@@ -2,9 +2,9 @@
 ensemble beside the gold segmentation (`probes show DIR/seg.json`)."""
 from __future__ import annotations
 
-from probes.errors import InputError
-from probes.presentation import Presentation
-from probes.results import ProbeResult
+from probes.base.errors import InputError
+from probes.results.presentation import Presentation
+from probes.results.probe_result import ProbeResult
 
 _COLUMNS = (("word_f1", "word F1"), ("word_precision", "word P"), ("word_recall", "word R"),
             ("boundary_accuracy", "bnd acc"), ("boundary_f1", "bnd F1"), ("boundary_accuracy_known", "acc known"))

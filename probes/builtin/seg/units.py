@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 
 LENGTH_LABELS = ("len1", "len2", "len3", "len4+")  # gold words of 1, 2, 3, 4 or more units
 COUNTS = ("units", "unk_units", "decisions", "known_decisions", "gold_boundaries", "gold_words", "unreachable_words",

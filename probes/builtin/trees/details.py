@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from probes.presentation import Presentation
-from probes.results import ProbeResult, best_head
+from probes.results.presentation import Presentation
+from probes.results.probe_result import ProbeResult, best_head
 
 
 class TreesPresentation(Presentation):

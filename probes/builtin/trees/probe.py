@@ -25,21 +25,21 @@ from __future__ import annotations
 
 import torch
 
-from probes.batching import Batch
-from probes.bootstrap import attach_intervals
-from probes.builtin.declared import TREES
+from probes.encoding.batching import Batch
+from probes.results.bootstrap import attach_intervals
+from probes.settings.declared import TREES
 from probes.builtin.trees.decoders import DECODERS, decode
 from probes.builtin.trees.details import TreesPresentation
 from probes.builtin.trees.ensemble import decode_main, select_heads
 from probes.builtin.trees.sample import SelectionSample, sentence_keys
 from probes.builtin.trees.scoring import FORMS, attached
-from probes.errors import InputError
-from probes.maps import LayerMaps
+from probes.base.errors import InputError
+from probes.capture.maps import LayerMaps
 from probes.corpus.sentence import Sentence
-from probes.presentation import arc_items
-from probes.probe import LabelSums, Probe, ratio
-from probes.registry import register
-from probes.results import LabelScores, ProbeResult, RunInfo
+from probes.results.presentation import arc_items
+from probes.scoring.probe import LabelSums, Probe, ratio
+from probes.settings.registry import register
+from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
 MAIN = "cle_attention"
 BASELINES = ("right_branching", "left_branching")

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from probes.batching import Batch
+from probes.encoding.batching import Batch
 
 
 def sentence_keys(batch: Batch) -> list[int]:
@@ -56,7 +56,7 @@ class SelectionSample:
         for b, k in enumerate(keys):
             if k in where:
                 n = int(n_words[b])
-                # a copy: the batch's word attention is reused by its next layer (probes.maps)
+                # a copy: the batch's word attention is reused by its next layer (probes.capture.maps)
                 self.maps[where[k]][layer] = attention[b, :, : n + 1, : n + 1].to("cpu", torch.float32, copy=True)
 
     def merge(self, other: "SelectionSample") -> None:

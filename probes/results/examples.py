@@ -1,0 +1,211 @@
+"""Per-sentence views: what chosen heads did on the first sentences of a run (`probes report`, `probes show`).
+
+The runner feeds an ``ExampleRecorder`` like a probe (``update(batch, maps)`` once per batch and
+layer, the fit phase excepted). For the first N scored sentences (corpus order, ``Encoded.index``
+< N: the index counts the run's usable sentences across the chunks it is read in, probes.running.chunks) it keeps, for every head:
+
+    predictions  int16   [L,H,n+1]      each word row's argmax column (``LayerMaps.predictions``:
+                                         0 = the start special / root, 1..n the words), in memory
+    attention    uint8   [L,H,C,C]      word-level attention over the batch's columns (root, words, padding
+                                         columns, the end special), weight × 255 rounded (of its float16
+                                         value), in a temporary file; read back over root, words and end
+
+so that the heads wanted at the end (the best head of every label, known only once a probe has
+computed, and the heads a user named) can be picked then. The maps grow as N·L·H·n² (for a 24×16
+model and 20 sentences of 400 words, 1.2 GB): they go to an unnamed temporary file (deleted when the
+recorder is), one block per sentence and layer, and only the chosen heads' maps are read back, so that
+memory holds only the predictions (24·16·401·2 B ≈ 0.3 MB a sentence for that model) and stays flat
+in depth. Batches without a recorded sentence cost nothing.
+
+Each probe with a view of its own (probes.results.presentation: ``Presentation.view``; dep and trees: gold arcs, srl:
+predicate → argument, frames: target → frame element, pos/ner/con: units) also gives, at every layer, what each
+head made of each of its items (``kept_view``, set by its ``update`` from the tensors it scores with), kept
+for the recorded sentences.
+
+``view(result)`` is what a result carries under ``extra["sentence_views"]`` (the JSON key
+``sentence_views``): every head's argmax arcs, the attention maps of the chosen heads only, and the probe's own
+view where it has one, packed as base64 (``pack``/``unpack``) to keep the results file small::
+
+    {"heads": [[layer, head], ...],            # the heads whose maps are kept (named + best per label)
+     "specials": [start, end],                 # the names of the root and end columns: the model's special tokens
+     #                                           ([CLS], [SEP]; <s>, </s>), probes.encoding.subwords.special_names
+     "named": [[layer, head], ...],            # the heads the user named
+     "kind": "arcs" | "roles" | "frames" | "units" | "mentions" | None,   # the probe's view (VIEW_KINDS), None: none
+     "labels": [...],                          # what a "predicted" mark indexes (units)
+     "sentences": [{"index": i, "sent_id": ..., "words": [...],
+                    "predictions": uint16 [L*H, n+1], layer-major (row l * H + h),
+                    "attention": {"L-H": uint8 [n+2, n+2], weight × 255 rounded},
+                    "items": [...],            # the probe's view_items of the sentence
+                    "marks": {"right": uint8 [L*H, items], "predicted" / "head": int16 [L*H, items],
+                              "weight": uint8 [L*H, items] (× 255 rounded)}}]}
+
+For MiniLM (6×12) and 20 sentences of about 20 words that is ≈ 80 kB of argmax columns and ≈ 0.7 kB per
+kept map and sentence.
+"""
+from __future__ import annotations
+
+import tempfile
+from typing import IO, Any, Iterable
+
+import numpy as np
+import torch
+
+from probes.encoding.batching import Batch
+from probes.base.choices import DEFAULT_SENTENCES
+from probes.base.errors import InputError
+from probes.capture.maps import LayerMaps
+from probes.base.packing import FALLBACK_SPECIALS, MARK_TYPES, pack
+from probes.results.probe_result import ProbeResult
+from probes.base.scratch import Scratch
+
+
+
+class ExampleRecorder:
+    """Keeps every head's argmax and word-level maps for the first `sentences` scored sentences, and what each of
+    `probes` with a view (``Presentation.view``) made of their items; fed after them at every layer."""
+
+    needs_vectors = False  # read by the runner as of a probe
+
+    def __init__(self, layers: int, heads: int, sentences: int = DEFAULT_SENTENCES,
+                 named: Iterable[tuple[int, int]] = (), probes: Iterable[Any] = (),
+                 specials: tuple[str, str] = FALLBACK_SPECIALS):
+        self.layers, self.heads, self.limit = layers, heads, sentences
+        self.specials = list(specials)  # the names of the root and the end columns
+        self.viewing = {p.name: p for p in probes if p.view}
+        self.named = sorted({(int(layer), int(head)) for layer, head in named})
+        for layer, head in self.named:
+            if not (0 <= layer < layers and 0 <= head < heads):
+                raise InputError(f"no head L{layer}-H{head}: the model has {layers} layers × {heads} heads "
+                                 "(0-indexed)")
+        self.kept: dict[int, dict[str, Any]] = {}  # sentence index -> sentence, predictions, maps_at
+        self._store: IO[bytes] | None = None  # the kept maps (an unnamed temporary file), opened at the first one
+
+    def shuffle_seed(self) -> None:
+        return None
+
+    @property
+    def reads_entries(self) -> bool:
+        """As a probe's (probes.scoring.probe.Probe.reads_entries): recording no sentence, it reads nothing of the maps."""
+        return self.limit == 0
+
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        """Keep layer ``maps.layer`` of the batch's recorded sentences."""
+        rows = batch.memo(("examples.rows", self.limit),
+                          lambda: [b for b, index in enumerate(batch.indices) if index < self.limit])
+        kept = {name: probe.kept_view for name, probe in self.viewing.items()}
+        for probe in self.viewing.values():  # read once: a probe that finds no item in a batch keeps nothing new
+            probe.kept_view = None
+        if not rows:
+            return
+        attention = maps.word_attention_of(rows)  # [R,H,C,C] the recorded rows' (R = len(rows))
+        predictions = attention[..., :-1].argmax(dim=-1).to(torch.int16).cpu()  # [R,H,C-1] as maps.predictions
+        for k, b in enumerate(rows):
+            sentence = batch.sentences[b]
+            entry = self.kept.setdefault(batch.indices[b], {
+                "sentence": sentence,
+                "predictions": np.zeros((self.layers, self.heads, len(sentence.words) + 1), dtype=np.int16),
+                "maps_at": np.full(self.layers, -1, dtype=np.int64),  # [L] each layer's block in the store
+                "widths": np.zeros(self.layers, dtype=np.int64),  # [L] its side: the batch's C columns
+                "views": {}})  # probe -> {"items": [...], "marks": {name: [L] of [items,H]}}
+            entry["predictions"][maps.layer] = predictions[k, :, : len(sentence.words) + 1].numpy()
+            # one sentence at a time: the layer's scratch holds [H,C,C], not the batch's [B,H,C,C]
+            entry["maps_at"][maps.layer] = self._write(quantize(attention[k], maps.scratch).cpu().numpy())
+            entry["widths"][maps.layer] = batch.width
+        for name, probe in self.viewing.items():
+            self._keep_marks(name, probe, kept[name], batch, maps.layer, rows)
+
+    def _keep_marks(self, name: str, probe: Any, kept: tuple | None, batch: Batch, layer: int, rows: list[int]) -> None:
+        """The marks [items,H] that `probe` kept at this layer (``kept_view``) for each recorded row of the batch;
+        a sentence without them (the probe found no item in its batch) gets none."""
+        if kept is None or kept[0] != layer:
+            return
+        _, of_item, marks = kept
+        of_item = of_item.cpu()
+        for b in rows:
+            sentence = batch.sentences[b]
+            view = self.kept[batch.indices[b]]["views"].setdefault(name, {
+                "items": probe.view_items(sentence), "marks": {}})
+            mine = of_item == b  # [N] this sentence's items
+            for mark, values in marks.items():
+                view["marks"].setdefault(mark, [None] * self.layers)[layer] = values.cpu()[mine].numpy()
+
+    def _write(self, maps: np.ndarray) -> int:
+        """Append one sentence's layer of maps (uint8 [H,C,C], the batch's columns) to the store; where it begins."""
+        if self._store is None:
+            self._store = tempfile.TemporaryFile()
+        offset = self._store.seek(0, 2)
+        self._store.write(maps.data)
+        return offset
+
+    def maps(self, index: int, layer: int, head: int) -> np.ndarray:
+        """The kept map of sentence `index` (corpus order) for head (layer, head): uint8 [n+2,n+2] over the root,
+        the n words and the end special, weight × 255."""
+        entry = self.kept[index]
+        width, n = int(entry["widths"][layer]), len(entry["sentence"].words)
+        self._store.seek(int(entry["maps_at"][layer]) + head * width * width)
+        block = np.frombuffer(self._store.read(width * width), dtype=np.uint8).reshape(width, width)
+        keep = np.r_[0:n + 1, width - 1]  # [n+2] the root, the words, the end special (padding columns between)
+        return block[np.ix_(keep, keep)]
+
+    def state_dict(self) -> dict[str, Any]:
+        """Nothing to snapshot: a batch fed again (after an out-of-memory split, see probes.running.runner.Feed)
+        writes the same entries again."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """See state_dict."""
+
+    def chosen_heads(self, result: ProbeResult) -> list[tuple[int, int]]:
+        """The named heads and the best head of every label and of overall (where one is named), sorted."""
+        best = [result.best(name) for name in [*result.labels, "overall"]]
+        found = {(b.layer, b.head) for b in best if b.found}
+        return sorted(found | set(self.named))
+
+    def view(self, result: ProbeResult) -> dict[str, Any]:
+        """The per-sentence view of `result` (see the module docstring)."""
+        heads = self.chosen_heads(result)
+        probe = self.viewing.get(result.probe)
+        sentences = []
+        for index in sorted(self.kept):
+            entry = self.kept[index]
+            sentence = entry["sentence"]
+            sentences.append({
+                "index": index, "sent_id": sentence.sent_id, "words": list(sentence.words),
+                "predictions": pack(entry["predictions"], np.uint16),
+                "attention": {f"{layer}-{head}": pack(self.maps(index, layer, head), np.uint8) for layer, head in heads},
+                **(_packed_view(entry["views"].get(result.probe), self.layers, self.heads) if probe else {})})
+        return {"heads": [list(h) for h in heads], "named": [list(h) for h in self.named], "specials": self.specials,
+                "kind": probe.view if probe else None, "labels": probe.view_labels() if probe else [],
+                "sentences": sentences}
+
+    def attach(self, result: ProbeResult) -> ProbeResult:
+        """`result` with its view under ``extra["sentence_views"]`` (nothing when no sentence was kept)."""
+        if self.kept:
+            result.extra["sentence_views"] = self.view(result)
+        return result
+
+
+def _packed_view(view: dict | None, layers: int, heads: int) -> dict[str, Any]:
+    """A sentence's items and marks, each mark packed as [L*H, items] (layer-major, as the predictions); no items
+    and no marks where the probe kept none for the sentence (it has no item: no word tagged, no argument...),
+    whether or not other sentences of its batch had some: the view does not depend on the batching."""
+    grids = {mark: np.stack(per_layer).transpose(0, 2, 1).reshape(layers * heads, -1)  # [L,items,H] → [L*H, items]
+             for mark, per_layer in (view or {"marks": {}})["marks"].items()}
+    if not grids or all(grid.shape[1] == 0 for grid in grids.values()):
+        return {"items": [], "marks": {}}
+    marks = {}
+    for mark, grid in grids.items():
+        if mark == "weight":
+            grid = np.rint(grid.astype(np.float64) * 255)
+        marks[mark] = pack(grid.astype(MARK_TYPES[mark]), MARK_TYPES[mark])
+    return {"items": view["items"], "marks": marks}
+
+
+def quantize(attention: torch.Tensor, scratch: Scratch) -> torch.Tensor:
+    """Attention weights → uint8: the weight rounded to float16, × 255 in float32, rounded half to even.
+    scratch: the steps' tensors come from it (probes.capture.maps.LayerMaps.scratch), the result included, which then
+    holds only until the next call."""
+    shape, device = tuple(attention.shape), attention.device
+    half = scratch("quantize.half", shape, torch.float16, device).copy_(attention)
+    wide = scratch("temporary", shape, torch.float32, device).copy_(half).mul_(255).round_()
+    return scratch("quantize.bytes", shape, torch.uint8, device).copy_(wide)

@@ -1,0 +1,1 @@
+"""The probe base class (Probe, LabelSums, replicate-aware state) and shared scoring helpers."""

@@ -1,0 +1,350 @@
+"""The probe interface: additive state fed one layer at a time, scores computed at the end.
+
+Like torchmetrics' ``Metric``: a probe declares its state once (``add_state``; ``replicated=True`` for sums the
+bootstrap's intervals need, which the base class gives the run's replicates), ``update(batch, maps)``
+adds counts and sums for one layer of one batch, ``compute(info)`` turns the state into a
+ProbeResult. Because every piece of state is a sum, ``merge`` (add another shard's state), ``reset``
+and ``state_dict`` / ``load_state_dict`` (save and reload a shard) come free, and a corpus split
+across processes or machines gives the same scores as one run.
+
+The runner calls ``update`` once per (batch, layer), layers in order 0..L-1, with that layer's maps
+only (``probes.capture.maps.LayerMaps``); a probe writes into the layer's slice of its [.., L, H] state.
+"""
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Iterable, Protocol
+
+import numpy as np
+import torch
+
+from probes.encoding.batching import Batch
+from probes.results.bootstrap import Bootstrap, add_replicates, add_weighted_sums
+from probes.corpus.sentence import Sentence
+from probes.base.errors import InputError
+from probes.capture.maps import LayerMaps
+from probes.base.options import Declaration, Option
+from probes.results.presentation import Presentation
+from probes.results.probe_result import ProbeResult, RunInfo
+
+
+class Additive(Protocol):
+    """Non-tensor probe state (``LabelSums``, ``probes.scoring.centroids.Centroids``): added by ``merge``."""
+
+    def merge(self, other: Any) -> None: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class Probe(Presentation, ABC):
+    """Base class of every probe. Subclasses set the class variables, declare their state in
+    ``__init__`` with ``add_state`` and implement ``update`` and ``compute``."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""  # one line, shown by `probes list`
+    needs: ClassVar[tuple[str, ...]] = ()  # Sentence.ann keys a sentence must have to be scored
+    needs_vectors: ClassVar[bool] = False  # whether the run must capture per-head context vectors
+    needs_fit: ClassVar[bool] = False  # whether scoring needs a fit phase first: fit_update() on a fit corpus
+    # whether update reads the maps only through LayerMaps.entries (a few entries of each map, never the whole map,
+    # the word-level views or the context): a run of such probes alone lets a causal model's capture compute just
+    # those entries (probes.capture.sdpa_qk)
+    reads_entries: ClassVar[bool] = False
+    corpus_format: ClassVar[str] = "conllu"  # reader used when the user names no --format
+    options: ClassVar[tuple[Option, ...]] = ()
+
+    def __init_subclass__(cls, declared: Declaration | None = None, **kwargs: Any):
+        """``class DependencyProbe(Probe, declared=DEP)``: a built-in probe's name, description, options and score's
+        name are its declaration's (probes.settings.declared), which the command line reads without importing the
+        probe."""
+        super().__init_subclass__(**kwargs)
+        if declared is not None:
+            cls.name, cls.description, cls.options = declared.name, declared.description, declared.options
+            cls.score = declared.score
+
+    def __init__(self, layers: int, heads: int, *, replicates: int = 0, bootstrap_seed: int = 0, **options: Any):
+        """replicates, bootstrap_seed: the run's bootstrap (probes.results.bootstrap), which the state declared
+        ``replicated`` (``add_state``) keeps replicate sums of."""
+        self.layers, self.heads = layers, heads
+        self.bootstrap = Bootstrap(replicates, bootstrap_seed)
+        known = {o.name: o for o in self.options}
+        unknown = set(options) - set(known)
+        if unknown:
+            raise InputError(f"probe {self.name!r} has no option {sorted(unknown)[0]!r}")
+        self.config = {name: o.convert(options[name], self.name) if name in options else o.default
+                       for name, o in known.items()}
+        self._defaults: dict[str, Any] = {}  # state name -> its initial value (reset copies it)
+        self._fit_state: set[str] = set()  # state of the fit phase (merged apart, see merge_fit)
+        self.causal = False  # whether the run's model is decoder-only (read_model): results state what that rules out
+
+    def add_state(self, name: str, default: torch.Tensor | "Additive", *, fit: bool = False,
+                  replicated: bool = False) -> None:
+        """Declare additive state: a tensor of sums (float64) or counts (int64), or an object with
+        ``merge``/``state_dict``/``load_state_dict`` (``LabelSums``, ``probes.scoring.centroids.Centroids``).
+        It becomes ``self.<name>``; merge adds it, reset restores `default`, state_dict saves it.
+        fit=True: state of the fit phase (``fit_update``), merged by ``merge_fit``.
+        replicated=True: sums the bootstrap's intervals need, kept per replicate of the run's bootstrap
+        (``self.bootstrap``; none without replicates): an empty ``LabelSums`` keeps its replicate sums, weighted by
+        ``add(..., sentences=rows, batch=batch)``; a float64 tensor of `shape` becomes [R, *shape] zeros, added to by
+        ``add_replicated``."""
+        if isinstance(default, torch.Tensor) and default.dtype not in (torch.float64, torch.int64):
+            raise TypeError(f"state {name!r} must be float64 sums or int64 counts, not {default.dtype}")
+        if replicated:
+            default = default.new_zeros((self.bootstrap.replicates, *default.shape)) \
+                if isinstance(default, torch.Tensor) else default.with_bootstrap(self.bootstrap)
+        self._defaults[name] = default
+        if fit:
+            self._fit_state.add(name)
+        setattr(self, name, copy.deepcopy(default))
+
+    def add_replicated(self, table: torch.Tensor, sentences: torch.Tensor, values: torch.Tensor, batch: Batch,
+                       at: tuple = ()) -> None:
+        """table[:, at] += Σ_i weights[:, sentences[i]] · values[i] for a tensor declared ``replicated`` ([R, ...]),
+        weights the bootstrap's of `batch` (probes.results.bootstrap.add_replicates); nothing without replicates."""
+        add_replicates(table, sentences, values, self.bootstrap.weights(batch), at=at)
+
+    def reader_options(self) -> dict[str, Any]:
+        """Options this probe needs from the corpus reader (e.g. keep relation subtypes)."""
+        return {}
+
+    def prepare(self, sentences: Iterable[Sentence]) -> None:
+        """Called once before the first batch with every sentence the run reads (after --limit, in every
+        shard), e.g. to count word frequencies over the corpus: a pass over the text, no model. `sentences`
+        is streamed (probes.corpus.CorpusStream): iterating it reads the corpus files again, one sentence
+        at a time, so a probe that needs no pass should not iterate it, and one that does should keep
+        what it counts, not the sentences."""
+
+    def rows(self, sentence: Sentence, tokenizer, max_length: int) -> list[Sentence]:
+        """The batch rows a sentence this probe can score becomes (called after ``skip_reason``, before
+        tokenising; max_length the model's limit in subwords): the sentence itself by default; coref cuts a
+        document into windows of whole sentences (probes.encoding.windows)."""
+        return [sentence]
+
+    def read_model(self, encoder: Any) -> None:
+        """Called once with the run's loaded model (probes.capture.model.Encoder) before the first batch: a probe that
+        scores a head's weights as well as its maps (induction's OV copying score) reads them here (and calls this
+        one). Here: whether the model is decoder-only (``self.causal``), whose words attend only to themselves and
+        earlier words, a constraint the probes that score directed pairs state in their results."""
+        self.causal = bool(getattr(encoder, "causal", False))
+
+    def shuffle_seed(self) -> int | None:
+        """A seed to have each batch's word-shuffled twin run too (``maps.twin``, see probes.encoding.shuffle), or None."""
+        return None
+
+    def skip_reason(self, sentence: Sentence) -> str | None:
+        """Why this probe cannot score a sentence, or None. Skipped sentences are counted."""
+        missing = [k for k in self.needs if k not in sentence.ann]
+        return f"no_{missing[0]}" if missing else None
+
+    def batch_buffer(self, batch: Batch, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """An uninitialised tensor of `shape` that this probe keeps for the rest of `batch` (in its memo, under
+        `name`): e.g. each layer's hits [N,L,H] written into their layer's slice and added to the state at the last
+        layer, one replicate-sum product per batch instead of one per layer."""
+        return batch.memo((name, id(self)), lambda: torch.empty(shape, dtype=dtype))
+
+    def fit_update(self, batch: Batch, maps: LayerMaps) -> None:
+        """Fit phase, for probes with ``needs_fit``: add one layer of a batch of the fit corpus. The runner
+        feeds every fit batch before the first ``update``; probes without ``needs_fit`` never get fit batches."""
+
+    @abstractmethod
+    def update(self, batch: Batch, maps: LayerMaps) -> None:
+        """Add layer ``maps.layer`` of `batch` to the state (see the module docstring)."""
+
+    @abstractmethod
+    def compute(self, info: RunInfo) -> ProbeResult:
+        """The result of everything added so far."""
+
+    def merge(self, other: "Probe") -> None:
+        """Add another shard's scoring state (same probe, options and model shape)."""
+        self._check_same(other)
+        for name in self._defaults.keys() - self._fit_state:
+            _add_into(self, name, getattr(other, name))
+
+    def merge_fit(self, other: "Probe") -> None:
+        """Add another shard's fit-phase state; merge every shard's fit before scoring. The fit phase keeps no
+        bootstrap replicates, so `other` may have other replicates (e.g. a --select-on copy that keeps none)."""
+        self._check_same(other, bootstrap=False)
+        for name in self._fit_state:
+            _add_into(self, name, getattr(other, name))
+
+    def reset(self) -> None:
+        """Back to the declared initial state."""
+        for name, default in self._defaults.items():
+            setattr(self, name, copy.deepcopy(default))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Every declared state by name: tensors as they are, other state as its own ``state_dict()``."""
+        return {name: (value.clone() if isinstance(value := getattr(self, name), torch.Tensor) else value.state_dict())
+                for name in self._defaults}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Replace the state by a ``state_dict()`` of the same probe."""
+        if set(state) != set(self._defaults):
+            raise ValueError(f"{self.name}: state has {sorted(state)}, expected {sorted(self._defaults)}")
+        for name, value in state.items():
+            mine = getattr(self, name)
+            if isinstance(mine, torch.Tensor):
+                if value.shape != mine.shape or value.dtype != mine.dtype:
+                    raise ValueError(f"{self.name}: state {name!r} has shape {tuple(value.shape)} {value.dtype}, "
+                                     f"expected {tuple(mine.shape)} {mine.dtype}")
+                setattr(self, name, value.clone())
+            else:
+                mine.load_state_dict(value)
+
+    def _check_same(self, other: "Probe", bootstrap: bool = True) -> None:
+        if type(other) is not type(self) or (other.layers, other.heads) != (self.layers, self.heads) \
+                or other.config != self.config or (bootstrap and other.bootstrap != self.bootstrap):
+            raise ValueError(f"cannot merge {other.name} ({other.layers}×{other.heads}, {other.config}, {other.bootstrap}) "
+                             f"into {self.name} ({self.layers}×{self.heads}, {self.config}, {self.bootstrap})")
+
+
+def _add_into(probe: Probe, name: str, theirs: Any) -> None:
+    mine = getattr(probe, name)
+    if isinstance(mine, torch.Tensor):
+        mine += theirs
+    else:
+        mine.merge(theirs)
+
+
+class LabelSums:
+    """Per-label additive state of a fixed trailing shape: sums[label] is a tensor of `shape`.
+
+    Labels are added as they appear; two tables merge by label name, so shards that saw
+    different label sets still combine by adding.
+
+    With replicates R > 0 (a probe's state declared ``replicated``: ``Probe.add_state``, which gives the table the
+    run's bootstrap: ``with_bootstrap``) it also keeps the bootstrap's replicate sums (probes.results.bootstrap) of its main part, replicas [labels, R, *main shape] in `replicate_dtype`: the whole of `shape`, or with `main`
+    given only sums[:, main] (e.g. the "either" way of dep's [3, L, H] hits). float32 holds the replicate
+    sums of counts exactly up to 2^24 per cell; give float64 for sums of fractional values.
+    """
+
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float64, *, replicates: int = 0,
+                 main: int | None = None, replicate_dtype: torch.dtype = torch.float32):
+        self.shape = tuple(shape)
+        self.names: list[str] = []
+        self._index: dict[str, int] = {}
+        self._last: tuple[list[str] | None, torch.Tensor | None] = (None, None)  # the labels last asked, their ids
+        self.sums = torch.zeros((0, *shape), dtype=dtype)  # [labels, *shape]
+        self.replicates, self.main_index = replicates, main
+        self.replicate_dtype = replicate_dtype
+        self.bootstrap: Bootstrap | None = None  # whose weights ``add(..., batch=...)`` draws (``with_bootstrap``)
+        self._main_shape = self.shape if main is None else self.shape[1:]
+        # [R, room, *main shape]: replicate-major, so that a batch's sums go in as one [R,B] × [B, labels·F] product;
+        # rows past the labels' are room for labels yet to come (see ids)
+        self._replicas = torch.zeros((replicates, 0, *self._main_shape), dtype=replicate_dtype)
+
+    def with_bootstrap(self, bootstrap: Bootstrap) -> "LabelSums":
+        """An empty table of this one's shape, main part and types that keeps `bootstrap`'s replicate sums (R =
+        its replicates; none for 0) and draws a batch's weights from it (``add(..., batch=...)``)."""
+        table = LabelSums(self.shape, self.sums.dtype, replicates=bootstrap.replicates, main=self.main_index,
+                          replicate_dtype=self.replicate_dtype)
+        table.bootstrap = bootstrap
+        return table
+
+    @property
+    def replicas(self) -> torch.Tensor:
+        """[labels, R, *main shape] the replicate sums: a view of the state (kept replicate-major)."""
+        return self._replicas[:, : len(self.names)].transpose(0, 1)
+
+    def ids(self, labels: list[str]) -> torch.Tensor:
+        """Row index of each label, adding rows for new labels. The same list object asked again (a batch's
+        labels, layer after layer) gets the same tensor without another look-up: do not change a list once asked."""
+        if labels is self._last[0] and len(labels) == len(self._last[1]):
+            return self._last[1]
+        if not self._index.keys() >= set(labels):
+            for x in dict.fromkeys(labels):  # new labels in order of first appearance
+                if x not in self._index:
+                    self._index[x] = len(self.names)
+                    self.names.append(x)
+            self.sums = torch.cat([self.sums, self.sums.new_zeros((len(self.names) - len(self.sums), *self.shape))])
+            self._make_room()
+        ids = np.fromiter(map(self._index.__getitem__, labels), dtype=np.int64, count=len(labels))
+        self._last = (labels, torch.from_numpy(ids))
+        return self._last[1]
+
+    def _make_room(self) -> None:
+        """Replicate rows for every label: where they are short, room for half as many again, so that labels
+        added one by one copy the replicate table a few times, not once each."""
+        held = self._replicas.shape[1]
+        if len(self.names) > held:
+            room = self._replicas.new_zeros((self.replicates, len(self.names) * 3 // 2, *self._main_shape))
+            room[:, :held] = self._replicas
+            self._replicas = room
+
+    def add(self, rows: torch.Tensor, values: torch.Tensor, at: tuple = (), *, sentences: torch.Tensor | None = None,
+            weights: torch.Tensor | None = None, batch: Batch | None = None) -> None:
+        """sums[rows[i]][at] += values[i] for every i (rows may repeat); `at` indexes the trailing
+        dimensions, e.g. ``(slice(None), layer)`` adds [N, 3, H] values into the layer's slice of a
+        (3, L, H) table.
+
+        Done as a one-hot matrix product [labels, N] @ [N, ...]: far faster on CPU than index_add_
+        for many rows and few labels. Products run in float64, so counts and sums stay exact.
+
+        sentences [N] (each value's sentence row in the batch) and weights [R,B] (the batch's replicate
+        weights, ``Bootstrap.weights``), or `batch` whose weights the table's bootstrap draws (``with_bootstrap``), add
+        the main part to the replicas too, where the table keeps them.
+        With `main` set, `at` must take the whole of the first trailing dimension (or leave it out).
+        """
+        target = self.sums[(slice(None), *at)]  # a view: [labels, *values.shape[1:]]
+        values = values.to(self.sums.dtype).cpu().reshape(len(rows), -1)
+        onehot = torch.zeros(len(self.names), len(rows), dtype=self.sums.dtype)
+        onehot[rows, torch.arange(len(rows))] = 1
+        target += (onehot @ values).reshape(target.shape)
+        if self.replicates and weights is None and batch is not None:
+            weights = self.bootstrap.weights(batch)
+        if self.replicates and weights is not None:
+            main, main_at = (values, at) if self.main_index is None else \
+                (values.view(len(rows), self.shape[0], -1)[:, self.main_index], at[1:])
+            replicas = self._replicas[(slice(None), slice(len(self.names)), *main_at)]  # [R, labels, ...] a view
+            add_weighted_sums(replicas, rows, sentences, main, weights)
+
+    def merge(self, other: "LabelSums") -> None:
+        if other.names:  # a table that saw no label (a shard without any) adds nothing
+            rows = self.ids(other.names)
+            self.add(rows, other.sums)
+            self.replicas.index_add_(0, rows, other.replicas)
+
+    def total(self) -> torch.Tensor:
+        """The sum over labels, of `shape` (zeros when no label was added)."""
+        return self.sums.sum(0)
+
+    def main(self, label: str | None = None) -> torch.Tensor:
+        """The main part of the sums (see the class docstring) of `label`, or summed over labels for None."""
+        sums = self.sums if self.main_index is None else self.sums[:, self.main_index]
+        return sums.sum(0) if label is None else sums[self._index[label]]
+
+    def replicated(self, label: str | None = None) -> torch.Tensor:
+        """[R, *main shape] the replicate sums of `label`, or summed over labels for None."""
+        return self.replicas.sum(0) if label is None else self.replicas[self._index[label]]
+
+    def __getitem__(self, label: str) -> torch.Tensor:
+        return self.sums[self._index[label]]
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {"names": list(self.names), "sums": self.sums.clone()}
+        if not self.replicates:
+            return state
+        return {**state, "replicas": self.replicas.clone(memory_format=torch.contiguous_format)}  # [labels, R, ...]
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        sums = state["sums"]
+        if tuple(sums.shape[1:]) != self.shape or len(state["names"]) != sums.shape[0]:
+            raise ValueError(f"label sums of shape {tuple(sums.shape)} for {len(state['names'])} labels, "
+                             f"expected [labels, {', '.join(map(str, self.shape))}]")
+        replicas = state.get("replicas", self.replicas.new_zeros((len(sums), 0, *self.replicas.shape[2:])))
+        if replicas.shape != (len(sums), *self.replicas.shape[1:]):
+            raise ValueError(f"replicate sums of shape {tuple(replicas.shape)}, expected "
+                             f"{(len(sums), *self.replicas.shape[1:])} ({self.replicates} replicates)")
+        self.names = list(state["names"])
+        self._index = {x: i for i, x in enumerate(self.names)}
+        self._last = (None, None)
+        self.sums = sums.to(self.sums.dtype).clone()
+        self._replicas = replicas.to(self._replicas.dtype).transpose(0, 1).clone(memory_format=torch.contiguous_format)
+
+
+def ratio(sums: torch.Tensor, count: torch.Tensor | float) -> np.ndarray:
+    """sums / count as numpy, or NaN everywhere when the count is 0 (nothing was counted)."""
+    n = float(count)
+    return (sums / n).numpy() if n else np.full(tuple(sums.shape), np.nan)
