@@ -265,7 +265,7 @@ COMMAND_FLAGS = {
                "label", "out", "top", "masks_per_pass", "no_plots", "quiet"),
 }
 # the settings `probes ablate` has flags for
-ABLATE_SETTINGS = ("format", "batch_size", "max_length", "limit", "device", "pool", "allow_unknown", "code")
+ABLATE_SETTINGS = ("format", "batch_size", "max_length", "limit", "device", "dtype", "pool", "allow_unknown", "code")
 
 
 def command_flags(command: str) -> set[str]:
