@@ -198,7 +198,8 @@ def test_uniform_ablation_and_the_classifier_s_importance_refuse_half_precision(
     from probes.cli import main
     from probes.tools.ablation import ablate
 
-    with pytest.raises(InputError, match="mode uniform rewrites a disabled head's reported map, which in bfloat16"):
+    with pytest.raises(InputError, match=r"mode uniform rewrites a disabled head's reported map, which capture "
+                                         r"sdpa-qk \(the default in bfloat16\) computes beside SDPA"):
         ablate("dep", model=str(tiny_model("bert")), masks=["0:1"], mode="uniform", dtype="bfloat16", progress=False)
     with pytest.raises(InputError, match="setting 'dtype' is for probe targets, not for classify"):
         ablate("classify", model=str(tiny_model("bert")), corpus="x.tsv", dtype="float16", progress=False)

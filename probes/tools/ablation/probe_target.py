@@ -66,12 +66,12 @@ class ProbeTarget:
         self.label, self.mode = label, mode
         self.settings = settings
         self.given_options = {k: v for k, v in options.items() if v is not None}  # probe options given (for probes.run)
-        if mode == "uniform" and settings.dtype != "float32":
-            raise InputError(f"mode uniform rewrites a disabled head's reported map, which in {settings.dtype} is "
-                             "computed beside SDPA from the queries and keys (capture sdpa-qk) and not reported by "
-                             "the attention module: use mode zero, or dtype float32")
         self.encoder = enc = load_encoder(model or default_model(), device=settings.device,
                                           max_length=settings.max_length, dtype=settings.dtype)
+        if mode == "uniform" and enc.capture == "sdpa-qk":
+            raise InputError(f"mode uniform rewrites a disabled head's reported map, which capture sdpa-qk (the "
+                             f"default in {enc.dtype}) computes beside SDPA, not from the attention module's output: "
+                             "use mode zero, or dtype float32")
         self.model, self.layers, self.heads, self.head_dim = enc.model, enc.layers, enc.heads, enc.head_dim
         self.modules = enc.attention_modules
         self.disabled: torch.Tensor | None = None  # [M,L,H] after evaluate()
