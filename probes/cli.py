@@ -20,7 +20,7 @@ from probes.base.argtypes import check_output_file, check_output_folder, input_p
 from probes.tools.arguments import (add_code_argument, add_probe_options, add_settings, chosen_options, chosen_settings,
                               setting_groups)
 from probes.base.checkpoint import resolve_source
-from probes.base.choices import CLASSIFY, PLOT_KINDS
+from probes.base.choices import CLASSIFY, PLOT_KINDS, check_dtype
 from probes.tools.causal_commands import COMMANDS as SEQUENCES_COMMANDS
 from probes.tools.causal_commands import add_commands as add_sequences_commands
 from probes.tools.compare.commands import COMMANDS as COMPARE_COMMANDS
@@ -256,8 +256,8 @@ def import_heavy() -> None:
 
 
 def check_names(args: argparse.Namespace) -> None:
-    """The probe names and model paths of `probes run` and `probes ablate` (a --gguf-file joined to its --model
-    folder), refused before the command imports torch:
+    """The probe names, model paths and --dtype of `probes run` and `probes ablate` (a --gguf-file joined to its
+    --model folder), refused before the command imports torch (a --dtype not in DTYPES: one line naming them):
     an unknown probe names the closest one, a model that is neither a checkpoint folder nor a hub name is refused
     (probes.base.checkpoint.resolve_source: a name that is not on disk is a missing path when it starts with '.', '/' or '~'
     or is not a hub id, NAME or ORG/NAME). The corpus files were checked when the arguments were parsed."""
@@ -267,6 +267,8 @@ def check_names(args: argparse.Namespace) -> None:
         if not args.model:
             raise InputError("--gguf-file names a GGUF file in the --model folder: give --model FOLDER too")
         args.model = [str(Path(m) / args.gguf_file) for m in args.model]
+    if getattr(args, "set_dtype", None) is not None:
+        check_dtype(args.set_dtype)
     check_probe_names(args.probes if args.command == "run" else [] if args.target == CLASSIFY else [args.target])
     for model in args.model if isinstance(args.model, list) else [args.model] if args.model else []:
         resolve_source(model)

@@ -100,10 +100,12 @@ def test_showing_a_builtin_probes_result_imports_no_probe_code_nor_torch(tmp_pat
     (["run", "dep", "--model", "models/base/no-such"], "models/base/no-such: model path does not exist"),
     (["ablate", "classify", "--model", "~/no-such-classifier"], "~/no-such-classifier: model path does not exist"),
     (["run", "dep", "--corpus", "no-such.conllu"], "no-such.conllu: file not found"),
-    (["run", "pos", "--fit", "no-such-dev.conllu"], "no-such-dev.conllu: file not found")])
+    (["run", "pos", "--fit", "no-such-dev.conllu"], "no-such-dev.conllu: file not found"),
+    (["run", "dep", "--dtype", "bf16"], "unknown dtype 'bf16'; choose one of float32, bfloat16, float16")])
 def test_argument_errors_come_before_torch(argv, line, tmp_path):
-    """An unknown probe (with the closest name), a missing model path and a missing corpus are one line, exit 2,
-    given before torch, transformers or numpy is imported (issue 42 item 4; timings: benchmarks/startup.py)."""
+    """An unknown probe (with the closest name), a missing model path, a missing corpus and a --dtype not among the
+    choices are one line, exit 2, given before torch, transformers or numpy is imported (issue 42 item 4; timings:
+    benchmarks/startup.py)."""
     from probes.settings.declared import BUILTIN
 
     code = (f"import json, sys\nfrom probes.cli import main\ncode = main({argv!r})\n"

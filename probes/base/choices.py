@@ -14,6 +14,7 @@ DEFAULT_SENTENCES = 20  # example sentences whose per-sentence views a run keeps
 POOLING_RULES = ("mean-sum", "first-sum", "last-sum", "mean-mean", "first")  # subword→word QUERY-KEY (probes.encoding.pooling)
 WEIGHT_KINDS = ("attention", "norm")  # what LayerMaps.attention holds: the probabilities, or the norm-based map
 CAPTURES = ("hooks", "outputs", "sdpa-qk")  # how a pass's maps are read (probes.capture.backend)
+DTYPES = ("float32", "bfloat16", "float16")  # the model's weights and pass (probes.capture.model); maps stay float32
 TOKENIZE_CHOICES = ("words", "text")  # what the tokenizer reads: the pre-split words or the raw text (probes.encoding.subwords)
 QUERY_RULES = ("mean", "first", "last")  # subword→word pooling of a word's rows (probes.encoding.pooling)
 KEY_RULES = ("sum", "mean", "first")  # ... and of its columns
@@ -45,6 +46,12 @@ def check_weights(kind: str) -> None:
     """A weights kind the runner knows (WEIGHT_KINDS), else InputError."""
     if kind not in WEIGHT_KINDS:
         raise InputError(f"unknown weights {kind!r}; choose one of {', '.join(WEIGHT_KINDS)}")
+
+
+def check_dtype(dtype: str) -> None:
+    """A dtype the model may be loaded and run in (DTYPES), else InputError naming the option."""
+    if dtype not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
 
 
 def check_bootstrap(replicates: int, seed: int) -> None:

@@ -14,6 +14,12 @@ Decoder-only models of the decoder families of the table (``Family.causal``: GPT
 load with their language-model head; for a callback that reads entries only (``layerwise(full=False)``) capture
 "sdpa-qk" hands on AttentionEntries from SDPA's logsumexp instead of maps.
 
+Half precision (``load_encoder(dtype="bfloat16")`` or "float16"): the model's weights and pass run in that dtype,
+and every map, context vector and entry is handed on in float32. Capture "sdpa-qk" (the default in half precision)
+computes the maps in float32 from the half-precision queries and keys; a model that cannot run SDPA (DeBERTa's own
+attention) is read with "hooks", its half-precision maps and context upcast to float32. An eager capture asked for a
+model that can run SDPA is refused in half precision (its maps would be the model's half-precision softmax).
+
 ``layerwise`` and ``forward`` take ``weights``: "attention" (the probabilities) or "norm", the norm-based
 map of Kobayashi et al. 2020 (probes.capture.norms: forward hooks on the value projections read each layer's values
 as it runs; the map handed on in place of the probabilities is α_ij‖f_h(x_j)‖, rows renormalised to sum to 1).
@@ -40,7 +46,7 @@ from probes.capture.norms import FactorCache, NormWeights, factor_cache
 from probes.capture.causal_families import copying_scores, kv_heads
 from probes.base.checkpoint import (check_tokenizer_files, check_vocabulary, check_weight_files, resolve_source,
                                tokenizer_files, unreadable_tokenizer)
-from probes.base.choices import COPYING_NORMS, COPYING_VOCABULARIES, check_weights
+from probes.base.choices import COPYING_NORMS, COPYING_VOCABULARIES, check_dtype, check_weights
 from probes.base.defaults import default_model
 from probes.base.errors import InputError
 from probes.capture.families import Family, decoder_families, family_of, model_family, warn_unknown
@@ -76,6 +82,7 @@ class Encoder:
     family: Family | None = None  # its entry in the family table (probes.capture.families); None: all-maps mode only
     windows: list[int | None] = field(default_factory=list, repr=False)  # a causal model's sliding window per layer
     gguf: GgufFile | None = None  # the GGUF file it was loaded from (its header's quantisation), else None
+    dtype: str = "float32"  # the weights' and the pass's dtype (probes.base.choices.DTYPES); the maps are float32
     # copying_scores(vocabulary, norms) -> [L,H], each computed once
     _copying: dict[tuple[str, str], torch.Tensor] = field(default_factory=dict, init=False, repr=False)
     _factors: FactorCache = field(default_factory=factor_cache, init=False, repr=False)  # norm weights' (probes.capture.norms)
@@ -92,12 +99,18 @@ class Encoder:
         token_type_ids: the segment ids of sentence pairs (None: the model's default, all zero).
         weights: "attention", or "norm" to hand on the norm-based map instead (probes.capture.norms; rows sum to 1).
         full=False (the callback reads entries only, probes.capture.maps.LayerMaps.entries): a causal model's layer where
-        SDPA runs its CPU flash kernel is handed on as AttentionEntries, not as its map (capture "sdpa-qk")."""
+        SDPA runs its CPU flash kernel is handed on as AttentionEntries, not as its map (capture "sdpa-qk").
+        Maps and context are handed on in float32 whatever the model's dtype (a half-precision model's eager ones
+        upcast)."""
         norms = self._norm_weights(weights)
         inputs = {"input_ids": input_ids.to(self.device), "attention_mask": attention_mask.to(self.device)}
         if token_type_ids is not None:
             inputs["token_type_ids"] = token_type_ids.to(self.device)
-        hand_on = on_layer if norms is None else lambda layer, a, c: on_layer(layer, norms.weigh(layer, a), c)
+        weighed = on_layer if norms is None else lambda layer, a, c: on_layer(layer, norms.weigh(layer, a), c)
+
+        def hand_on(layer: int, attention, context: torch.Tensor | None) -> None:  # float32 from here on
+            weighed(layer, attention.float() if isinstance(attention, torch.Tensor) else attention,
+                    None if context is None else context.float())
         with norms or nullcontext():
             self._backend(capture).run(self, inputs, hand_on, vectors=vectors, full=full)
 
@@ -129,6 +142,14 @@ class Encoder:
             return self
         self._backend(capture)
         return replace(self, capture=capture)
+
+    def in_dtype(self, dtype: str | None) -> "Encoder":
+        """This encoder, refused (InputError) where `dtype` (None: any) is not the dtype it was loaded in: a loaded
+        model's dtype is not changed in place (``load_encoder(dtype=...)`` loads it in another)."""
+        if dtype is not None and dtype != self.dtype:
+            raise InputError(f"model {self.name!r} was loaded in {self.dtype}, and dtype {dtype!r} was asked for; load "
+                             f"it with dtype={dtype!r}")
+        return self
 
     @property
     def asks_for_attention(self) -> bool:
@@ -200,15 +221,20 @@ class Encoder:
 
 
 def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: int | None = None,
-                 capture: str | None = None, gguf_file: str | None = None) -> Encoder:
+                 capture: str | None = None, gguf_file: str | None = None, dtype: str = "float32") -> Encoder:
     """Load a local checkpoint directory, a GGUF file or a hub name as an encoder whose maps capture backend
-    `capture` reads (probes.capture: "hooks", "outputs" or "sdpa-qk"; None: hooks for an encoder, sdpa-qk for a
-    decoder), with the attention implementation that backend needs (eager, or SDPA for sdpa-qk); without a name,
-    the packaged MiniLM (probes.base.defaults.default_model(), as ``run()`` uses).
+    `capture` reads (probes.capture: "hooks", "outputs" or "sdpa-qk"; None: ``default_capture``), with the attention
+    implementation that backend needs (eager, or SDPA for sdpa-qk); without a name, the packaged MiniLM
+    (probes.base.defaults.default_model(), as ``run()`` uses).
+
+    dtype (probes.base.choices.DTYPES): the weights' and the forward pass's, "float32", "bfloat16" or "float16"
+    (from_pretrained's ``dtype``; a GGUF file's weights dequantised to it). The maps the probes read are float32
+    whatever it is (see the module docstring, Half precision); in half precision an eager capture ("hooks",
+    "outputs") is refused for a model that can run SDPA.
 
     A GGUF file (`name` the file, or `name` its folder and `gguf_file` its name in it; probes.base.gguf_file) is loaded
     by transformers (``from_pretrained(folder, gguf_file=name)``: config, tokenizer and weights from the one file,
-    dequantised to float32), for any architecture transformers reads GGUF files of; its header's quantisation type
+    dequantised to `dtype`), for any architecture transformers reads GGUF files of; its header's quantisation type
     is kept (``Encoder.gguf``) for the results' provenance. Without the ``gguf`` or ``accelerate`` package:
     InputError naming the extra attention-probes[gguf].
 
@@ -222,12 +248,13 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
 
     The model's family (probes.capture.families) is found once, from its config's model_type. A decoder-only family's
     model (``Family.causal``: GPT-2, GPT-NeoX, Llama, Qwen2, Mistral) is loaded with its language-model head (the
-    causal detectors read its unembedding). With capture "hooks" (the default for encoders), an encoder of no family
-    or one whose hooks do not give exactly the maps of "outputs" is read with "outputs". The tokenizer gets its
-    family's quirks (``_fit_tokenizer``).
+    causal detectors read its unembedding). With capture "hooks" (the default for encoders in float32), an encoder of
+    no family or one whose hooks do not give exactly the maps of "outputs" is read with "outputs". The tokenizer gets
+    its family's quirks (``_fit_tokenizer``).
     """
     import transformers
 
+    check_dtype(dtype)
     name = default_model() if name is None else name
     if gguf_file is not None:
         name = str(Path(name) / gguf_file)
@@ -239,17 +266,19 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
             check_weight_files(folder)
         causal = family is not None and family.causal
         auto = transformers.AutoModelForCausalLM if causal else transformers.AutoModel
-        capture = capture or ("sdpa-qk" if causal else "hooks")
+        capture = capture or default_capture(family, dtype)
         path, files = pretrained_files(source, gguf)
         try:
             model, loading = auto.from_pretrained(path, attn_implementation=backend_named(capture).implementation,
-                                                  output_loading_info=True, ignore_mismatched_sizes=True, **files)
+                                                  dtype=getattr(torch, dtype), output_loading_info=True,
+                                                  ignore_mismatched_sizes=True, **files)
         except _LOAD_ERRORS as e:
             if capture == "sdpa-qk" and "scaled_dot_product_attention" in str(e):
                 raise InputError(f"model {name!r}: its attention does not run through SDPA, whose queries and keys "
                                  "capture \"sdpa-qk\" reads; use capture \"hooks\" or \"outputs\"") from None
             raise
     _check_weights_fit(loading, where)
+    _check_half_capture(model, name, capture, dtype)
     dev = to_device(model, device)
     config = model.config
     if getattr(config, "is_encoder_decoder", False):
@@ -268,11 +297,33 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
     encoder = Encoder(name=name, model=model, tokenizer=tokenizer, layers=layers, heads=heads, head_dim=head_dim,
                       max_length=length_limit(config, tokenizer, max_length), device=dev, capture=capture,
                       attention_modules=attention, family=family,
-                      windows=[family.window(m, config) for m in attention] if causal else [], gguf=gguf)
+                      windows=[family.window(m, config) for m in attention] if causal else [], gguf=gguf,
+                      dtype=dtype)
     if family is None:
         warn_unknown(config.model_type, name)
     _check_capture(encoder)
     return encoder
+
+
+def default_capture(family: Family | None, dtype: str) -> str:
+    """The capture backend a model of `family` is read with when none is named: "sdpa-qk" for a decoder, and in half
+    precision for an encoder whose attention runs through SDPA (the maps computed in float32 from its queries and
+    keys), else "hooks" (float32, or a family whose attention modules are its own: DeBERTa)."""
+    if family is not None and family.causal:
+        return "sdpa-qk"
+    if dtype != "float32" and not (family is not None and family.asks_for_attention):
+        return "sdpa-qk"
+    return "hooks"
+
+
+def _check_half_capture(model: torch.nn.Module, name: str, capture: str, dtype: str) -> None:
+    """Refuse (InputError) an eager capture in half precision for a model that can run SDPA: its maps would be the
+    model's own half-precision softmax, where "sdpa-qk" computes them in float32 from the queries and keys."""
+    if dtype != "float32" and backend_named(capture).implementation == "eager" and getattr(model, "_supports_sdpa",
+                                                                                            False):
+        raise InputError(f"model {name!r}: capture {capture!r} in {dtype} would hand on the model's own {dtype} "
+                         "maps; in half precision they are computed in float32 from the queries and keys: use capture "
+                         "\"sdpa-qk\" (the default in half precision), or dtype \"float32\"")
 
 
 def to_device(model: torch.nn.Module, device: str) -> torch.device:

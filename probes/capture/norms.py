@@ -17,7 +17,8 @@ is not kept. Padding columns stay 0 (α is 0 there).
 
 ‖v W_O^h‖ is computed as ‖v R_hᵀ‖, where W_O^hᵀ = Q_h R_h is the QR factorisation of the [D,d] slice
 (Q_h's columns are orthonormal, so the norm is the same): d² instead of d·D multiplications per token and
-head, and no [B,H,T,D] tensor. R is factorised in float64 once per output projection and kept, in the cache its
+head, and no [B,H,T,D] tensor. R is factorised in float64 once per output projection and kept in float32 (the norms
+are float32 whatever the model's dtype: a half-precision model's value vectors are upcast), in the cache its
 caller owns (``FactorCache``: an Encoder's, for as long as the model is loaded), while its weight stays the same
 tensor, unmodified (``head_factors``).
 
@@ -67,7 +68,7 @@ def head_factors(output: torch.nn.Linear, heads: int, head_dim: int, cache: Fact
     if kept is not None and kept[0] is weight and kept[1] == weight._version and kept[2].shape[:2] == (heads, head_dim):
         return kept[2]
     slices = weight.detach().double().view(weight.shape[0], heads, head_dim).permute(1, 0, 2)  # [H,D,d] = W_O^hᵀ
-    factors = torch.linalg.qr(slices, mode="r").R.to(weight.dtype)  # [H,d,d]
+    factors = torch.linalg.qr(slices, mode="r").R.float()  # [H,d,d]
     cache[output] = (weight, weight._version, factors)
     return factors
 
@@ -103,7 +104,8 @@ class NormWeights(Hooked):
             raise InputError(f"model {self.name!r}: layer {layer}'s value projection ran twice in one forward pass; "
                              "norm-based weights cannot be computed")
         _, read, factors = self.parts[layer]
-        self.norms[layer] = value_norms(read(output), factors.to(device=output.device, dtype=output.dtype))
+        # in float32 whatever the model's dtype: a half-precision model's value vectors are upcast first
+        self.norms[layer] = value_norms(read(output).float(), factors.to(device=output.device, dtype=torch.float32))
 
     def weigh(self, layer: int, attention: torch.Tensor) -> torch.Tensor:
         """Layer `layer`'s norm-based map [B,H,T,T] (rows sum to 1) from its attention [B,H,T,T]."""

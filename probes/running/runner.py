@@ -94,8 +94,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
 
     if encoder is None:
         encoder = load_encoder(model or default_model(), device=settings.device, max_length=settings.max_length,
-                               capture=settings.capture)
-    encoder = encoder.with_capture(settings.capture)
+                               capture=settings.capture, dtype=settings.dtype)
+    encoder = encoder.with_capture(settings.capture).in_dtype(settings.dtype if "dtype" in settings.changed() else None)
     active: list[Probe] = [cls(encoder.layers, encoder.heads, replicates=settings.replicates,
                                bootstrap_seed=settings.bootstrap_seed,
                                **_own(cls, options)) for cls in classes]
@@ -140,7 +140,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                    skipped=data.skipped(),
                    settings=settings.recorded(
                        format=format, max_tokens=max_tokens, pool=pool, max_length=encoder.max_length,
-                       device=str(encoder.device),
+                       device=str(encoder.device), dtype=encoder.dtype,
                        fit=fit_settings, select_on=split_settings(select_source.counts.files, selection.scored,
                                                                   select_skipped) if selecting else None),
                    provenance=provenance(encoder, read.files, time.perf_counter() - started,

@@ -21,8 +21,8 @@ from typing import Any, Iterable
 
 from probes.base.argtypes import WHOLE, Shard, as_shard, check_output_folder, input_path, parse_heads, parse_shard
 from probes.base.choices import (CAPTURES, DEFAULT_MIN_COUNT, DEFAULT_REPLICATES, DEFAULT_SEED, DEFAULT_SENTENCES, INVALID_TREES,
-                            POOLING_RULES, TOKENIZE_CHOICES, WEIGHT_KINDS, check_bootstrap, check_invalid_trees,
-                            check_tokenize, check_weights, parse_rule)
+                            DTYPES, POOLING_RULES, TOKENIZE_CHOICES, WEIGHT_KINDS, check_bootstrap, check_dtype,
+                            check_invalid_trees, check_tokenize, check_weights, parse_rule)
 from probes.base.errors import InputError
 from probes.base.protocols import PROTOCOLS
 
@@ -100,10 +100,15 @@ class RunSettings:
         "norm-based maps of Kobayashi et al. 2020 (α·‖f(x)‖, each row renormalised to sum to 1)", study=(str,),
         recorded="always", choices=WEIGHT_KINDS)
     capture: str | None = setting(
-        "capture", None, "how the maps are read (probes.capture): hooks (default for encoders: hooks on the eager "
-        "attention modules, one layer held at a time), outputs (transformers' output_attentions, every layer at once: "
-        "the reference), sdpa-qk (the model runs SDPA; the maps are computed from its queries and keys; default for "
-        "decoders)", study=(str,), recorded="given", choices=CAPTURES)
+        "capture", None, "how the maps are read (probes.capture): hooks (default for encoders in float32: hooks on the "
+        "eager attention modules, one layer held at a time), outputs (transformers' output_attentions, every layer at "
+        "once: the reference), sdpa-qk (the model runs SDPA; the maps are computed from its queries and keys; default "
+        "for decoders, and for encoders in half precision)", study=(str,), recorded="given", choices=CAPTURES)
+    dtype: str = setting(
+        "capture", "float32", "the model's weights and forward pass: float32 (default), bfloat16 or float16; in half "
+        "precision the maps are still computed in float32, from the half-precision queries and keys (capture "
+        "sdpa-qk), and pooling and scoring stay float32 (docs/gpu.md, Half precision)", study=(str,),
+        recorded="always", metavar="{" + ",".join(DTYPES) + "}")
     allow_unknown: bool = setting(
         "reading", False, "score a corpus even where more than half of its words tokenize only to the unknown token "
         "(default: refused, the model cannot read it)", study=(bool,), recorded="given", action="store_true")
@@ -168,6 +173,7 @@ class RunSettings:
         check_invalid_trees(self.invalid_trees)
         check_tokenize(self.tokenize)
         check_weights(self.weights)
+        check_dtype(self.dtype)
         if self.capture is not None and self.capture not in CAPTURES:
             raise InputError(f"unknown capture {self.capture!r}; choose one of {', '.join(CAPTURES)}")
         check_bootstrap(self.replicates, self.bootstrap_seed)
@@ -259,7 +265,7 @@ COMMAND_FLAGS = {
                "label", "out", "top", "masks_per_pass", "no_plots", "quiet"),
 }
 # the settings `probes ablate` has flags for
-ABLATE_SETTINGS = ("format", "batch_size", "max_length", "limit", "device", "pool", "allow_unknown", "code")
+ABLATE_SETTINGS = ("format", "batch_size", "max_length", "limit", "device", "dtype", "pool", "allow_unknown", "code")
 
 
 def command_flags(command: str) -> set[str]:

@@ -21,13 +21,14 @@ DETECTORS = ("prev_token", "duplicate_token", "induction", "sink")
 
 
 def detect(probes: str | Iterable[str] = DETECTORS, model: str | None = None, *, count: int = 64, length: int = 64,
-           sequence_seed: int = 0, encoder: Encoder | None = None, device: str = "cpu", views: int = 0,
-           **options: Any) -> dict[str, ProbeResult]:
+           sequence_seed: int = 0, encoder: Encoder | None = None, device: str = "cpu", dtype: str = "float32",
+           views: int = 0, **options: Any) -> dict[str, ProbeResult]:
     """Score every head with each named probe on generated repeated random tokens (see the module docstring).
-    views: as run()'s, but none by default (a sequence's word-level view is its [T,T] map: random tokens have no
-    words to show, and pooling them costs a pass over every layer's maps)."""
+    device, dtype: where and in what the model is loaded when no `encoder` is given (load_encoder's; the maps are
+    float32 in any dtype). views: as run()'s, but none by default (a sequence's word-level view is its [T,T] map:
+    random tokens have no words to show, and pooling them costs a pass over every layer's maps)."""
     if encoder is None:
-        encoder = load_encoder(model, device=device)
+        encoder = load_encoder(model, device=device, dtype=dtype)
     sequences = repeated_random_tokens(encoder.tokenizer, count, length, sequence_seed)
     made = {"kind": "random tokens repeated", "count": count, "length": length, "seed": sequence_seed}
     name = repeated_description(count, length, sequence_seed)

@@ -21,8 +21,8 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
     (``BestHead.reason``) says why; where ``--select-on`` chose the heads, their score on the selection split
     is a column too. Below the table: a warning naming the labels whose best head does not beat its best
     baseline, or (with intervals) whose margin over it has an interval that reaches 0, the baseline named as the
-    result names it (``ProbeResult.compared_with``). The header says what was scored (``ProbeResult.scored``) and,
-    where the labels are spaCy's, that they are silver."""
+    result names it (``ProbeResult.compared_with``). The header says what was scored (``ProbeResult.scored``),
+    where the labels are spaCy's, that they are silver, and where the model ran in half precision, its dtype."""
     info = result.info
     select_on = info.settings.get("select_on")
     shown = result.shown(all_labels)
@@ -33,10 +33,12 @@ def format_table(result: ProbeResult, top: int = 0, all_labels: bool = False) ->
     rough = result.few_units()
     mark = "~" if rough else ""  # before each interval resting on few units
     width = max(LABEL_WIDTH, *(len(name) + 1 for name, _ in rows))  # the label column
+    dtype = info.settings.get("dtype", "float32")  # results files made before --dtype record none: float32
     lines = [f"{result.probe} · {info.model} · {result.scored()} scored, {sum(info.skipped.values())} skipped"
              + (f" · silver labels ({info.annotator})" if info.annotator else " · silver labels"
                 if info.annotation == "silver" else "")
              + f" · {info.layers} layers × {info.heads} heads (0-indexed)"
+             + (f" · model run in {dtype}, maps in float32" if dtype != "float32" else "")
              + (f" · 95% intervals: {info.settings.get('replicates')} bootstrap replicates, "
                 + ("each selected head's own (chosen on another split)" if select_on else
                    "the best head's counting its selection (its lower bound that of the luckiest close head)")

@@ -123,6 +123,8 @@ def _importance_or_pruning(args: argparse.Namespace) -> int:
 
     if not args.corpus or not args.model:
         raise InputError("--importance and --order need a classifier (--model) and labelled data (--corpus)")
+    if args.set_dtype != "float32":
+        raise InputError("--dtype is for probe targets; --importance and --order run the classifier in float32")
     common = dict(format=args.set_format, label_from=args.label_from, limit=args.set_limit, device=args.set_device,
                   max_length=args.set_max_length)
     if not args.order:

@@ -51,8 +51,8 @@ from probes.running.runner import run
 from probes.settings.run_settings import RunSettings
 
 # the settings the shared read honours (any other changed from its default: one probes.run per mask)
-SHARED_SETTINGS = ("format", "batch_size", "limit", "pool", "tokenize", "device", "max_length", "allow_unknown",
-                   "code")
+SHARED_SETTINGS = ("format", "batch_size", "limit", "pool", "tokenize", "device", "dtype", "max_length",
+                   "allow_unknown", "code")
 
 
 class ProbeTarget:
@@ -67,7 +67,11 @@ class ProbeTarget:
         self.settings = settings
         self.given_options = {k: v for k, v in options.items() if v is not None}  # probe options given (for probes.run)
         self.encoder = enc = load_encoder(model or default_model(), device=settings.device,
-                                          max_length=settings.max_length)
+                                          max_length=settings.max_length, dtype=settings.dtype)
+        if mode == "uniform" and enc.capture == "sdpa-qk":
+            raise InputError(f"mode uniform rewrites a disabled head's reported map, which capture sdpa-qk (the "
+                             f"default in {enc.dtype}) computes beside SDPA, not from the attention module's output: "
+                             "use mode zero, or dtype float32")
         self.model, self.layers, self.heads, self.head_dim = enc.model, enc.layers, enc.heads, enc.head_dim
         self.modules = enc.attention_modules
         self.disabled: torch.Tensor | None = None  # [M,L,H] after evaluate()

@@ -87,6 +87,7 @@ def ablate(target: str = CLASSIFY, model: str | None = None, corpus: str | Path 
                    tokens_per_pass=tokens_per_pass, progress=progress)
     recorded = {"mode": mode, "batch_size": settings.batch_size, "masks_per_pass": masks_per_pass,
                 "tokens_per_pass": tokens_per_pass, "limit": settings.limit, "device": settings.device,
+                "dtype": settings.dtype,
                 "format": settings.format, "seed": random_seed, "percents": list(percents), "repeats": repeats,
                 "in_layers": in_layers, **({"label_from": label_from} if target == CLASSIFY else {})}
     values, grids, extra, info = evaluated.finish(recorded, time.perf_counter() - started)

@@ -52,9 +52,10 @@ class Unit:
 
     @property
     def encoder(self) -> tuple:
-        """What the unit's encoder is loaded from: (model path, device, max_length); units that share it share
+        """What the unit's encoder is loaded from: (model path, device, max_length, dtype); units that share it share
         a worker's loaded encoder."""
-        return self.model.path, self.group.settings.get("device", "cpu"), self.group.settings.get("max_length")
+        settings = self.group.settings
+        return self.model.path, settings.get("device", "cpu"), settings.get("max_length"), settings.get("dtype", "float32")
 
 
 @dataclass
@@ -138,7 +139,7 @@ def run_unit(unit: Unit, threads: int | None = None) -> Outcome:
         if which not in _loaded:
             _loaded.clear()
             started = time.perf_counter()
-            _loaded[which] = load_encoder(unit.model.path, device=which[1], max_length=which[2],
+            _loaded[which] = load_encoder(unit.model.path, device=which[1], max_length=which[2], dtype=which[3],
                                           capture=settings.get("capture"))
             load_seconds = time.perf_counter() - started
         started = time.perf_counter()
