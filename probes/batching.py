@@ -61,6 +61,16 @@ def default_max_tokens(heads: int, hidden: int, longest: int, total_bytes: int, 
     return max(longest, int(MEMORY_SHARE * total_bytes) // per_token)
 
 
+def transfer(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`tensor` on `device`. A host tensor bound for a CUDA device is copied into pinned (page-locked) memory and
+    sent without blocking the host: the copy is queued on the current stream, before every kernel that reads it,
+    and the host goes on to the next layer's work meanwhile. Anywhere else a plain ``.to(device)`` (on the CPU,
+    the tensor itself)."""
+    if device.type == "cuda" and tensor.device.type == "cpu":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
 def total_memory(device: torch.device) -> int:
     """Bytes of memory `device` has in all, whatever is in use at the moment: a CUDA device's total memory,
     else the system's physical memory (MEMINFO's MemTotal, or the physical pages where there is no /proc),
@@ -187,7 +197,7 @@ class Batch:
     def pooling(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """Query and key pooling matrices [B,C,T] on `device` (see probes.pooling), made once per device."""
         if device not in self._pooling:
-            self._pooling[device] = pooling_matrices(self.columns.to(device), self.width, self.pool)
+            self._pooling[device] = pooling_matrices(transfer(self.columns, device), self.width, self.pool)
         return self._pooling[device]
 
     def segments(self, device: torch.device) -> tuple[Segments, Segments]:

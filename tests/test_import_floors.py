@@ -12,7 +12,7 @@ from test_package_structure import PACKAGE, cycles, imported, modules
 FLOORS = {
     "base": ["probes", "probes.errors", "probes.choices", "probes.defaults", "probes.provenance", "probes.checkpoint",
              "probes.gguf_file",
-             "probes.packing", "probes.options", "probes.progress", "probes.scratch",
+             "probes.packing", "probes.options", "probes.progress", "probes.prefetch", "probes.scratch",
              "probes.exports", "probes.argtypes", "probes.files", "probes.registries", "probes.protocols", "probes.ablation",
              "probes.compare", "probes.studies"],
     "reader": ["probes.corpus"],
