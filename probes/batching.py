@@ -29,6 +29,11 @@ PAD_COLUMN = -1
 MAP_COPIES = 8  # [B,H,T,T] float32 tensors alive at once per layer held: scores, probabilities, probes' temporaries
 ACTIVATION_COPIES = 16  # [B,T,hidden] float32 tensors alive at once in a layer (q, k, v, context, 4× FFN, ...)
 MEMORY_SHARE = 0.25
+# On a CUDA device the default budget is at most DEVICE_TOKENS padded positions: by then a batch keeps the device
+# busy (the bare pass within 10% of its best throughput, kernel launches a small share of each batch's time), and
+# a bigger one takes memory without adding speed. benchmarks/gpu_bench.py measures the bare pass's throughput over
+# budgets and reports the smallest within 10% of the best, against which this constant is checked.
+DEVICE_TOKENS = 65536
 MEMINFO = "/proc/meminfo"  # the system's memory, MemTotal read from it
 # the memory limit of the process' control group (cgroup v2, then v1): "max" or a huge number where none is set
 CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
@@ -51,14 +56,16 @@ def length_sorted_batches(encoded: list[Encoded], batch_size: int | None,
     return batches
 
 
-def default_max_tokens(heads: int, hidden: int, longest: int, total_bytes: int, layers_held: int = 1) -> int:
+def default_max_tokens(heads: int, hidden: int, longest: int, total_bytes: int, layers_held: int = 1, *,
+                       cuda: bool = False) -> int:
     """The default token budget: padded positions (sentences × length) a batch may hold so that it takes at
     most MEMORY_SHARE of `total_bytes` (the device's memory in all, total_memory), with `longest` the longest
     sentence (subwords) and `layers_held` the layers' maps held at once (1 for capture "hooks", L for
-    "outputs"); at least one sentence of `longest`. The same model, corpus and machine give the same budget
-    on every run."""
+    "outputs"); on a CUDA device (`cuda`) at most DEVICE_TOKENS besides; at least one sentence of `longest`.
+    The same model, corpus and machine give the same budget on every run."""
     per_token = 4 * (MAP_COPIES * heads * longest * layers_held + ACTIVATION_COPIES * hidden)
-    return max(longest, int(MEMORY_SHARE * total_bytes) // per_token)
+    budget = int(MEMORY_SHARE * total_bytes) // per_token
+    return max(longest, min(budget, DEVICE_TOKENS) if cuda else budget)
 
 
 def transfer(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:

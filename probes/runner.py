@@ -9,7 +9,8 @@ handed to every probe as a LayerMaps and dropped before the next layer, so a bat
 its activations and ONE layer's maps ([B,H,T,T]). Batches are length-sorted and cut by a sentence cap
 (batch_size) and a token budget (max_tokens: sentences × padded length; default from the model's
 shape, the longest sentence (of a one-chunk corpus; else the model's limit) and the device's total
-memory, probes.batching.default_max_tokens: the same on every run). On CUDA a batch that runs out
+memory, on CUDA at most the positions that keep the device busy, probes.batching.default_max_tokens: the
+same on every run). On CUDA a batch that runs out
 of memory is split in two and retried, the probes' state restored to before it (said once on stderr).
 """
 from __future__ import annotations
@@ -109,7 +110,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         layers_held = encoder.layers if encoder.backend.all_layers else 1
         max_tokens = feed.rows(active) * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim,
                                                          data.longest(encoder.max_length),
-                                                         total_memory(encoder.device), layers_held)
+                                                         total_memory(encoder.device), layers_held,
+                                                         cuda=encoder.device.type == "cuda")
     fit_settings = None
     fitting = [p for p in active if p.needs_fit]
     if fitting:  # fit phase: a forward pass over the fit corpus feeds fit_update before any update
