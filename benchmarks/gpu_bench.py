@@ -209,8 +209,8 @@ def build_decoder(out: Path, shape: dict, device: torch.device) -> Path:
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>",
                                         unk_token="<|endoftext|>", pad_token="<|endoftext|>",
                                         model_max_length=positions)
-    config = LlamaConfig(vocab_size=shape["vocab"], hidden_size=shape["hidden"], intermediate_size=shape["intermediate"],
-                         num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
+    config = LlamaConfig(vocab_size=shape["vocab"], hidden_size=shape["hidden"],
+                         intermediate_size=shape["intermediate"], num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
                          num_key_value_heads=shape["kv_heads"], max_position_embeddings=positions,
                          bos_token_id=None, eos_token_id=0, pad_token_id=0, tie_word_embeddings=True)
     torch.manual_seed(0)
@@ -443,8 +443,9 @@ def table(report: dict) -> str:
         seconds = record["seconds"]
         return f"{seconds:.3g}" + ("" if best is None or key.startswith("bare") else f" ({seconds / best:.2f}×)")
 
-    lines = [f"device: {report['device']}{' (dry run: a rehearsal, not benchmark figures)' if report['dry_run'] else ''}"
-             f", torch {report['torch']}, best of {report['repeats']}",
+    rehearsal = " (dry run: a rehearsal, not benchmark figures)" if report["dry_run"] else ""
+    lines = [f"device: {report['device']}{rehearsal}, torch {report['torch']}, best of {report['repeats']}; seconds, "
+             "(×) a run's time over the best bare SDPA pass of its shape",
              "| model | bare SDPA, batch 32 | bare SDPA, run's budget | bare SDPA, best (budget) | probes run dep | "
              "dep, replicates=0 views=0 | six probes, one run | dep, batch_size=None |",
              "|---|---|---|---|---|---|---|---|"]
@@ -460,12 +461,13 @@ def table(report: dict) -> str:
         knee = step.get("curve", {})
         best_cell = (f"{knee['best']['seconds']:.3g} ({knee['best']['max_tokens']})" if "best" in knee
                      else cell(step, "curve", None))
-        lines.append(f"| {key} | {cell(step, 'bare_batch32', best)} | {cell(step, 'bare_budget', best)} | {best_cell} | "
-                     f"{cell(step, 'dep', best)} | {cell(step, 'dep_no_intervals', best)} | {cell(step, 'six', best)} | "
-                     f"{cell(step, 'dep_no_batch_cap', best)} |")
+        cells = [cell(step, "bare_batch32", best), cell(step, "bare_budget", best), best_cell,
+                 *(cell(step, run, best) for run in ("dep", "dep_no_intervals", "six", "dep_no_batch_cap"))]
+        lines.append(f"| {key} | {' | '.join(cells)} |")
         if "knee" in knee:
+            within = "yes" if knee["device_tokens_within"] else "NO"
             lines.append(f"    curve: smallest budget within {knee['within']:.0%} of the best: {knee['knee']}; "
-                         f"DEVICE_TOKENS {knee['device_tokens']} within: {'yes' if knee['device_tokens_within'] else 'NO'}")
+                         f"DEVICE_TOKENS {knee['device_tokens']} within: {within}")
     long = report.get("large_512")
     if long is not None:
         lines.append("large_512: FAILED " + long["error"].strip().splitlines()[-1] if "error" in long else
@@ -508,7 +510,8 @@ def write(report: dict, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dry-run", action="store_true", help="the CPU rehearsal at tiny sizes (not benchmark figures)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="the CPU rehearsal at tiny sizes (not benchmark figures)")
     parser.add_argument("--out", type=Path, default=Path("gpu_bench"), help="folder for gpu_bench.json")
     parser.add_argument("--corpus", help="the encoders' corpus (default: EWT dev under ../shared or ./shared; "
                                          "--dry-run: the bundled sample's first 24 sentences)")

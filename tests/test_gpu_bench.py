@@ -76,8 +76,9 @@ def test_dry_run_measures_every_step(tmp_path):
         best = min(bare32["seconds"], budget["seconds"], curve["best"]["seconds"])
         assert summary["bare_batch32_seconds"] == bare32["seconds"] and summary["best_bare_seconds"] == best
         for run in ("dep", "dep_no_intervals", "six", "dep_no_batch_cap"):
-            assert summary["ratios"][run] == {"over_bare_batch32": pytest.approx(step[run]["seconds"] / bare32["seconds"]),
-                                              "over_best_bare": pytest.approx(step[run]["seconds"] / best)}, run
+            seconds = step[run]["seconds"]
+            assert summary["ratios"][run] == {"over_bare_batch32": pytest.approx(seconds / bare32["seconds"]),
+                                              "over_best_bare": pytest.approx(seconds / best)}, run
 
     long = report["large_512"]  # the rehearsal's "512": 12 sentences of 64 subwords, batch 4
     assert (long["length"], long["sentences"], long["batch_size"]) == (64, 12, 4)
