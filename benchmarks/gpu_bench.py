@@ -1,7 +1,8 @@
 """The GPU benchmark (issue 44 item 7): one call that measures the GPU path against the bare SDPA pass, with a CPU
 rehearsal.
 
-    python benchmarks/gpu_bench.py [--dry-run] [--out DIR] [--repeats N] [--only STEP,...]
+    python benchmarks/gpu_bench.py [--dry-run] [--out DIR] [--repeats N] [--only STEP,...] [--corpus FILE]
+                                   [--tokenizer DIR]
 
 Randomly initialised models (seed 0) of BERT-base shape (12 layers × 12 heads, hidden 768) and BERT-large shape
 (24 × 16, hidden 1024) with the packaged MiniLM's tokenizer, on UD English EWT dev (--dry-run: 2 and 3 layers × 4
@@ -64,6 +65,7 @@ from probes.causal.detect import DETECTORS, detect
 from probes.causal.sequences import repeated_random_tokens
 from probes.corpus import read_corpus
 from probes.defaults import bundled_corpus, default_model
+from probes.errors import InputError
 from probes.settings import RunSettings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,6 +100,7 @@ class Bench:
     limit: int | None
     repeats: int
     tmp: Path
+    tokenizer: str  # the folder whose tokenizer the random encoders use
 
     @property
     def warm_up(self) -> int:
@@ -179,11 +182,12 @@ def run_record(bench: Bench, names: list[str], encoder: probes.Encoder | None, c
             "batch_size": info.settings["batch_size"], "settings": {k: v for k, v in settings.items()}}
 
 
-def build_bert(out: Path, shape: dict, device: torch.device) -> Path:
-    """A BERT of `shape` (random init, seed 0, made on `device`) with the MiniLM tokenizer in `out`."""
+def build_bert(out: Path, shape: dict, device: torch.device, tokenizer_folder: str) -> Path:
+    """A BERT of `shape` (random init, seed 0, made on `device`) with the tokenizer of `tokenizer_folder` (MiniLM's)
+    in `out`."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    tokenizer = AutoTokenizer.from_pretrained(default_model())
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
     tokenizer.model_max_length = shape["length"]
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
                         num_attention_heads=shape["heads"], intermediate_size=4 * shape["hidden"],
@@ -264,7 +268,7 @@ def encoder_shape(bench: Bench, report: dict, key: str, shape: dict, out: Path) 
 
     def model() -> dict:
         start = time.perf_counter()
-        made["folder"] = build_bert(bench.tmp / key, shape, bench.device)
+        made["folder"] = build_bert(bench.tmp / key, shape, bench.device, bench.tokenizer)
         made["encoder"] = probes.load_encoder(str(made["folder"]), device=str(bench.device))
         made["bare"] = Bare(made["folder"], made["encoder"])
         sentences = read_corpus([bench.corpus]).sentences
@@ -515,6 +519,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("gpu_bench"), help="folder for gpu_bench.json")
     parser.add_argument("--corpus", help="the encoders' corpus (default: EWT dev under ../shared or ./shared; "
                                          "--dry-run: the bundled sample's first 24 sentences)")
+    parser.add_argument("--tokenizer", help="a folder whose tokenizer the random encoders use (default: the packaged "
+                                            "MiniLM's; its tokenizer files alone suffice, no weights)")
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats after the warm-up, the best kept "
                                                                   "(default 2; --dry-run: 1)")
     parser.add_argument("--only", help=f"comma-separated steps to run, of {', '.join(STEPS)} (default: all)")
@@ -534,6 +540,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"EWT dev not found under ../shared or ./shared ({EWT_DEV}): pass --corpus", file=sys.stderr)
             return 2
         corpus = str(found[0])
+    try:
+        tokenizer = args.tokenizer or default_model()
+    except InputError as e:
+        print(f"{e} (or pass --tokenizer DIR: a folder with MiniLM's tokenizer files)", file=sys.stderr)
+        return 2
     device = torch.device("cpu" if args.dry_run else "cuda")
     repeats = args.repeats or (1 if args.dry_run else 2)
     from transformers import __version__ as transformers_version
@@ -547,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     long = LONG_REHEARSAL if args.dry_run else LONG_512
     shapes = SHAPES_REHEARSAL if args.dry_run else SHAPES
     with tempfile.TemporaryDirectory(prefix="gpu-bench-") as folder:
-        bench = Bench(device, args.dry_run, report["corpus"], report["limit"], repeats, Path(folder))
+        bench = Bench(device, args.dry_run, report["corpus"], report["limit"], repeats, Path(folder), tokenizer)
         made: dict[str, tuple[Path, probes.Encoder] | None] = {}
         for key in ("bert_base", "bert_large"):
             if key in only:
@@ -557,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def large() -> tuple[Path, probes.Encoder]:  # the BERT-large checkpoint of step 2, or built here
             if made.get("bert_large") is None:
-                built = build_bert(bench.tmp / "bert_large_512", shapes["bert_large"], device)
+                built = build_bert(bench.tmp / "bert_large_512", shapes["bert_large"], device, bench.tokenizer)
                 made["bert_large"] = built, probes.load_encoder(str(built), device=str(device))
             return made["bert_large"]
 
