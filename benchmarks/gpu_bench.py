@@ -214,8 +214,9 @@ def build_decoder(out: Path, shape: dict, device: torch.device) -> Path:
                                         unk_token="<|endoftext|>", pad_token="<|endoftext|>",
                                         model_max_length=positions)
     config = LlamaConfig(vocab_size=shape["vocab"], hidden_size=shape["hidden"],
-                         intermediate_size=shape["intermediate"], num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
-                         num_key_value_heads=shape["kv_heads"], max_position_embeddings=positions,
+                         intermediate_size=shape["intermediate"], num_hidden_layers=shape["layers"],
+                         num_attention_heads=shape["heads"], num_key_value_heads=shape["kv_heads"],
+                         max_position_embeddings=positions,
                          bos_token_id=None, eos_token_id=0, pad_token_id=0, tie_word_embeddings=True)
     torch.manual_seed(0)
     with torch.device(device):
