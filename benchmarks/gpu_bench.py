@@ -166,7 +166,7 @@ def bare_record(bench: Bench, bare: Bare, sentences: list, **batching) -> dict:
     with peak_memory(bench.device) as peak:
         seconds = bare_forward_over(bare, sentences, repeats=bench.repeats, **batching)
     return {"seconds": seconds, "sentences": len(sentences), "sentences_per_second": len(sentences) / seconds,
-            "peak_memory": peak, **{k: v for k, v in batching.items()}}
+            "peak_memory": peak, **batching}
 
 
 def run_record(bench: Bench, names: list[str], encoder: probes.Encoder | None, corpus: str, limit: int | None,
@@ -179,7 +179,7 @@ def run_record(bench: Bench, names: list[str], encoder: probes.Encoder | None, c
     info = results[names[0]].info
     return {**record, "probes": names, "sentences": info.sentences,
             "sentences_per_second": info.sentences / record["seconds"], "max_tokens": info.settings["max_tokens"],
-            "batch_size": info.settings["batch_size"], "settings": {k: v for k, v in settings.items()}}
+            "batch_size": info.settings["batch_size"], "settings": dict(settings)}
 
 
 def build_bert(out: Path, shape: dict, device: torch.device, tokenizer_folder: str) -> Path:
@@ -553,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "dry_run": args.dry_run, "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
         "torch": torch.__version__, "transformers": transformers_version, "torch_threads": torch.get_num_threads(),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),  # "highest": no TF32
         "repeats": repeats, "corpus": corpus or bundled_corpus(), "limit": LIMIT_REHEARSAL if args.dry_run else None,
         "dtype_available": dtype_available(), "device_tokens": DEVICE_TOKENS, "steps": list(only)}
     write(report, args.out)

@@ -41,7 +41,7 @@ def test_dry_run_measures_every_step(tmp_path):
     report = json.loads((tmp_path / "gpu_bench.json").read_text(encoding="utf-8"))
     assert report["dry_run"] is True and report["device"] == "cpu" and report["repeats"] == 1
     assert report["limit"] == 24 and report["corpus"].endswith("en_ewt-ud-dev-sample.conllu")
-    assert report["device_tokens"] == DEVICE_TOKENS
+    assert report["device_tokens"] == DEVICE_TOKENS and report["float32_matmul_precision"] == "highest"
     assert report["steps"] == ["bert_base", "bert_large", "large_512", "decoder", "dtype"]
 
     for key, shape in (("bert_base", (2, 4, 64)), ("bert_large", (3, 4, 128))):
