@@ -212,7 +212,7 @@ def large_model(model: Path, corpus: Path, device: str, shape: dict, dry_run: bo
         seconds = time.perf_counter() - start
     layers_held = encoder.layers if encoder.backend.all_layers else 1
     expected = default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim, shape["length"],
-                                  total_memory(encoder.device), layers_held)
+                                  total_memory(encoder.device), layers_held, cuda=encoder.device.type == "cuda")
     return {"layers": encoder.layers, "heads": encoder.heads, "hidden": encoder.heads * encoder.head_dim,
             "length": shape["length"], "sentences": result.info.sentences, "device": str(encoder.device),
             "total_memory": total_memory(encoder.device), "max_tokens": result.info.settings["max_tokens"],

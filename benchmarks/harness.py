@@ -46,15 +46,17 @@ def bare_forward_seconds(encoder, corpus_paths, *, batch_size: int = 32, limit: 
                              repeats=repeats, tokenize=tokenize, capture=capture)
 
 
-def bare_forward_over(encoder, sentences, *, batch_size: int = 32, repeats: int = 1, tokenize: str = "words",
-                      capture: bool = False) -> float:
+def bare_forward_over(encoder, sentences, *, batch_size: int | None = 32, repeats: int = 1, tokenize: str = "words",
+                      capture: bool = False, max_tokens: int | None = None) -> float:
     """Best-of-`repeats` time of the plain eager forward over `sentences` (those a run keeps), tokenised and
-    length-sorted into batches as a run does. capture: instead, the run's own capture pass with no probe
-    (Encoder.layerwise, each layer's maps handed to a callback that does nothing; it ends at the last layer's
-    maps, so it skips that layer's W_O and feed-forward, which the plain pass computes)."""
+    length-sorted into batches as a run does (at most `batch_size` sentences, None: no cap, and `max_tokens` padded
+    positions, None: no budget). capture: instead, the run's own capture pass with no probe (Encoder.layerwise,
+    each layer's maps handed to a callback that does nothing; it ends at the last layer's maps, so it skips that
+    layer's W_O and feed-forward, which the plain pass computes). `encoder`: anything with the Encoder's tokenizer,
+    max_length, device and bare_forward (benchmarks/gpu_bench.py's SDPA model)."""
     items, _ = encode(encoder.tokenizer, sentences, encoder.max_length, tokenize)
     batches = [Batch.from_encoded([sentences[e.index] for e in chunk], chunk, encoder.tokenizer, "mean-sum")
-               for chunk in length_sorted_batches(items, batch_size)]
+               for chunk in length_sorted_batches(items, batch_size, max_tokens)]
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import probes
-from probes.encoding.batching import (ACTIVATION_COPIES, MAP_COPIES, MEMORY_SHARE, default_max_tokens,
+from probes.encoding.batching import (ACTIVATION_COPIES, DEVICE_TOKENS, MAP_COPIES, MEMORY_SHARE, default_max_tokens,
                              length_sorted_batches, total_memory)
 from probes.cli import main
 from probes.base.defaults import bundled_corpus
@@ -47,6 +47,16 @@ def test_the_default_budget_follows_the_model_shape_and_total_memory():
     # all 6 layers held (capture "outputs"): 4 · (8·12·100·6 + 16·384) = 254,976 bytes per position
     assert default_max_tokens(12, 384, 100, 10 * 2**30, layers_held=6) == 2_684_354_560 // 254_976 == 10_527
     assert default_max_tokens(12, 384, 100, 1000) == 100  # never less than one longest sentence
+
+
+def test_on_a_cuda_device_the_default_budget_stops_where_the_device_is_busy():
+    # 12 heads, hidden 768, longest 40: 4 · (8·12·40 + 16·768) = 64,512 bytes per position
+    assert DEVICE_TOKENS == 65_536
+    assert default_max_tokens(12, 768, 40, 80 * 2**30) == 21_474_836_480 // 64_512 == 332_881  # the CPU's rule
+    assert default_max_tokens(12, 768, 40, 80 * 2**30, cuda=True) == 65_536  # 80 GiB: the device's cap
+    assert default_max_tokens(12, 768, 40, 4 * 2**30, cuda=True) == 1_073_741_824 // 64_512 == 16_644  # memory first
+    assert default_max_tokens(16, 1024, 512, 2**40, cuda=True) == 65_536  # BERT-large at 512, 1 TiB: the cap
+    assert default_max_tokens(4, 64, 100_000, 2**40, cuda=True) == 100_000  # never less than one longest sentence
 
 
 def _meminfo(path, total_kb: int, available_kb: int) -> str:

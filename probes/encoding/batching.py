@@ -29,6 +29,11 @@ PAD_COLUMN = -1
 MAP_COPIES = 8  # [B,H,T,T] float32 tensors alive at once per layer held: scores, probabilities, probes' temporaries
 ACTIVATION_COPIES = 16  # [B,T,hidden] float32 tensors alive at once in a layer (q, k, v, context, 4× FFN, ...)
 MEMORY_SHARE = 0.25
+# On a CUDA device the default budget is at most DEVICE_TOKENS padded positions: by then a batch keeps the device
+# busy (the bare pass within 10% of its best throughput, kernel launches a small share of each batch's time), and
+# a bigger one takes memory without adding speed. benchmarks/gpu_bench.py measures the bare pass's throughput over
+# budgets and reports the smallest within 10% of the best, against which this constant is checked.
+DEVICE_TOKENS = 65536
 MEMINFO = "/proc/meminfo"  # the system's memory, MemTotal read from it
 # the memory limit of the process' control group (cgroup v2, then v1): "max" or a huge number where none is set
 CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
@@ -51,14 +56,26 @@ def length_sorted_batches(encoded: list[Encoded], batch_size: int | None,
     return batches
 
 
-def default_max_tokens(heads: int, hidden: int, longest: int, total_bytes: int, layers_held: int = 1) -> int:
+def default_max_tokens(heads: int, hidden: int, longest: int, total_bytes: int, layers_held: int = 1, *,
+                       cuda: bool = False) -> int:
     """The default token budget: padded positions (sentences × length) a batch may hold so that it takes at
     most MEMORY_SHARE of `total_bytes` (the device's memory in all, total_memory), with `longest` the longest
     sentence (subwords) and `layers_held` the layers' maps held at once (1 for capture "hooks", L for
-    "outputs"); at least one sentence of `longest`. The same model, corpus and machine give the same budget
-    on every run."""
+    "outputs"); on a CUDA device (`cuda`) at most DEVICE_TOKENS besides; at least one sentence of `longest`.
+    The same model, corpus and machine give the same budget on every run."""
     per_token = 4 * (MAP_COPIES * heads * longest * layers_held + ACTIVATION_COPIES * hidden)
-    return max(longest, int(MEMORY_SHARE * total_bytes) // per_token)
+    budget = int(MEMORY_SHARE * total_bytes) // per_token
+    return max(longest, min(budget, DEVICE_TOKENS) if cuda else budget)
+
+
+def transfer(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`tensor` on `device`. A host tensor bound for a CUDA device is copied into pinned (page-locked) memory and
+    sent without blocking the host: the copy is queued on the current stream, before every kernel that reads it,
+    and the host goes on to the next layer's work meanwhile. Anywhere else a plain ``.to(device)`` (on the CPU,
+    the tensor itself)."""
+    if device.type == "cuda" and tensor.device.type == "cpu":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
 
 
 def total_memory(device: torch.device) -> int:
@@ -187,7 +204,7 @@ class Batch:
     def pooling(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """Query and key pooling matrices [B,C,T] on `device` (see probes.encoding.pooling), made once per device."""
         if device not in self._pooling:
-            self._pooling[device] = pooling_matrices(self.columns.to(device), self.width, self.pool)
+            self._pooling[device] = pooling_matrices(transfer(self.columns, device), self.width, self.pool)
         return self._pooling[device]
 
     def segments(self, device: torch.device) -> tuple[Segments, Segments]:

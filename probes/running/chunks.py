@@ -4,8 +4,9 @@ A pass (``Pass``) takes sentences from a stream (probes.corpus.CorpusStream, or 
 state_files.ShardStream) CHUNK_SENTENCES at a time. Each chunk is filtered (a sentence some probe cannot
 score, ``Probe.skip_reason``, is counted and dropped), tokenised (probes.encoding.subwords.encode: too long and
 the like counted and dropped), length-sorted and cut into batches (probes.encoding.batching.length_sorted_batches)
-by the runner's Feed, fed, and dropped before the next chunk is read. So a run holds one chunk's
-sentences and subwords at a time besides the model, whatever the corpus' size.
+by the runner's Feed, fed, and dropped; the next chunk's sentences are read on a worker thread meanwhile
+(``Pass.ahead``). So a run holds two chunks' sentences and one chunk's subwords at a time besides the model,
+whatever the corpus' size.
 
 A corpus of at most CHUNK_SENTENCES sentences is one chunk: its batches are exactly those of a
 whole-corpus sort, and every score is bit-identical to it. Across chunks each chunk is sorted on its own:
@@ -28,6 +29,7 @@ from probes.encoding.subwords import Encoded, UnknownWords, encode, unknown_word
 from probes.base.errors import InputError
 from probes.results.fitting import FitPlan
 from probes.capture.model import Encoder
+from probes.running.prefetch import Ahead
 from probes.scoring.probe import Probe
 from probes.results.probe_result import skip_summary
 from probes.running.state_files import ShardStream
@@ -107,6 +109,20 @@ class Pass:
         if not sentences:
             raise StopIteration
         return self._prepare(sentences)
+
+    def ahead(self, reading: Ahead) -> Iterator[Chunk]:
+        """The chunks, as iterating the pass gives them, with the next chunk's sentences read from the stream on
+        `reading`'s worker (probes.running.prefetch) while the caller feeds the current one: a run then holds two chunks'
+        sentences at most. Each chunk is filtered and tokenised here, in the caller (``Probe.skip_reason`` may change
+        a probe's state, which only the caller's thread touches). A reader's error in a later chunk (InputError,
+        FILE:LINE) is raised when that chunk is asked for, as without the worker."""
+        upcoming = reading.submit(self._take)
+        if self.first is not None:
+            chunk, self.first = self.first, None
+            yield chunk
+        while sentences := upcoming.result():
+            upcoming = reading.submit(self._take)
+            yield self._prepare(sentences)
 
     def _take(self) -> list[Sentence]:
         """The next chunk's sentences from the stream (none at its end)."""

@@ -9,19 +9,21 @@ handed to every probe as a LayerMaps and dropped before the next layer, so a bat
 its activations and ONE layer's maps ([B,H,T,T]). Batches are length-sorted and cut by a sentence cap
 (batch_size) and a token budget (max_tokens: sentences × padded length; default from the model's
 shape, the longest sentence (of a one-chunk corpus; else the model's limit) and the device's total
-memory, probes.encoding.batching.default_max_tokens: the same on every run). On CUDA a batch that runs out
+memory, on CUDA at most the positions that keep the device busy, probes.encoding.batching.default_max_tokens: the
+same on every run). On CUDA a batch that runs out
 of memory is split in two and retried, the probes' state restored to before it (said once on stderr).
 """
 from __future__ import annotations
 
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any, Iterable
 
 import torch
 
-from probes.encoding.batching import Batch, default_max_tokens, length_sorted_batches, total_memory
+from probes.encoding.batching import Batch, default_max_tokens, length_sorted_batches, total_memory, transfer
 from probes.running.chunks import Chunk, Pass, RunCorpus, with_counts
 from probes.corpus import CorpusStream, guess_format
 from probes.corpus.spacy_text import annotation_format
@@ -32,6 +34,7 @@ from probes.results.examples import ExampleRecorder
 from probes.results.fitting import choose_heads, plan_fit, split_settings
 from probes.capture.maps import LayerMaps
 from probes.capture.model import Encoder, load_encoder
+from probes.running.prefetch import Ahead
 from probes.scoring.probe import Probe
 from probes.base.progress import progress_bar
 from probes.base.protocols import apply_protocol
@@ -107,7 +110,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         layers_held = encoder.layers if encoder.backend.all_layers else 1
         max_tokens = feed.rows(active) * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim,
                                                          data.longest(encoder.max_length),
-                                                         total_memory(encoder.device), layers_held)
+                                                         total_memory(encoder.device), layers_held,
+                                                         cuda=encoder.device.type == "cuda")
     fit_settings = None
     fitting = [p for p in active if p.needs_fit]
     if fitting:  # fit phase: a forward pass over the fit corpus feeds fit_update before any update
@@ -174,6 +178,9 @@ class Feed:
     # torch raises OutOfMemoryError on accelerators only (a CPU allocation that fails is a RuntimeError, and the
     # system's OOM killer strikes first): on the CPU no state is copied per batch to restore (tests set True)
     retry_on_cpu = False
+    # read the next chunk and build the batches on worker threads while the model runs (probes.running.prefetch); the
+    # same batches, in the same order, either way (tests set False to compare)
+    prefetch = True
 
     def __init__(self, encoder: Encoder, pool: str, weights: str = "attention"):
         self.encoder, self.pool, self.weights = encoder, pool, weights
@@ -188,29 +195,42 @@ class Feed:
             progress: bool | None, total: int | None = None) -> None:
         """Every chunk (probes.running.chunks), length-sorted and cut into batches of at most `batch_size` sentences and
         `max_tokens` forward rows × padded length (probes.encoding.batching.length_sorted_batches), one progress bar
-        over them all (`total` sentences, None where not known ahead)."""
+        over them all (`total` sentences, None where not known ahead). With ``prefetch``, two worker threads
+        (probes.running.prefetch) read the next chunk of a Pass and build the chunk's batches ahead of the model, in
+        order; both are joined before this returns or raises."""
         budget = max_tokens // self.rows(probes)
-        with progress_bar(total, progress, "fitting" if method == "fit_update" else "probing") as bar:
-            for chunk in chunks:
-                for items in length_sorted_batches(chunk.encoded, batch_size, budget):
-                    self.batch(probes, method, [chunk.usable[e.index] for e in items], items)
+        seed = _twin_seed(probes)
+        with Ahead(self.prefetch, "probes-read") as reading, Ahead(self.prefetch, "probes-batch") as building, \
+                progress_bar(total, progress, "fitting" if method == "fit_update" else "probing") as bar:
+            for chunk in chunks.ahead(reading) if isinstance(chunks, Pass) else chunks:
+                cut = length_sorted_batches(chunk.encoded, batch_size, budget)
+                sentences = [[chunk.usable[e.index] for e in items] for items in cut]
+                built = deque(building.submit(self.build, s, items, seed) for s, items in zip(sentences, cut))
+                for s, items in zip(sentences, cut):
+                    self.batch(probes, method, s, items, built.popleft().result())  # each batch dropped after it
                     bar.update(len(items))
-                del chunk  # dropped before the next chunk is read and prepared
+                del chunk, sentences  # dropped before the next chunk is prepared
 
-    def batch(self, probes: list[Probe], method: str, sentences: list, items: list) -> None:
-        """One batch; one that runs out of memory is split in two and retried, the state restored first
-        (on an accelerator: see retry_on_cpu)."""
+    def build(self, sentences: list, items: list, seed: int | None) -> Batch:
+        """The batch of `items` (sentences[b] the sentence of items[b]), with its word-shuffled twin where `seed`."""
+        return Batch.from_encoded(sentences, items, self.encoder.tokenizer, self.pool, shuffle_seed=seed)
+
+    def batch(self, probes: list[Probe], method: str, sentences: list, items: list, built: Batch | None = None) -> None:
+        """One batch (`built`: already built, else built here); one that runs out of memory is split in two and
+        retried, the state restored first (on an accelerator: see retry_on_cpu)."""
         retry = self.retry_on_cpu or self.encoder.device.type != "cpu"
         before = [p.state_dict() for p in probes] if retry else None
         try:
-            self._forward(Batch.from_encoded(sentences, items, self.encoder.tokenizer, self.pool,
-                                             shuffle_seed=_twin_seed(probes)), probes, method)
+            if built is None:
+                built = self.build(sentences, items, _twin_seed(probes))
+            self._forward(built, probes, method)
             return
         except torch.OutOfMemoryError:
             if len(items) == 1 or before is None:
                 raise
         # The halves run after the except block: until it ends, its exception's traceback holds the failed pass's
         # tensors (the batch's maps and pooling matrices), and on a full device the halves need that memory back.
+        built = None
         if self.encoder.device.type == "cuda":
             torch.cuda.empty_cache()  # the failed pass's cached blocks, for the halves' other shapes
         for p, state in zip(probes, before):
@@ -240,8 +260,10 @@ class Feed:
 
         inputs = [batch] if twin is None else [batch, twin]
 
-        def rows(name: str) -> torch.Tensor | None:  # [rows·B,T] the batch's inputs, then its twin's
-            return None if getattr(batch, name) is None else torch.cat([getattr(x, name) for x in inputs])
+        def rows(name: str) -> torch.Tensor | None:  # [rows·B,T] the batch's inputs, then its twin's, on the device
+            if getattr(batch, name) is None:
+                return None
+            return transfer(torch.cat([getattr(x, name) for x in inputs]), self.encoder.device)
 
         self.encoder.layerwise(rows("input_ids"), rows("attention_mask"), on_layer,
                                vectors=any(p.needs_vectors for p in probes), token_type_ids=rows("token_type_ids"),
