@@ -26,15 +26,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import torch
-import transformers
 
 import probes
 from causal_models import make_checkpoint
 from host_reads import HostReads
 from probe_corpora import probe_run_arguments
 from probes.running.runner import Feed
-from tiny_models import build_tiny_model
+from tiny_models import build_tiny_model, with_layers
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings(
     "ignore::probes.encoding.subwords.UnknownTokensWarning")]  # the decoder's word-level test vocabulary
@@ -45,22 +43,7 @@ BOUND = RUNNER_READS + VIEW_READS + LAYOUT_READS
 DECODER_DETECTORS = ("duplicate_token", "induction", "prev_token", "sink")
 POSITIONS = 512  # coref's windows of LitBank (WINDOW subwords through the tiny BERT's vocabulary) fit
 WINDOW = {"window": 500, "stride": 250}
-OTHER_BRANCH = ("trees", "seg", *DECODER_DETECTORS, "positional", "patterns", "word_order", "term_matching")
-
-
-def _deeper(folder: Path, layers: int, auto: type) -> Path:
-    """The checkpoint in `folder` rebuilt with `layers` layers (seed 0), its tokenizer taking POSITIONS subwords."""
-    config = transformers.AutoConfig.from_pretrained(folder)
-    config.num_hidden_layers = layers
-    if hasattr(config, "max_position_embeddings"):
-        config.max_position_embeddings = max(config.max_position_embeddings, POSITIONS)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        auto.from_config(config).save_pretrained(folder)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    tokenizer.model_max_length = POSITIONS
-    tokenizer.save_pretrained(folder)
-    return folder
+OTHER_BRANCH = ("trees", "seg", *DECODER_DETECTORS, "positional", "patterns", "word_order")
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +52,9 @@ def models(tmp_path_factory) -> dict[tuple[str, int], Path]:
     root = tmp_path_factory.mktemp("host_reads")
     built = {}
     for layers in LAYERS:
-        built["bert", layers] = _deeper(build_tiny_model("bert", root / f"bert{layers}"), layers,
-                                        transformers.AutoModel)
-        built["llama", layers] = _deeper(make_checkpoint("llama", root / f"llama{layers}"), layers,
-                                         transformers.AutoModelForCausalLM)
+        built["bert", layers] = with_layers(build_tiny_model("bert", root / f"bert{layers}"), layers, POSITIONS)
+        built["llama", layers] = with_layers(make_checkpoint("llama", root / f"llama{layers}"), layers, POSITIONS,
+                                             causal=True)
     return built
 
 
