@@ -42,6 +42,7 @@ class ClusteringProbe(FitPresentation, Probe):
 
     needs_vectors = True
     needs_fit = True
+    state_on_device = True
     unit = "units"  # what the units are, for messages ("words", "entities", "phrases")
     view = "units"
 
@@ -106,7 +107,8 @@ class ClusteringProbe(FitPresentation, Probe):
             self.units.add(self.units.ids(labels), torch.ones(len(labels)), sentences=rows, batch=batch)
 
     def unit_rows(self, batch: Batch) -> torch.Tensor:
-        """[N] the sentence row of each unit of ``unit_vectors``, in its order (units in sentence order), on the host."""
+        """[N] the sentence row of each unit of ``unit_vectors``, in its order (units in sentence order), on the
+        host."""
         return batch.memo(("clustering.rows", self.name, tuple(sorted(self.config.items()))), lambda: torch.from_numpy(
             np.repeat(np.arange(len(batch.sentences)), [len(self.spans(s)) for s in batch.sentences])))
 

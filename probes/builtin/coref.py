@@ -48,6 +48,7 @@ BASELINE_NAME = f"best baseline ({', '.join(BASELINES[:2])} or an offset)"  # wh
 
 @register
 class CoreferenceProbe(Probe, declared=COREF):
+    state_on_device = True
     needs = ("mentions",)
     corpus_format = "coref"
     view = "mentions"

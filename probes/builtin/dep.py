@@ -47,6 +47,7 @@ ROOT_TRIVIAL = "attention to [CLS] counts as right"
 
 @register
 class DependencyProbe(Probe, declared=DEP):
+    state_on_device = True
     needs = ("head", "deprel")
     view = "arcs"
 
@@ -70,7 +71,8 @@ class DependencyProbe(Probe, declared=DEP):
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         rows, dependents, heads, labels = batch.memo("dep.arcs", lambda: _arcs(batch))  # on the host
         device = maps.device
-        on_device = batch.memo(("dep.arcs", device), lambda: tuple(to_device(t, device) for t in (rows, dependents, heads)))
+        on_device = batch.memo(("dep.arcs", device), lambda: tuple(to_device(t, device)
+                                                                   for t in (rows, dependents, heads)))
         zero_self, words_only = self.config["zero_self"], self.config["words_only"]
         if zero_self or words_only:
             pred = argmax_words(maps.word_attention, zero_self, words_only).transpose(1, 2)  # [B,C-1,H]

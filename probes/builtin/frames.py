@@ -77,6 +77,7 @@ DOCUMENT_LISTS = {"standard-test": STANDARD_TEST_DOCUMENTS, "standard-dev": STAN
 
 @register
 class FrameElementProbe(Probe, declared=FRAMES):
+    state_on_device = True
     needs = ("frames",)
     corpus_format = "framenet"
     view = "frames"

@@ -35,7 +35,8 @@ class PosProbe(ClusteringProbe, declared=POS):
         tagset = self.config["tagset"]
         labels, *at = batch.memo(("pos.words", tagset), lambda: _tagged_words(batch, tagset))
         words = maps.word_vectors.transpose(1, 2)  # [B,C,H,d]
-        rows, columns = batch.memo(("pos.words", tagset, words.device), lambda: [to_device(t, words.device) for t in at])
+        rows, columns = batch.memo(("pos.words", tagset, words.device),
+                                   lambda: [to_device(t, words.device) for t in at])
         return labels, words[rows, columns]
 
 

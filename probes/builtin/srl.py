@@ -46,6 +46,7 @@ NOT_ARGUMENTS = ("V", "C-V")
 
 @register
 class SemanticRoleProbe(Probe, declared=SRL):
+    state_on_device = True
     needs = ("srl",)
     corpus_format = "propbank"
     view = "roles"

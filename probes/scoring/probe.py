@@ -10,11 +10,11 @@ across processes or machines gives the same scores as one run.
 The runner calls ``update`` once per (batch, layer), layers in order 0..L-1, with that layer's maps
 only (``probes.capture.maps.LayerMaps``); a probe writes into the layer's slice of its [.., L, H] state.
 
-The state lives on the run's device (``to``: the runner moves a probe there before its first batch and back to the
-CPU before ``compute`` and before saving it): ``update`` adds device tensors to it and never reads a value back to
-the host, so that a GPU run never waits for the host layer by layer (issue 44; tests/test_host_reads.py counts the
-reads). State a probe adds from the batch's sentences alone (gold counts) is declared ``host=True`` and stays on the
-CPU, where those numbers are made.
+A probe that sets ``state_on_device`` keeps its state on the run's device (``to``: the runner moves it there before
+its first batch and back to the CPU before ``compute`` and before saving it): ``update`` adds device tensors to it and
+never reads a value back to the host, so that a GPU run never waits for the host layer by layer (issue 44;
+tests/test_host_reads.py counts the reads). State it adds from the batch's sentences alone (gold counts) is declared
+``host=True`` and stays on the CPU, where those numbers are made.
 """
 from __future__ import annotations
 
@@ -61,6 +61,9 @@ class Probe(Presentation, ABC):
     # the word-level views or the context): a run of such probes alone lets a causal model's capture compute just
     # those entries (probes.capture.sdpa_qk)
     reads_entries: ClassVar[bool] = False
+    # whether the state follows the run to its device (``to``): set by a probe whose update adds device tensors to its
+    # state (through LabelSums, add_replicated, or tensors of the maps' device); without it the state stays on the CPU
+    state_on_device: ClassVar[bool] = False
     corpus_format: ClassVar[str] = "conllu"  # reader used when the user names no --format
     options: ClassVar[tuple[Option, ...]] = ()
 
@@ -123,8 +126,9 @@ class Probe(Presentation, ABC):
         add_replicates(table, sentences, values, self.bootstrap.weights(batch, table.device), at=at)
 
     def to(self, device: torch.device | str) -> "Probe":
-        """Move the state (all but ``host`` state) to `device`; this probe, for chaining."""
-        self.device = torch.device(device)
+        """Move the state (all but ``host`` state) to `device`, where the probe keeps it there (``state_on_device``;
+        else it stays on the CPU); this probe, for chaining."""
+        self.device = torch.device(device) if self.state_on_device else CPU
         for name in self._defaults.keys() - self._host_state:
             setattr(self, name, _moved(getattr(self, name), self.device))
         return self

@@ -34,6 +34,7 @@ class MeanAnalysis(Probe):
     read back per layer (a count given as a float tensor holds a whole number: it is added as int64).
     """
 
+    state_on_device = True  # added to through add, add_scalar and tally alone, from tensors on any device
     measures: ClassVar[tuple[str, ...]] = ()
     # measure -> (lowest, highest) its mean can be, for its intervals (probes.results.intervals); a measure not named is
     # a mean of values in [0, 1] (a share of attention, of rows)
