@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -234,3 +235,48 @@ def test_capture_and_update_never_wait_on_the_device_between_layers(deep_bert, m
     assert set(results) == set(SIX) and all(r.info.sentences == 40 for r in results.values())
     # the fit pass' 5 batches, then the scoring pass' 5: layers 1 and 2 of each under "error"
     assert modes == [(layer, "error" if layer in (1, 2) else "warn") for _ in range(10) for layer in range(4)]
+
+
+SYNC_FREE = ["dep", "pos", "ner", "con", "srl", "frames", "coref", "mass", "entropy"]  # issue 44's first group
+
+
+@pytest.mark.parametrize("name", SYNC_FREE)
+def test_no_probe_waits_for_the_host_in_a_middle_layer(name, tiny_model, tmp_path, request, monkeypatch):
+    """Issue 44 item 6 on the device: a tiny BERT of 4 layers, every update of layers 1 and 2 (the probe's, and the
+    per-sentence views') under ``torch.cuda.set_sync_debug_mode("error")``: a host synchronisation there (a read
+    per layer) fails the run. tests/test_host_reads.py counts the reads on the CPU, every probe and every batch."""
+    from probes.results.examples import ExampleRecorder
+    from tiny_models import with_layers
+
+    if name == "coref" and importlib.util.find_spec("spacy") is None:
+        pytest.skip("coref's mention heads need spaCy, which this machine lacks")
+
+    folder = with_layers(shutil.copytree(tiny_model("bert"), tmp_path / "bert4"), 4, 512)  # coref's windows fit
+    guarded = []  # the layers updated
+
+    def guard(cls, method):
+        plain = getattr(cls, method)
+
+        def run(self, batch, maps):
+            middle = 0 < maps.layer < 3 and torch.device(DEVICE).type == "cuda"
+            if middle:
+                torch.cuda.set_sync_debug_mode("error")
+            try:
+                plain(self, batch, maps)
+            finally:
+                if middle:
+                    torch.cuda.set_sync_debug_mode("default")
+            guarded.append(maps.layer)
+        monkeypatch.setattr(cls, method, run)
+
+    cls = probes.get_probe(name)
+    guard(cls, "update")
+    guard(cls, "fit_update")
+    guard(ExampleRecorder, "update")
+    kwargs = probe_run_arguments(name, tmp_path, lambda: request.getfixturevalue("shared_corpora"))
+    if name == "coref":
+        kwargs.update(window=500, stride=250)
+    if not cls.needs_fit:
+        kwargs.pop("fit_on", None)
+    result = probes.run([name], model=str(folder), device=DEVICE, batch_size=4, progress=False, **kwargs)[name]
+    assert result.info.sentences > 0 and {1, 2} <= set(guarded)

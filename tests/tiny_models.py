@@ -264,6 +264,25 @@ def build_tiny_model(family: str, out_dir: Path, *, seed: int = 0) -> Path:
     return out_dir
 
 
+def with_layers(folder: Path, layers: int, positions: int, *, causal: bool = False, seed: int = 0) -> Path:
+    """The checkpoint in `folder` (any family's, tests/causal_models.py's too: causal=True) rebuilt in place with
+    `layers` layers (random weights, `seed`), taking at least `positions` positions, its tokenizer that many
+    subwords. Returns `folder`."""
+    import torch
+    import transformers as tf
+
+    config = tf.AutoConfig.from_pretrained(folder)
+    config.num_hidden_layers = layers
+    config.max_position_embeddings = max(config.max_position_embeddings, positions)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        (tf.AutoModelForCausalLM if causal else tf.AutoModel).from_config(config).save_pretrained(folder)
+    tokenizer = tf.AutoTokenizer.from_pretrained(folder)
+    tokenizer.model_max_length = positions
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 if __name__ == "__main__":  # python tests/tiny_models.py OUT_DIR [family ...]
     import sys
 

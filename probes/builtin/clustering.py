@@ -20,6 +20,7 @@ from abc import abstractmethod
 import numpy as np
 import torch
 
+from probes.base.devices import to_device
 from probes.encoding.batching import Batch
 from probes.results.bootstrap import attach_intervals
 from probes.builtin.fitted import FitPresentation
@@ -41,6 +42,7 @@ class ClusteringProbe(FitPresentation, Probe):
 
     needs_vectors = True
     needs_fit = True
+    state_on_device = True
     unit = "units"  # what the units are, for messages ("words", "entities", "phrases")
     view = "units"
 
@@ -48,7 +50,7 @@ class ClusteringProbe(FitPresentation, Probe):
         super().__init__(layers, heads, **options)
         self.add_state("centroids", Centroids(layers, heads), fit=True)  # per-label sums [K,L,H,d] and counts [K]
         self.add_state("hits", LabelSums((layers, heads)), replicated=True)  # [labels, L, H] units predicted right (replicas [labels, R, L, H])
-        self.add_state("units", LabelSums(()), replicated=True)  # [labels] units scored (replicas [labels, R])
+        self.add_state("units", LabelSums(()), replicated=True, host=True)  # [labels] units scored (replicas [labels, R]), gold alone
 
     @abstractmethod
     def spans(self, sentence: Sentence) -> list[tuple[str, int, int]]:
@@ -61,20 +63,22 @@ class ClusteringProbe(FitPresentation, Probe):
         """The centroids' labels sorted (their own order is the order first met, which chunks and shards change)."""
         return sorted(self.centroids.names)
 
-    def _sorted_position(self) -> torch.Tensor:
-        """[K] each centroid's position in ``view_labels``."""
+    def _sorted_position(self, batch: Batch, device: torch.device) -> torch.Tensor:
+        """[K] each centroid's position in ``view_labels``, on `device` (made once per batch)."""
         position = {name: k for k, name in enumerate(self.view_labels())}
-        return torch.tensor([position[name] for name in self.centroids.names])
+        return batch.memo(("clustering.sorted", id(self), device), lambda: to_device(
+            torch.tensor([position[name] for name in self.centroids.names]), device))
 
     def unit_vectors(self, batch: Batch, maps: LayerMaps) -> tuple[list[str], torch.Tensor]:
         """Labels and vectors [N,H,d] of the batch's units at layer ``maps.layer``: the mean of each span's
         word vectors."""
         key = ("clustering.units", self.name, tuple(sorted(self.config.items())))
-        labels, member, rows, slots, lengths = batch.memo(key, lambda: _members(
-            [self.spans(s) for s in batch.sentences], batch.width))
+        labels, *units = batch.memo(key, lambda: _members([self.spans(s) for s in batch.sentences], batch.width))
         words = maps.word_vectors  # [B,H,C,d]
         if not labels:
             return labels, words.new_zeros((0, words.shape[1], words.shape[-1]))
+        member, rows, slots, lengths = batch.memo((*key, words.device), lambda: [to_device(t, words.device)
+                                                                                for t in units])
         sums = member.to(words)[:, None] @ words  # [B,H,U,d] sum of each unit's word vectors
         vectors = sums.transpose(1, 2)[rows, slots]  # [N,H,d]
         return labels, vectors / lengths.to(vectors)[:, None, None]
@@ -89,18 +93,24 @@ class ClusteringProbe(FitPresentation, Probe):
         labels, vectors = self.unit_vectors(batch, maps)
         if not labels:
             return
-        predicted = self.centroids.classify(vectors, maps.layer).cpu()  # [N,H]
-        right = predicted == self.centroids.index(labels)[:, None]  # [N,H]
-        rows = self.unit_rows(batch)  # [N] sentence of each unit
-        self.keep_view(maps.layer, rows, predicted=self._sorted_position()[predicted], right=right)
-        self.hits.add(self.hits.ids(labels), right, at=(maps.layer,), sentences=rows, batch=batch)
+        device = vectors.device
+        predicted = self.centroids.classify(vectors, maps.layer)  # [N,H]
+        right = predicted == batch.memo(("clustering.index", id(self)), lambda: self.centroids.index(labels))[:, None]
+        rows = self.unit_rows(batch)  # [N] sentence of each unit, on the host
+        on_device = batch.memo(("clustering.rows", id(self), device), lambda: to_device(rows, device))
+        self.keep_view(maps.layer, on_device, predicted=self._sorted_position(batch, device)[predicted], right=right)
+        hits = self.batch_buffer(batch, "clustering.right", (len(labels), self.layers, self.heads), torch.bool)
+        hits[:, maps.layer] = right  # [N,L,H]: the batch's hits added at once, at the last layer (one product, not L)
+        if maps.layer == self.layers - 1:
+            self.hits.add(self.hits.ids(labels), hits, sentences=on_device, batch=batch)
         if maps.layer == 0:  # units are counted once
             self.units.add(self.units.ids(labels), torch.ones(len(labels)), sentences=rows, batch=batch)
 
     def unit_rows(self, batch: Batch) -> torch.Tensor:
-        """[N] the sentence row of each unit of ``unit_vectors``, in its order (units in sentence order)."""
-        return batch.memo(("clustering.rows", self.name, tuple(sorted(self.config.items()))), lambda: torch.repeat_interleave(
-            torch.arange(len(batch.sentences)), torch.tensor([len(self.spans(s)) for s in batch.sentences])))
+        """[N] the sentence row of each unit of ``unit_vectors``, in its order (units in sentence order), on the
+        host."""
+        return batch.memo(("clustering.rows", self.name, tuple(sorted(self.config.items()))), lambda: torch.from_numpy(
+            np.repeat(np.arange(len(batch.sentences)), [len(self.spans(s)) for s in batch.sentences])))
 
     def merge(self, other: "ClusteringProbe") -> None:
         """Add another shard's scores; both must have scored with the same (merged) centroids."""

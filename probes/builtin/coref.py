@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import torch
 
+from probes.base.devices import to_device
 from probes.encoding.batching import Batch
 from probes.results.bootstrap import attach_intervals
 from probes.builtin.anaphors import COUNTS, WINDOW_RULE, assign
@@ -47,6 +48,7 @@ BASELINE_NAME = f"best baseline ({', '.join(BASELINES[:2])} or an offset)"  # wh
 
 @register
 class CoreferenceProbe(Probe, declared=COREF):
+    state_on_device = True
     needs = ("mentions",)
     corpus_format = "coref"
     view = "mentions"
@@ -55,11 +57,12 @@ class CoreferenceProbe(Probe, declared=COREF):
         super().__init__(layers, heads, **options)
         for prefix in ("", "nest_"):  # anaphor types, then nested / non_nested: each partitions the anaphors
             self.add_state(f"{prefix}hits", LabelSums((layers, heads)), replicated=True)  # [labels, L, H] anaphors right
-            self.add_state(f"{prefix}baseline_hits", LabelSums((len(BASELINES),)), replicated=True)  # [labels, K]
-            self.add_state(f"{prefix}anaphors", LabelSums(()), replicated=True)  # [labels] anaphors scored
-            self.add_state(f"{prefix}reachable", LabelSums(()))  # [labels] anaphors with an antecedent head before h
-            self.add_state(f"{prefix}causal_baseline_hits", LabelSums((len(BASELINES),)))  # [labels, K] at such a head
-        self.add_state("counts", torch.zeros(len(COUNTS), dtype=torch.int64))  # [COUNTS]
+            # the rest is gold alone, counted on the host
+            self.add_state(f"{prefix}baseline_hits", LabelSums((len(BASELINES),)), replicated=True, host=True)  # [labels, K]
+            self.add_state(f"{prefix}anaphors", LabelSums(()), replicated=True, host=True)  # [labels] anaphors scored
+            self.add_state(f"{prefix}reachable", LabelSums(()), host=True)  # [labels] anaphors with an antecedent head before h
+            self.add_state(f"{prefix}causal_baseline_hits", LabelSums((len(BASELINES),)), host=True)  # [labels, K] at such a head
+        self.add_state("counts", torch.zeros(len(COUNTS), dtype=torch.int64), host=True)  # [COUNTS]
 
     def skip_reason(self, sentence: Sentence) -> str | None:
         """None for a coreference document, or one of its windows (``rows``); else no_mentions."""
@@ -83,21 +86,28 @@ class CoreferenceProbe(Probe, declared=COREF):
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         rows, heads, member, columns, baselines, types, nesting = batch.memo("coref.anaphors", lambda: _anaphors(batch))
-        weights = self.bootstrap.weights(batch)  # [R,B] or None
         if maps.layer == 0:  # what does not depend on the layer is counted once
             for s in batch.sentences:
                 self.counts += torch.tensor([s.ann["anaphors"].counts.get(name, 0) for name in COUNTS])
         n = len(types)
         if not n:
             return
-        looked = maps.predictions_at(rows, heads).cpu()  # [N,H] where each anaphor's head word looks (its row alone)
-        right = _any(member, looked[member] == columns[:, None], n)  # [N,H] at an antecedent's head word
-        self.keep_view(maps.layer, rows, right=right, head=looked)
-        for prefix, labels in (("", types), ("nest_", nesting)):
-            hits = getattr(self, f"{prefix}hits")
-            hits.add(hits.ids(labels), right, at=(maps.layer,), sentences=rows, weights=weights)
-        if maps.layer:
+        device = maps.device
+        on_rows, on_member, on_columns = batch.memo(("coref.anaphors", device), lambda: [
+            to_device(t, device) for t in (rows, member, columns)])
+        looked = maps.predictions_at(rows, heads)  # [N,H] where each anaphor's head word looks (its row alone)
+        right = _any(on_member, looked[on_member] == on_columns[:, None], n)  # [N,H] at an antecedent's head word
+        self.keep_view(maps.layer, on_rows, right=right, head=looked)
+        every = self.batch_buffer(batch, "coref.right", (n, self.layers, self.heads), torch.bool)  # [N,L,H]
+        every[:, maps.layer] = right
+        if maps.layer == self.layers - 1:  # the batch's hits added at once, every layer's (one product, not L)
+            weights = self.bootstrap.weights(batch, device)  # [R,B] or None
+            for prefix, labels in (("", types), ("nest_", nesting)):
+                hits = getattr(self, f"{prefix}hits")
+                hits.add(hits.ids(labels), every, sentences=on_rows, weights=weights)
+        if maps.layer:  # the baselines are gold alone: on the host, once
             return
+        weights = self.bootstrap.weights(batch)
         at_antecedent = baselines[member] == columns[:, None]  # [M,K]
         before = columns < heads[member]  # [M] the antecedent's head word precedes the anaphor's
         base_right = _any(member, at_antecedent, n)  # [N,K]
@@ -183,5 +193,5 @@ def _anaphors(batch: Batch):
 
 def _any(member: torch.Tensor, hits: torch.Tensor, n: int) -> torch.Tensor:
     """[M,...] hits of (anaphor, antecedent) pairs → [N,...] whether any antecedent of each anaphor hit."""
-    return torch.zeros((n, *hits.shape[1:])).index_add_(0, member, hits.float()) > 0
+    return torch.zeros((n, *hits.shape[1:]), device=hits.device).index_add_(0, member, hits.float()) > 0
 

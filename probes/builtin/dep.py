@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from probes.base.devices import to_device
 from probes.encoding.batching import Batch
 from probes.results.bootstrap import attach_intervals
 from probes.settings.declared import DEP
@@ -46,6 +47,7 @@ ROOT_TRIVIAL = "attention to [CLS] counts as right"
 
 @register
 class DependencyProbe(Probe, declared=DEP):
+    state_on_device = True
     needs = ("head", "deprel")
     view = "arcs"
 
@@ -54,9 +56,11 @@ class DependencyProbe(Probe, declared=DEP):
         self.offsets = CLAMPED_OFFSETS if self.config["offsets"] == "clamped" else OFFSETS
         # replicated: the "either" way, [labels, R, L, H] and [labels, R, offsets]
         self.add_state("hits", LabelSums((len(WAYS), layers, heads), main=0), replicated=True)  # [labels, 3, L, H] arcs right, per way
-        self.add_state("baseline_hits", LabelSums((len(WAYS), len(self.offsets)), main=0), replicated=True)  # [labels, 3, offsets]
-        self.add_state("arcs", LabelSums(()), replicated=True)  # [labels] arc counts
-        self.add_state("left_arcs", LabelSums(()))  # [labels] arcs whose head precedes the dependent (root arcs too)
+        # the rest is gold alone, counted on the host
+        self.add_state("baseline_hits", LabelSums((len(WAYS), len(self.offsets)), main=0), replicated=True,
+                       host=True)  # [labels, 3, offsets]
+        self.add_state("arcs", LabelSums(()), replicated=True, host=True)  # [labels] arc counts
+        self.add_state("left_arcs", LabelSums(()), host=True)  # [labels] arcs whose head precedes the dependent (root arcs too)
 
     def reader_options(self):
         return {"subtypes": self.config["subtypes"]}
@@ -65,29 +69,31 @@ class DependencyProbe(Probe, declared=DEP):
         return arc_items(sentence)
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
-        rows, dependents, heads, labels = batch.memo("dep.arcs", lambda: _arcs(batch))
+        rows, dependents, heads, labels = batch.memo("dep.arcs", lambda: _arcs(batch))  # on the host
+        device = maps.device
+        on_device = batch.memo(("dep.arcs", device), lambda: tuple(to_device(t, device)
+                                                                   for t in (rows, dependents, heads)))
         zero_self, words_only = self.config["zero_self"], self.config["words_only"]
         if zero_self or words_only:
             pred = argmax_words(maps.word_attention, zero_self, words_only).transpose(1, 2)  # [B,C-1,H]
         else:  # the project's reading: the predictions every probe of the run shares
             pred = maps.predictions.transpose(1, 2)  # [B,C,H]
-        dependents_pred = pred[rows, dependents].cpu()  # [N,H] where each dependent looks
-        to_head = dependents_pred == heads[:, None]
+        arc_rows, arc_dependents, arc_heads = on_device  # [N] each
+        to_head = pred[arc_rows, arc_dependents] == arc_heads[:, None]  # [N,H] the dependent looks at its head
         if self.config["head_to_dep"] == "row":
-            heads_pred = pred[rows, heads].cpu()  # [N,H] where each head word looks
-            to_dep = heads_pred == dependents[:, None]
+            to_dep = pred[arc_rows, arc_heads] == arc_dependents[:, None]  # [N,H] the head word looks at its dependent
         else:  # the word that looks at each dependent most, argmax over rows: a column argmax
             looked_at = argmax_words(maps.word_attention.transpose(-1, -2), zero_self, words_only)  # [B,H,C-1]
-            to_dep = looked_at.transpose(1, 2)[rows, dependents].cpu() == heads[:, None]  # [N,H]
+            to_dep = looked_at.transpose(1, 2)[arc_rows, arc_dependents] == arc_heads[:, None]  # [N,H]
         either = to_head | to_dep
-        self.keep_view(maps.layer, rows, right=either)
+        self.keep_view(maps.layer, arc_rows, right=either)
         right = self.batch_buffer(batch, "dep.right", (len(labels), len(WAYS), self.layers, self.heads),
                                   torch.bool)  # [N,3,L,H]
         this_layer = right[:, :, maps.layer]  # [N,3,H] a view: the ways in WAYS order
         this_layer[:, 0], this_layer[:, 1], this_layer[:, 2] = either, to_head, to_dep
         if maps.layer == self.layers - 1:  # the batch's hits added at once, every layer's (one product, not L)
-            self.hits.add(self.hits.ids(labels), right, sentences=rows, batch=batch)
-        if maps.layer:  # the arcs and the baselines do not depend on the layer: counted once, at layer 0
+            self.hits.add(self.hits.ids(labels), right, sentences=arc_rows, batch=batch)
+        if maps.layer:  # the arcs and the baselines do not depend on the layer: counted once, at layer 0, on the host
             return
         self.arcs.add(self.arcs.ids(labels), torch.ones(len(labels)), sentences=rows, batch=batch)
         self.left_arcs.add(self.left_arcs.ids(labels), (heads < dependents).double())

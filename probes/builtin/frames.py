@@ -54,6 +54,7 @@ from pathlib import Path
 
 import torch
 
+from probes.base.devices import to_device
 from probes.encoding.batching import Batch
 from probes.results.bootstrap import replicate_ratio
 from probes.settings.declared import FRAMES
@@ -76,6 +77,7 @@ DOCUMENT_LISTS = {"standard-test": STANDARD_TEST_DOCUMENTS, "standard-dev": STAN
 
 @register
 class FrameElementProbe(Probe, declared=FRAMES):
+    state_on_device = True
     needs = ("frames",)
     corpus_format = "framenet"
     view = "frames"
@@ -86,13 +88,14 @@ class FrameElementProbe(Probe, declared=FRAMES):
             if self.config[name] < 0:
                 raise InputError(f"--{name.replace('_', '-')} must be 0 or more, not {self.config[name]}")
         self.add_state("sums", LabelSums((len(GRIDS), layers, heads)))  # [FE names, 6, L, H] per-instance values
-        self.add_state("counts", LabelSums(()))  # [FE names] instances scored
-        self.add_state("reachable", LabelSums((len(DIRECTIONS),)))  # [FE names, 2] an FE word before / after a target word
+        # gold alone, counted on the host: instances, their sides, the filters' tallies
+        self.add_state("counts", LabelSums(()), host=True)  # [FE names] instances scored
+        self.add_state("reachable", LabelSums((len(DIRECTIONS),)), host=True)  # [FE names, 2] an FE word before / after a target word
         # the bootstrap's replicates of the overall score only (FE names are many: per name they would not fit)
         self.add_state("replicate_sums", torch.zeros(layers, heads, dtype=torch.float64), replicated=True)  # [R,L,H]
-        self.add_state("replicate_counts", torch.zeros((), dtype=torch.float64), replicated=True)  # [R]
-        self.add_state("annotated", torch.zeros((), dtype=torch.int64))  # instances seen by skip_reason (all filters)
-        self.add_state("removed", torch.zeros(len(FILTERS), dtype=torch.int64))  # [FILTERS] instances each removed
+        self.add_state("replicate_counts", torch.zeros((), dtype=torch.float64), replicated=True, host=True)  # [R]
+        self.add_state("annotated", torch.zeros((), dtype=torch.int64), host=True)  # instances seen by skip_reason (all filters)
+        self.add_state("removed", torch.zeros(len(FILTERS), dtype=torch.int64), host=True)  # [FILTERS] instances each removed
 
     def reader_options(self):
         documents = self.config["documents"]
@@ -123,11 +126,12 @@ class FrameElementProbe(Probe, declared=FRAMES):
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         key = ("frames.pairs", tuple(sorted(self.config.items())))  # the instances depend on the filter options
-        labels, pairs = batch.memo(key, lambda: _pairs(batch, self.config))
+        labels, pairs, sentence = batch.memo(key, lambda: _pairs(batch, self.config))  # on the host
         if not labels:
             return
         attention = maps.word_attention  # [B,H,C,C]
-        instance, rows, t, f = pairs.to(attention.device).unbind(1)  # [P] each
+        instance, rows, t, f, on_device = batch.memo((*key, attention.device), lambda: (
+            *to_device(pairs, attention.device).unbind(1), to_device(sentence, attention.device)))  # [P] each, [N]
         t_to_f = attention[rows, :, t, f]  # [P,H] A[t, f]
         f_to_t = attention[rows, :, f, t]  # [P,H] A[f, t]
         pred = maps.predictions.transpose(1, 2)  # [B,C,H]
@@ -140,13 +144,13 @@ class FrameElementProbe(Probe, declared=FRAMES):
         per_instance = torch.zeros(shape, dtype=per_pair.dtype, device=per_pair.device).scatter_reduce_(
             0, index, per_pair, "amax")  # [N,6,H] max over each instance's (t, f) pairs (all values ≥ 0)
         self.sums.add(self.sums.ids(labels), per_instance, at=(slice(None), maps.layer))
-        sentence = torch.zeros(len(labels), dtype=torch.long).scatter_(0, instance.cpu(), rows.cpu())  # [N] each instance's row
-        self.keep_view(maps.layer, sentence, right=per_instance[:, 3] > 0, weight=per_instance[:, 0])
-        self.add_replicated(self.replicate_sums, sentence, per_instance[:, 0], batch, at=(maps.layer,))
-        if maps.layer == 0:  # instances are counted once
+        self.keep_view(maps.layer, on_device, right=per_instance[:, 3] > 0, weight=per_instance[:, 0])
+        self.add_replicated(self.replicate_sums, on_device, per_instance[:, 0], batch, at=(maps.layer,))
+        if maps.layer == 0:  # instances are counted once, on the host
+            instance, _, t, f = pairs.unbind(1)
             self.counts.add(self.counts.ids(labels), torch.ones(len(labels)))
             sides = torch.stack([f < t, t < f], dim=1).double()  # [P,2]
-            reached = torch.zeros(len(labels), len(DIRECTIONS), dtype=sides.dtype, device=sides.device)
+            reached = torch.zeros(len(labels), len(DIRECTIONS), dtype=sides.dtype)
             self.reachable.add(self.reachable.ids(labels), reached.index_add_(0, instance, sides) > 0)  # [N,2]
             self.add_replicated(self.replicate_counts, sentence, torch.ones(len(labels)), batch)
 
@@ -210,15 +214,16 @@ def _instances(sentence: Sentence, config: dict) -> tuple[list[tuple[str, list[i
     return kept, removed
 
 
-def _pairs(batch: Batch, config: dict) -> tuple[list[str], torch.Tensor]:
-    """The FE name of each instance of a batch, and pairs [P,4]: (instance, sentence row, target column,
-    FE column), one per (target word, FE word) of each instance."""
-    labels, pairs = [], []
+def _pairs(batch: Batch, config: dict) -> tuple[list[str], torch.Tensor, torch.Tensor]:
+    """The FE name of each instance of a batch, pairs [P,4]: (instance, sentence row, target column, FE column),
+    one per (target word, FE word) of each instance, and the sentence row of each instance [N]."""
+    labels, pairs, rows = [], [], []
     for row, sentence in enumerate(batch.sentences):
         for label, target, fe in _instances(sentence, config)[0]:
             pairs.extend((len(labels), row, t + 1, f + 1) for t in target for f in fe)
             labels.append(label)
-    return labels, torch.tensor(pairs, dtype=torch.long).reshape(-1, 4)
+            rows.append(row)
+    return labels, torch.tensor(pairs, dtype=torch.long).reshape(-1, 4), torch.tensor(rows, dtype=torch.long)
 
 
 def _scores(count: torch.Tensor, sums: torch.Tensor) -> LabelScores:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from probes.base.devices import to_device
 from probes.encoding.batching import Batch
 from probes.builtin.clustering import ClusteringProbe
 from probes.settings.declared import POS
@@ -32,8 +33,10 @@ class PosProbe(ClusteringProbe, declared=POS):
     def unit_vectors(self, batch: Batch, maps: LayerMaps) -> tuple[list[str], torch.Tensor]:
         """Words are one-word spans: gather their word vectors directly, [N,H,d]."""
         tagset = self.config["tagset"]
-        labels, rows, columns = batch.memo(("pos.words", tagset), lambda: _tagged_words(batch, tagset))
+        labels, *at = batch.memo(("pos.words", tagset), lambda: _tagged_words(batch, tagset))
         words = maps.word_vectors.transpose(1, 2)  # [B,C,H,d]
+        rows, columns = batch.memo(("pos.words", tagset, words.device),
+                                   lambda: [to_device(t, words.device) for t in at])
         return labels, words[rows, columns]
 
 

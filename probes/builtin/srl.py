@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import torch
 
+from probes.base.devices import to_device
 from probes.encoding.batching import Batch
 from probes.results.bootstrap import attach_intervals
 from probes.settings.declared import SRL
@@ -45,6 +46,7 @@ NOT_ARGUMENTS = ("V", "C-V")
 
 @register
 class SemanticRoleProbe(Probe, declared=SRL):
+    state_on_device = True
     needs = ("srl",)
     corpus_format = "propbank"
     view = "roles"
@@ -53,11 +55,13 @@ class SemanticRoleProbe(Probe, declared=SRL):
         super().__init__(layers, heads, **options)
         # replicated: the "either" way, [roles, R, L, H] and [roles, R, offsets]
         self.add_state("hits", LabelSums((len(WAYS), layers, heads), main=0), replicated=True)  # [roles, 3, L, H] arguments right, per way
-        self.add_state("baseline_hits", LabelSums((len(WAYS), len(OFFSETS)), main=0), replicated=True)  # [roles, 3, offsets]
-        self.add_state("arguments", LabelSums(()), replicated=True)  # [roles] argument counts
-        self.add_state("reachable", LabelSums((len(DIRECTIONS),)))  # [roles, 2] arguments with a word before / after p
-        self.add_state("not_arguments", LabelSums(()))  # [V / C-V] predicate words left out
-        self.add_state("predicates", torch.zeros((), dtype=torch.int64))  # predicates seen
+        # the rest is gold alone, counted on the host
+        self.add_state("baseline_hits", LabelSums((len(WAYS), len(OFFSETS)), main=0), replicated=True,
+                       host=True)  # [roles, 3, offsets]
+        self.add_state("arguments", LabelSums(()), replicated=True, host=True)  # [roles] argument counts
+        self.add_state("reachable", LabelSums((len(DIRECTIONS),)), host=True)  # [roles, 2] arguments with a word before / after p
+        self.add_state("not_arguments", LabelSums(()), host=True)  # [V / C-V] predicate words left out
+        self.add_state("predicates", torch.zeros((), dtype=torch.int64), host=True)  # predicates seen
 
     def skip_reason(self, sentence: Sentence) -> str | None:
         if "srl" not in sentence.ann:
@@ -67,9 +71,11 @@ class SemanticRoleProbe(Probe, declared=SRL):
         return None
 
     def view_items(self, sentence: Sentence) -> list[dict]:
-        args, pairs, labels, _ = _arguments([sentence], self.config["arg_span"] == "head")
-        return [{"from": [int(args[k, 1])], "to": pairs[pairs[:, 0] == k, 1].tolist(), "label": label}
-                for k, label in enumerate(labels)]
+        args, pairs, labels, _ = _argument_lists([sentence], self.config["arg_span"] == "head")
+        words: list[list[int]] = [[] for _ in labels]
+        for k, column in pairs:
+            words[k].append(column)
+        return [{"from": [args[k][1]], "to": words[k], "label": label} for k, label in enumerate(labels)]
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         heads_only = self.config["arg_span"] == "head"
@@ -81,9 +87,10 @@ class SemanticRoleProbe(Probe, declared=SRL):
                 self.not_arguments.add(self.not_arguments.ids(others), torch.ones(len(others)))
         if not labels:
             return
-        device = maps.predictions.device
-        rows, predicates = args.to(device).unbind(1)  # [N] sentence row and predicate column of each argument
-        member, column = pairs.to(device).unbind(1)  # [M] argument index and word column of each (argument, word)
+        device = maps.device
+        rows, predicates, member, column = batch.memo(("srl.arguments", heads_only, device), lambda: (
+            *to_device(args, device).unbind(1),  # [N] sentence row and predicate column of each argument
+            *to_device(pairs, device).unbind(1)))  # [M] argument index and word column of each (argument, word)
         pred = maps.predictions.transpose(1, 2)  # [B,C,H]
         from_predicate = pred[rows, predicates]  # [N,H] where each argument's predicate looks
         into_argument = from_predicate[member] == column[:, None]  # [M,H]
@@ -91,11 +98,16 @@ class SemanticRoleProbe(Probe, declared=SRL):
         n = len(labels)
         pred_to_arg, arg_to_pred = _any(member, into_argument, n), _any(member, to_predicate, n)  # [N,H]
         self.keep_view(maps.layer, rows, right=pred_to_arg | arg_to_pred)
-        self.hits.add(self.hits.ids(labels), torch.stack([pred_to_arg | arg_to_pred, pred_to_arg, arg_to_pred], dim=1),
-                      at=(slice(None), maps.layer), sentences=rows, batch=batch)
+        hits = self.batch_buffer(batch, "srl.right", (n, len(WAYS), self.layers, self.heads), torch.bool)  # [N,3,L,H]
+        hits[:, 0, maps.layer], hits[:, 1, maps.layer], hits[:, 2, maps.layer] = \
+            pred_to_arg | arg_to_pred, pred_to_arg, arg_to_pred
+        if maps.layer == self.layers - 1:  # the batch's hits added at once, every layer's (one product, not L)
+            self.hits.add(self.hits.ids(labels), hits, sentences=rows, batch=batch)
         if maps.layer:
             return
-        offsets = torch.tensor(OFFSETS, device=device)
+        rows, predicates = args.unbind(1)  # the gold alone, on the host
+        member, column = pairs.unbind(1)
+        offsets = torch.tensor(OFFSETS)
         base_into = _any(member, column[:, None] == predicates[member, None] + offsets, n)  # [N,K] p + k ∈ S
         base_to = _any(member, column[:, None] + offsets == predicates[member, None], n)  # [N,K] t + k == p, t ∈ S
         base_hits = torch.stack([base_into | base_to, base_into, base_to], dim=1)  # [N,3,K]
@@ -132,6 +144,12 @@ def _arguments(sentences: list[Sentence], heads_only: bool):
     column: one row per word of each argument, the predicate's column left out), the role of
     each argument, and the V/C-V labels set aside. Columns are word index + 1.
     """
+    args, pairs, labels, others = _argument_lists(sentences, heads_only)
+    return _pairs(args), _pairs(pairs), labels, others
+
+
+def _argument_lists(sentences: list[Sentence], heads_only: bool):
+    """``_arguments`` as lists: args and pairs lists of (int, int)."""
     args, pairs, labels, others = [], [], [], []
     for row, sentence in enumerate(sentences):
         for predicate in sentence.ann["srl"]:
@@ -144,7 +162,7 @@ def _arguments(sentences: list[Sentence], heads_only: bool):
                 pairs.extend((len(labels), w + 1) for w in words if w != p)
                 args.append((row, p + 1))
                 labels.append(role)
-    return _pairs(args), _pairs(pairs), labels, others
+    return args, pairs, labels, others
 
 
 def _any(member: torch.Tensor, hits: torch.Tensor, n: int) -> torch.Tensor:

@@ -17,6 +17,7 @@ from functools import cached_property
 
 import torch
 
+from probes.base.devices import CPU, to_device
 from probes.encoding.batching import Batch
 from probes.capture.sdpa_qk import AttentionEntries
 from probes.encoding.pooling import per_head, pool_attention, pool_vectors
@@ -109,20 +110,21 @@ class LayerMaps:
         their own rows: a batch of long windows holds one of them and thirty others)."""
         if "word_attention" in self.__dict__ or len(rows) == len(self.batch.sentences):
             return self.word_attention[rows]
-        index = torch.tensor(rows, device=self.attention.device)
-        query, key = (p[index] for p in self.batch.pooling(self.attention.device))
+        device = self.attention.device
+        index = self.batch.memo(("rows", tuple(rows), device), lambda: to_device(torch.tensor(rows), device))
+        query, key = (p[index] for p in self.batch.pooling(device))
         return pool_attention(self.attention[index], query, key)
 
     def predictions_at(self, rows: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
         """[N,H] ``predictions[rows, :, words]``: where word column words[n] of sentence rows[n] attends most,
         pooled from those words' subword rows alone (segment sums, key side then query side, as ``word_attention``
         for wide batches), without the whole batch's [B,H,C,C] map: for probes that read a few rows of long
-        inputs (coref: the anaphors' head words of windows of hundreds of words). rows, words [N] on any device."""
-        query, key = self.batch.segments(self.attention.device)
+        inputs (coref: the anaphors' head words of windows of hundreds of words). rows, words [N] on the host, the
+        same tensors at every layer of a batch: which subwords they pick is found on the host once per batch."""
         device = self.attention.device
-        rows, words = rows.to(device), words.to(device)
-        pick, token = (query.word[rows] == words[:, None]).nonzero(as_tuple=True)  # [S] (item, subword) pairs
-        batch_row = rows[pick]  # [S]
+        query, key = self.batch.segments(device)
+        pick, token, batch_row = self.batch.memo(("predictions_at", id(rows), id(words), device), lambda: (
+            *(to_device(t, device) for t in _subword_rows(self.batch, rows, words)), rows, words))[:3]
         subword_rows = self.attention[batch_row, :, token]  # [S,H,T] each picked subword's attention row
         if key.weight is not None:
             subword_rows = subword_rows * key.weight[batch_row, None, :].to(subword_rows.dtype)
@@ -132,3 +134,11 @@ class LayerMaps:
             keyed = keyed * query.weight[batch_row, token, None, None].to(keyed.dtype)
         pooled = keyed.new_zeros(len(rows), *keyed.shape[1:]).index_add_(0, pick, keyed)  # [N,H,C+1]
         return pooled[..., : key.width - 1].argmax(dim=-1)  # the end column (C-1) and the dropped one left out
+
+
+def _subword_rows(batch: Batch, rows: torch.Tensor, words: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The (item, subword) pairs [S] that pool word column words[n] of sentence rows[n] (rows, words [N] on the
+    host), and each pair's batch row: from the batch's query pooling on the host (its layout is host data)."""
+    query, _ = batch.segments(CPU)
+    pick, token = (query.word[rows] == words[:, None]).nonzero(as_tuple=True)  # [S] each
+    return pick, token, rows[pick]

@@ -19,6 +19,7 @@ import torch
 
 from probes.encoding.batching import Batch
 from probes.base.choices import DEFAULT_SEED, MASK64, check_bootstrap
+from probes.base.devices import CPU, to_device
 from probes.encoding.identity import sentence_key
 from probes.results.intervals import SCORE_RANGES, attach_interval, effective_count, interval_method, record_range
 from probes.results.probe_result import ProbeResult
@@ -68,13 +69,15 @@ class Bootstrap:
     def __post_init__(self) -> None:
         check_bootstrap(self.replicates, self.seed)
 
-    def weights(self, batch: Batch) -> torch.Tensor | None:
-        """[R,B] float32 replicate weights of the batch's sentences (made once per batch; small integers, exact in
-        any float type), or None without replicates."""
+    def weights(self, batch: Batch, device: torch.device = CPU) -> torch.Tensor | None:
+        """[R,B] float32 replicate weights of the batch's sentences on `device` (made on the host and copied there
+        once per batch; small integers, exact in any float type), or None without replicates."""
         if not self.replicates:
             return None
-        return batch.memo(("bootstrap.weights", self.replicates, self.seed), lambda: torch.from_numpy(
+        made = batch.memo(("bootstrap.weights", self.replicates, self.seed), lambda: torch.from_numpy(
             replicate_weights([sentence_key(s) for s in batch.sentences], self.replicates, self.seed)).float())
+        return batch.memo(("bootstrap.weights", self.replicates, self.seed, torch.device(device)),
+                          lambda: to_device(made, device))
 
 
 def weighted_sums(groups: torch.Tensor, count: int, sentences: torch.Tensor, values: torch.Tensor,
@@ -106,21 +109,23 @@ def add_weighted_sums(table: torch.Tensor, groups: torch.Tensor, sentences: torc
 
 def _per_sentence(groups: torch.Tensor, count: int, sentences: torch.Tensor, values: torch.Tensor,
                   b: int) -> torch.Tensor:
-    """[B,count·F] float64: the items' values [N,F] summed per (sentence, group); groups, sentences [N]."""
-    summed = torch.zeros(b * count, values.shape[1], dtype=torch.float64)
-    summed.index_add_(0, sentences.cpu() * count + groups.cpu(), values.cpu().double())
+    """[B,count·F] float64 on the values' device: the items' values [N,F] summed per (sentence, group); groups,
+    sentences [N] on that device."""
+    summed = torch.zeros(b * count, values.shape[1], dtype=torch.float64, device=values.device)
+    summed.index_add_(0, sentences * count + groups, values.double())
     return summed.view(b, -1)
 
 
 def add_replicates(table: torch.Tensor, sentences: torch.Tensor, values: torch.Tensor, weights: torch.Tensor | None,
                    at: tuple = ()) -> None:
     """Replicate sums without labels (a probe's float64 state [R, *shape]): table[:, at] += Σ_i weights[:,
-    sentences[i]] · values[i], values [N, ...] of the slice's shape, sentences [N] their batch rows. Nothing
-    without weights (no replicates)."""
+    sentences[i]] · values[i], values [N, ...] of the slice's shape, sentences [N] their batch rows, weights [R,B]
+    (copied to the table's device where they are elsewhere). Nothing without weights (no replicates)."""
     if weights is None:
         return
     target = table[(slice(None), *at)]  # [R, ...]
-    added = weighted_sums(torch.zeros(len(sentences), dtype=torch.long), 1, sentences,
+    sentences, values, weights = (t.to(table.device) for t in (sentences, values, weights))  # where given elsewhere
+    added = weighted_sums(sentences.new_zeros(len(sentences)), 1, sentences,
                           values.reshape(len(sentences), -1), weights, table.dtype)  # [R,1,F]
     target += added.reshape(target.shape)
 

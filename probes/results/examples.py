@@ -15,12 +15,15 @@ computed, and the heads a user named) can be picked then. The maps grow as N·L�
 model and 20 sentences of 400 words, 1.2 GB): they go to an unnamed temporary file (deleted when the
 recorder is), one block per sentence and layer, and only the chosen heads' maps are read back, so that
 memory holds only the predictions (24·16·401·2 B ≈ 0.3 MB a sentence for that model) and stays flat
-in depth. Batches without a recorded sentence cost nothing.
+in depth across the run. Within a batch, both stay on the run's device layer by layer (the batch's R recorded
+rows, every layer: [R,L,H,C] and [R,L,H,C,C], R·L·H·C² bytes of maps, R at most N) and come to the host once,
+at its last layer, so that a GPU run never waits for the host per layer (issue 44). Batches without a recorded
+sentence cost nothing.
 
 Each probe with a view of its own (probes.results.presentation: ``Presentation.view``; dep and trees: gold arcs, srl:
 predicate → argument, frames: target → frame element, pos/ner/con: units) also gives, at every layer, what each
 head made of each of its items (``kept_view``, set by its ``update`` from the tensors it scores with), kept
-for the recorded sentences.
+for the recorded sentences: stacked on the device layer by layer, read at the last layer in one copy per probe.
 
 ``view(result)`` is what a result carries under ``extra["sentence_views"]`` (the JSON key
 ``sentence_views``): every head's argmax arcs, the attention maps of the chosen heads only, and the probe's own
@@ -89,7 +92,7 @@ class ExampleRecorder:
         return self.limit == 0
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
-        """Keep layer ``maps.layer`` of the batch's recorded sentences."""
+        """Keep layer ``maps.layer`` of the batch's recorded sentences (on the device; to the host at the last)."""
         rows = batch.memo(("examples.rows", self.limit),
                           lambda: [b for b, index in enumerate(batch.indices) if index < self.limit])
         kept = {name: probe.kept_view for name, probe in self.viewing.items()}
@@ -98,7 +101,27 @@ class ExampleRecorder:
         if not rows:
             return
         attention = maps.word_attention_of(rows)  # [R,H,C,C] the recorded rows' (R = len(rows))
-        predictions = attention[..., :-1].argmax(dim=-1).to(torch.int16).cpu()  # [R,H,C-1] as maps.predictions
+        r, h, c, _ = attention.shape
+        held = batch.memo(("examples.held", id(self)), lambda: {
+            "predictions": torch.empty((r, self.layers, h, c), dtype=torch.int16, device=attention.device),
+            "maps": torch.empty((r, self.layers, h, c, c), dtype=torch.uint8, device=attention.device),
+            "marks": {}})  # probe -> [L] of (rows [N], {mark: [N,H]}) where it kept them
+        held["predictions"][:, maps.layer] = attention[..., :-1].argmax(dim=-1)  # [R,H,C] as maps.predictions
+        for k in range(r):  # one sentence at a time: the layer's scratch holds [H,C,C], not the batch's [R,H,C,C]
+            held["maps"][k, maps.layer] = quantize(attention[k], maps.scratch)
+        for name in self.viewing:
+            if kept[name] is not None and kept[name][0] == maps.layer:
+                held["marks"].setdefault(name, [None] * self.layers)[maps.layer] = kept[name][1:]
+        if maps.layer == self.layers - 1:
+            self._keep(batch, rows, held)
+
+    def _keep(self, batch: Batch, rows: list[int], held: dict[str, Any]) -> None:
+        """The batch's recorded rows, every layer, read to the host: predictions and maps in one copy (as bytes),
+        and each viewing probe's marks (one copy a probe)."""
+        predictions, maps = held["predictions"], held["maps"]  # [R,L,H,C] int16, [R,L,H,C,C] uint8
+        both = torch.cat([predictions.view(torch.uint8).reshape(-1), maps.reshape(-1)]).cpu().numpy()
+        split = 2 * predictions.numel()
+        predictions, maps = both[:split].view(np.int16).reshape(predictions.shape), both[split:].reshape(maps.shape)
         for k, b in enumerate(rows):
             sentence = batch.sentences[b]
             entry = self.kept.setdefault(batch.indices[b], {
@@ -107,27 +130,32 @@ class ExampleRecorder:
                 "maps_at": np.full(self.layers, -1, dtype=np.int64),  # [L] each layer's block in the store
                 "widths": np.zeros(self.layers, dtype=np.int64),  # [L] its side: the batch's C columns
                 "views": {}})  # probe -> {"items": [...], "marks": {name: [L] of [items,H]}}
-            entry["predictions"][maps.layer] = predictions[k, :, : len(sentence.words) + 1].numpy()
-            # one sentence at a time: the layer's scratch holds [H,C,C], not the batch's [B,H,C,C]
-            entry["maps_at"][maps.layer] = self._write(quantize(attention[k], maps.scratch).cpu().numpy())
-            entry["widths"][maps.layer] = batch.width
-        for name, probe in self.viewing.items():
-            self._keep_marks(name, probe, kept[name], batch, maps.layer, rows)
+            entry["predictions"][:] = predictions[k, :, :, : len(sentence.words) + 1]
+            for layer in range(self.layers):
+                entry["maps_at"][layer] = self._write(maps[k, layer])
+            entry["widths"][:] = batch.width
+        for name, per_layer in held["marks"].items():
+            self._keep_marks(name, self.viewing[name], per_layer, batch, rows)
 
-    def _keep_marks(self, name: str, probe: Any, kept: tuple | None, batch: Batch, layer: int, rows: list[int]) -> None:
-        """The marks [items,H] that `probe` kept at this layer (``kept_view``) for each recorded row of the batch;
-        a sentence without them (the probe found no item in its batch) gets none."""
-        if kept is None or kept[0] != layer:
-            return
-        _, of_item, marks = kept
-        of_item = of_item.cpu()
+    def _keep_marks(self, name: str, probe: Any, per_layer: list, batch: Batch, rows: list[int]) -> None:
+        """The marks [items,H] that `probe` kept (``kept_view``) at the layers of `per_layer` (rows [N], {mark: [N,H]};
+        None where it kept none), for each recorded row of the batch, read to the host in one copy (as float64, which
+        holds a bool, an index and a float32 weight exactly; ``_packed_view`` casts them to their packed types)."""
+        layers = [layer for layer, kept in enumerate(per_layer) if kept is not None]
+        of_item, first = per_layer[layers[0]]
+        names, n = list(first), len(of_item)
+        stacked = torch.stack([torch.stack([per_layer[layer][1][mark].double() for mark in names])
+                               for layer in layers])  # [layers kept, marks, N, H]
+        flat = torch.cat([stacked.reshape(-1), of_item.to(stacked.device).double()]).cpu().numpy()
+        grids, of_item = flat[: flat.size - n].reshape(stacked.shape), flat[flat.size - n:]
         for b in rows:
-            sentence = batch.sentences[b]
-            view = self.kept[batch.indices[b]]["views"].setdefault(name, {
-                "items": probe.view_items(sentence), "marks": {}})
+            views = self.kept[batch.indices[b]]["views"]
+            if name not in views:
+                views[name] = {"items": probe.view_items(batch.sentences[b]), "marks": {}}
             mine = of_item == b  # [N] this sentence's items
-            for mark, values in marks.items():
-                view["marks"].setdefault(mark, [None] * self.layers)[layer] = values.cpu()[mine].numpy()
+            for i, layer in enumerate(layers):
+                for j, mark in enumerate(names):
+                    views[name]["marks"].setdefault(mark, [None] * self.layers)[layer] = grids[i, j][mine]
 
     def _write(self, maps: np.ndarray) -> int:
         """Append one sentence's layer of maps (uint8 [H,C,C], the batch's columns) to the store; where it begins."""

@@ -12,6 +12,9 @@ shape, the longest sentence (of a one-chunk corpus; else the model's limit) and 
 memory, on CUDA at most the positions that keep the device busy, probes.encoding.batching.default_max_tokens: the
 same on every run). On CUDA a batch that runs out
 of memory is split in two and retried, the probes' state restored to before it (said once on stderr).
+
+The probes' state lives on the model's device from their first batch to the end of the pass (Probe.to): no
+layer waits for the host; the state comes back to the CPU once, before it is saved and the results computed.
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ from probes.capture.maps import LayerMaps
 from probes.capture.model import Encoder, load_encoder
 from probes.running.prefetch import Ahead
 from probes.scoring.probe import Probe
+from probes.base.devices import CPU
 from probes.base.progress import progress_bar
 from probes.base.protocols import apply_protocol
 from probes.base.provenance import provenance
@@ -104,6 +108,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                                **_own(cls, options)) for cls in classes]
     for p in active:
         p.read_model(encoder)
+        p.to(encoder.device)
     data.start(active, encoder, tokenize)
     feed = Feed(encoder, pool, settings.weights)
     if max_tokens is None:
@@ -123,6 +128,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         selecting = [cls(encoder.layers, encoder.heads, **_own(cls, options)) for cls in classes]
         for p, fitted in zip(selecting, active):
             p.read_model(encoder)
+            p.to(encoder.device)
             p.prepare(select_source)
             if p.needs_fit:
                 p.merge_fit(fitted)
@@ -137,6 +143,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                                special_names(encoder.tokenizer))
     feed.all([*active, recorder], "update", data.scoring, batch_size, max_tokens, progress, data.total(data.scoring))
     data.finish(encoder)
+    for p in [*active, *selecting]:  # the state read back to the host, once
+        p.to(CPU)
 
     read = data.source.counts
     info = RunInfo(model=encoder.name, corpus=read.files, layers=encoder.layers, heads=encoder.heads,

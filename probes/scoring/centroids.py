@@ -13,6 +13,9 @@ cos(x, c) = x·c / (|x| |c|): for a fixed unit and head, |x| is the same for eve
 argmax over labels only needs the centroid directions c / |c| (and c / |c| = sums / |sums|,
 counts cancel). Ties go to the label seen first in the fit corpus; a zero centroid has
 similarity 0 with everything.
+
+Sums, counts and the classification stay on the device of the vectors (``to``): fitting and classifying read
+nothing back to the host.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from typing import Any
 
 import torch
 
+from probes.base.devices import CPU, to_device
 from probes.scoring.probe import LabelSums
 
 
@@ -33,6 +37,7 @@ class Centroids:
         self.layers, self.heads = layers, heads
         self.sums: LabelSums | None = None  # [K,L,H,d], created by the first add (when d is known)
         self.counts = LabelSums(())  # [K]
+        self.device = CPU  # where the sums and counts are (``to``)
         self._directions: torch.Tensor | None = None  # cached c / |c| [K,L,H,d]
 
     @property
@@ -42,6 +47,15 @@ class Centroids:
 
     def __len__(self) -> int:
         return len(self.counts.names)
+
+    def to(self, device: torch.device | str) -> "Centroids":
+        """Move the sums and counts to `device` (in place); these centroids."""
+        self.device = torch.device(device)
+        for table in (self.sums, self.counts):
+            if table is not None:
+                table.to(self.device)
+        self._directions = None
+        return self
 
     def add(self, labels: list[str], vectors: torch.Tensor, layer: int) -> None:
         """Add N fit units at one layer: labels[i] with vectors[i] ([N,H,d]). The units are counted at
@@ -55,7 +69,7 @@ class Centroids:
         self._check_shape((self.layers, *vectors.shape[1:]))
         self.sums.add(self.sums.ids(labels), vectors, at=(layer,))
         if layer == 0:
-            self.counts.add(self.counts.ids(labels), torch.ones(len(labels)))
+            self.counts.add(self.counts.ids(labels), vectors.new_ones(len(labels)))
         self._directions = None
 
     def merge(self, other: "Centroids") -> None:
@@ -94,9 +108,10 @@ class Centroids:
         return self.sums.sums / self.counts.sums[:, None, None, None]
 
     def index(self, labels: list[str]) -> torch.Tensor:
-        """[N] the centroid index of each label, -1 for a label with no centroid (never predicted)."""
+        """[N] the centroid index of each label, -1 for a label with no centroid (never predicted), on the centroids'
+        device."""
         position = {name: k for k, name in enumerate(self.names)}
-        return torch.tensor([position.get(x, -1) for x in labels], dtype=torch.long)
+        return to_device(torch.tensor([position.get(x, -1) for x in labels], dtype=torch.long), self.device)
 
     def classify(self, vectors: torch.Tensor, layer: int) -> torch.Tensor:
         """[N,H,d] unit vectors at `layer` → [N,H] index of the nearest centroid by cosine similarity, per head."""
@@ -115,6 +130,6 @@ class Centroids:
         if shape[:2] != (self.layers, self.heads):
             raise ValueError(f"vectors for {shape[0]} layers × {shape[1]} heads, expected {self.layers} × {self.heads}")
         if self.sums is None:
-            self.sums = LabelSums(shape)
+            self.sums = LabelSums(shape).to(self.device)
         elif tuple(self.sums.sums.shape[1:]) != shape:
             raise ValueError(f"vectors of shape {shape}, expected {tuple(self.sums.sums.shape[1:])}")

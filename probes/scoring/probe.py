@@ -9,6 +9,12 @@ across processes or machines gives the same scores as one run.
 
 The runner calls ``update`` once per (batch, layer), layers in order 0..L-1, with that layer's maps
 only (``probes.capture.maps.LayerMaps``); a probe writes into the layer's slice of its [.., L, H] state.
+
+A probe that sets ``state_on_device`` keeps its state on the run's device (``to``: the runner moves it there before
+its first batch and back to the CPU before ``compute`` and before saving it): ``update`` adds device tensors to it and
+never reads a value back to the host, so that a GPU run never waits for the host layer by layer (issue 44;
+tests/test_host_reads.py counts the reads). State it adds from the batch's sentences alone (gold counts) is declared
+``host=True`` and stays on the CPU, where those numbers are made.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from typing import Any, ClassVar, Iterable, Protocol
 import numpy as np
 import torch
 
+from probes.base.devices import CPU, to_device
 from probes.encoding.batching import Batch
 from probes.results.bootstrap import Bootstrap, add_replicates, add_weighted_sums
 from probes.corpus.sentence import Sentence
@@ -30,7 +37,9 @@ from probes.results.probe_result import ProbeResult, RunInfo
 
 
 class Additive(Protocol):
-    """Non-tensor probe state (``LabelSums``, ``probes.scoring.centroids.Centroids``): added by ``merge``."""
+    """Non-tensor probe state (``LabelSums``, ``probes.scoring.centroids.Centroids``): added by ``merge``. State with a
+    ``to(device)`` (moving it in place, returning itself) follows the probe to the run's device; state without one
+    stays on the host."""
 
     def merge(self, other: Any) -> None: ...
 
@@ -52,6 +61,9 @@ class Probe(Presentation, ABC):
     # the word-level views or the context): a run of such probes alone lets a causal model's capture compute just
     # those entries (probes.capture.sdpa_qk)
     reads_entries: ClassVar[bool] = False
+    # whether the state follows the run to its device (``to``): set by a probe whose update adds device tensors to its
+    # state (through LabelSums, add_replicated, or tensors of the maps' device); without it the state stays on the CPU
+    state_on_device: ClassVar[bool] = False
     corpus_format: ClassVar[str] = "conllu"  # reader used when the user names no --format
     options: ClassVar[tuple[Option, ...]] = ()
 
@@ -77,10 +89,12 @@ class Probe(Presentation, ABC):
                        for name, o in known.items()}
         self._defaults: dict[str, Any] = {}  # state name -> its initial value (reset copies it)
         self._fit_state: set[str] = set()  # state of the fit phase (merged apart, see merge_fit)
+        self._host_state: set[str] = set()  # state kept on the CPU whatever the device (add_state's host)
+        self.device = CPU  # where the state is (``to``)
         self.causal = False  # whether the run's model is decoder-only (read_model): results state what that rules out
 
     def add_state(self, name: str, default: torch.Tensor | "Additive", *, fit: bool = False,
-                  replicated: bool = False) -> None:
+                  replicated: bool = False, host: bool = False) -> None:
         """Declare additive state: a tensor of sums (float64) or counts (int64), or an object with
         ``merge``/``state_dict``/``load_state_dict`` (``LabelSums``, ``probes.scoring.centroids.Centroids``).
         It becomes ``self.<name>``; merge adds it, reset restores `default`, state_dict saves it.
@@ -88,7 +102,10 @@ class Probe(Presentation, ABC):
         replicated=True: sums the bootstrap's intervals need, kept per replicate of the run's bootstrap
         (``self.bootstrap``; none without replicates): an empty ``LabelSums`` keeps its replicate sums, weighted by
         ``add(..., sentences=rows, batch=batch)``; a float64 tensor of `shape` becomes [R, *shape] zeros, added to by
-        ``add_replicated``."""
+        ``add_replicated``.
+        host=True: state added to from the batch's sentences alone (gold counts, what ``skip_reason`` tallies), kept
+        on the CPU whatever the run's device (``to``): those numbers are made on the host, and copying them to a
+        device per batch would cost it more than adding them."""
         if isinstance(default, torch.Tensor) and default.dtype not in (torch.float64, torch.int64):
             raise TypeError(f"state {name!r} must be float64 sums or int64 counts, not {default.dtype}")
         if replicated:
@@ -97,13 +114,24 @@ class Probe(Presentation, ABC):
         self._defaults[name] = default
         if fit:
             self._fit_state.add(name)
-        setattr(self, name, copy.deepcopy(default))
+        if host:
+            self._host_state.add(name)
+        setattr(self, name, _moved(copy.deepcopy(default), CPU if host else self.device))
 
     def add_replicated(self, table: torch.Tensor, sentences: torch.Tensor, values: torch.Tensor, batch: Batch,
                        at: tuple = ()) -> None:
         """table[:, at] += Σ_i weights[:, sentences[i]] · values[i] for a tensor declared ``replicated`` ([R, ...]),
-        weights the bootstrap's of `batch` (probes.results.bootstrap.add_replicates); nothing without replicates."""
-        add_replicates(table, sentences, values, self.bootstrap.weights(batch), at=at)
+        weights the bootstrap's of `batch` (probes.results.bootstrap.add_replicates); nothing without replicates.
+        sentences and values on the table's device."""
+        add_replicates(table, sentences, values, self.bootstrap.weights(batch, table.device), at=at)
+
+    def to(self, device: torch.device | str) -> "Probe":
+        """Move the state (all but ``host`` state) to `device`, where the probe keeps it there (``state_on_device``;
+        else it stays on the CPU); this probe, for chaining."""
+        self.device = torch.device(device) if self.state_on_device else CPU
+        for name in self._defaults.keys() - self._host_state:
+            setattr(self, name, _moved(getattr(self, name), self.device))
+        return self
 
     def reader_options(self) -> dict[str, Any]:
         """Options this probe needs from the corpus reader (e.g. keep relation subtypes)."""
@@ -140,9 +168,9 @@ class Probe(Presentation, ABC):
 
     def batch_buffer(self, batch: Batch, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         """An uninitialised tensor of `shape` that this probe keeps for the rest of `batch` (in its memo, under
-        `name`): e.g. each layer's hits [N,L,H] written into their layer's slice and added to the state at the last
-        layer, one replicate-sum product per batch instead of one per layer."""
-        return batch.memo((name, id(self)), lambda: torch.empty(shape, dtype=dtype))
+        `name`), on the state's device: e.g. each layer's hits [N,L,H] written into their layer's slice and added to
+        the state at the last layer, one replicate-sum product per batch instead of one per layer."""
+        return batch.memo((name, id(self)), lambda: torch.empty(shape, dtype=dtype, device=self.device))
 
     def fit_update(self, batch: Batch, maps: LayerMaps) -> None:
         """Fit phase, for probes with ``needs_fit``: add one layer of a batch of the fit corpus. The runner
@@ -170,17 +198,18 @@ class Probe(Presentation, ABC):
             _add_into(self, name, getattr(other, name))
 
     def reset(self) -> None:
-        """Back to the declared initial state."""
+        """Back to the declared initial state (on the state's device)."""
         for name, default in self._defaults.items():
-            setattr(self, name, copy.deepcopy(default))
+            setattr(self, name, _moved(copy.deepcopy(default), CPU if name in self._host_state else self.device))
 
     def state_dict(self) -> dict[str, Any]:
-        """Every declared state by name: tensors as they are, other state as its own ``state_dict()``."""
+        """Every declared state by name: tensors as they are (copies, on their device), other state as its own
+        ``state_dict()``."""
         return {name: (value.clone() if isinstance(value := getattr(self, name), torch.Tensor) else value.state_dict())
                 for name in self._defaults}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Replace the state by a ``state_dict()`` of the same probe."""
+        """Replace the state by a ``state_dict()`` of the same probe (from any device: copied to the state's)."""
         if set(state) != set(self._defaults):
             raise ValueError(f"{self.name}: state has {sorted(state)}, expected {sorted(self._defaults)}")
         for name, value in state.items():
@@ -189,7 +218,7 @@ class Probe(Presentation, ABC):
                 if value.shape != mine.shape or value.dtype != mine.dtype:
                     raise ValueError(f"{self.name}: state {name!r} has shape {tuple(value.shape)} {value.dtype}, "
                                      f"expected {tuple(mine.shape)} {mine.dtype}")
-                setattr(self, name, value.clone())
+                setattr(self, name, value.to(mine.device, copy=True))
             else:
                 mine.load_state_dict(value)
 
@@ -203,9 +232,16 @@ class Probe(Presentation, ABC):
 def _add_into(probe: Probe, name: str, theirs: Any) -> None:
     mine = getattr(probe, name)
     if isinstance(mine, torch.Tensor):
-        mine += theirs
+        mine += theirs.to(mine.device)
     else:
         mine.merge(theirs)
+
+
+def _moved(state: Any, device: torch.device) -> Any:
+    """State (a tensor, or Additive state) on `device`: Additive state without ``to`` stays where it is."""
+    if isinstance(state, torch.Tensor):
+        return state.to(device)
+    return state.to(device) if hasattr(state, "to") else state
 
 
 class LabelSums:
@@ -218,6 +254,9 @@ class LabelSums:
     run's bootstrap: ``with_bootstrap``) it also keeps the bootstrap's replicate sums (probes.results.bootstrap) of its main part, replicas [labels, R, *main shape] in `replicate_dtype`: the whole of `shape`, or with `main`
     given only sums[:, main] (e.g. the "either" way of dep's [3, L, H] hits). float32 holds the replicate
     sums of counts exactly up to 2^24 per cell; give float64 for sums of fractional values.
+
+    The sums live on one device (``to``); ``add`` takes values there (others are copied there first), and the label
+    look-up (``ids``) is host work whose ids go to that device once per list of labels asked.
     """
 
     def __init__(self, shape: tuple[int, ...], dtype: torch.dtype = torch.float64, *, replicates: int = 0,
@@ -243,14 +282,21 @@ class LabelSums:
         table.bootstrap = bootstrap
         return table
 
+    def to(self, device: torch.device | str) -> "LabelSums":
+        """Move the sums and replicate sums to `device` (in place); this table."""
+        self.sums, self._replicas = self.sums.to(device), self._replicas.to(device)
+        self._last = (None, None)
+        return self
+
     @property
     def replicas(self) -> torch.Tensor:
         """[labels, R, *main shape] the replicate sums: a view of the state (kept replicate-major)."""
         return self._replicas[:, : len(self.names)].transpose(0, 1)
 
     def ids(self, labels: list[str]) -> torch.Tensor:
-        """Row index of each label, adding rows for new labels. The same list object asked again (a batch's
-        labels, layer after layer) gets the same tensor without another look-up: do not change a list once asked."""
+        """Row index of each label ([N] int64 on the sums' device), adding rows for new labels. The same list object
+        asked again (a batch's labels, layer after layer) gets the same tensor without another look-up or copy: do
+        not change a list once asked."""
         if labels is self._last[0] and len(labels) == len(self._last[1]):
             return self._last[1]
         if not self._index.keys() >= set(labels):
@@ -261,7 +307,7 @@ class LabelSums:
             self.sums = torch.cat([self.sums, self.sums.new_zeros((len(self.names) - len(self.sums), *self.shape))])
             self._make_room()
         ids = np.fromiter(map(self._index.__getitem__, labels), dtype=np.int64, count=len(labels))
-        self._last = (labels, torch.from_numpy(ids))
+        self._last = (labels, to_device(torch.from_numpy(ids), self.sums.device))
         return self._last[1]
 
     def _make_room(self) -> None:
@@ -280,21 +326,24 @@ class LabelSums:
         (3, L, H) table.
 
         Done as a one-hot matrix product [labels, N] @ [N, ...]: far faster on CPU than index_add_
-        for many rows and few labels. Products run in float64, so counts and sums stay exact.
+        for many rows and few labels. Products run in float64, so counts and sums stay exact. On the sums' device:
+        rows, values, sentences and weights given elsewhere are copied there.
 
         sentences [N] (each value's sentence row in the batch) and weights [R,B] (the batch's replicate
         weights, ``Bootstrap.weights``), or `batch` whose weights the table's bootstrap draws (``with_bootstrap``), add
         the main part to the replicas too, where the table keeps them.
         With `main` set, `at` must take the whole of the first trailing dimension (or leave it out).
         """
+        device = self.sums.device
         target = self.sums[(slice(None), *at)]  # a view: [labels, *values.shape[1:]]
-        values = values.to(self.sums.dtype).cpu().reshape(len(rows), -1)
-        onehot = torch.zeros(len(self.names), len(rows), dtype=self.sums.dtype)
-        onehot[rows, torch.arange(len(rows))] = 1
+        rows, values = rows.to(device), values.to(device, self.sums.dtype).reshape(len(rows), -1)
+        onehot = torch.zeros(len(self.names), len(rows), dtype=self.sums.dtype, device=device)
+        onehot[rows, torch.arange(len(rows), device=device)] = 1
         target += (onehot @ values).reshape(target.shape)
         if self.replicates and weights is None and batch is not None:
-            weights = self.bootstrap.weights(batch)
+            weights = self.bootstrap.weights(batch, device)
         if self.replicates and weights is not None:
+            sentences, weights = sentences.to(device), weights.to(device)
             main, main_at = (values, at) if self.main_index is None else \
                 (values.view(len(rows), self.shape[0], -1)[:, self.main_index], at[1:])
             replicas = self._replicas[(slice(None), slice(len(self.names)), *main_at)]  # [R, labels, ...] a view
@@ -304,7 +353,7 @@ class LabelSums:
         if other.names:  # a table that saw no label (a shard without any) adds nothing
             rows = self.ids(other.names)
             self.add(rows, other.sums)
-            self.replicas.index_add_(0, rows, other.replicas)
+            self.replicas.index_add_(0, rows, other.replicas.to(self._replicas.device))
 
     def total(self) -> torch.Tensor:
         """The sum over labels, of `shape` (zeros when no label was added)."""
@@ -340,8 +389,9 @@ class LabelSums:
         self.names = list(state["names"])
         self._index = {x: i for i, x in enumerate(self.names)}
         self._last = (None, None)
-        self.sums = sums.to(self.sums.dtype).clone()
-        self._replicas = replicas.to(self._replicas.dtype).transpose(0, 1).clone(memory_format=torch.contiguous_format)
+        self.sums = sums.to(self.sums.device, self.sums.dtype, copy=True)
+        self._replicas = replicas.to(self._replicas.device, self._replicas.dtype).transpose(0, 1).clone(
+            memory_format=torch.contiguous_format)
 
 
 def ratio(sums: torch.Tensor, count: torch.Tensor | float) -> np.ndarray:

@@ -30,9 +30,11 @@ class MeanAnalysis(Probe):
     tallies   plain counts (sentences left out): ``tally(name, n)``, once per batch
 
     Sums are float64 and counts int64, so a corpus split into batches or shards in any way adds up to
-    the same numbers.
+    the same numbers. They stay on the run's device: sums and counts given as tensors there are added there, never
+    read back per layer (a count given as a float tensor holds a whole number: it is added as int64).
     """
 
+    state_on_device = True  # added to through add, add_scalar and tally alone, from tensors on any device
     measures: ClassVar[tuple[str, ...]] = ()
     # measure -> (lowest, highest) its mean can be, for its intervals (probes.results.intervals); a measure not named is
     # a mean of values in [0, 1] (a share of attention, of rows)
@@ -57,12 +59,12 @@ class MeanAnalysis(Probe):
         """Add layer ``maps.layer``'s per-head sums [H] of `measure`, and (at layer 0) its count.
         per_sentence: the same split by sentence, (sums [B,H], counts [B]), for the bootstrap's replicates."""
         i = self.measures.index(measure)
-        self.sums[i, maps.layer] += sums.detach().to("cpu", torch.float64)
+        self.sums[i, maps.layer] += sums.detach().to(self.sums.device, torch.float64)
         if maps.layer == 0:
-            self.counts[i] += int(count)
+            self.counts[i] += _whole(count, self.counts.device)
         if per_sentence is not None and self.bootstrap.replicates:
             values, counts = per_sentence
-            rows = torch.arange(len(counts))
+            rows = torch.arange(len(counts), device=values.device)
             self.add_replicated(self.replicate_sums, rows, values.detach(), maps.batch, at=(i, maps.layer))
             if maps.layer == 0:
                 self.add_replicated(self.replicate_counts, rows, counts.detach(), maps.batch, at=(i,))
@@ -70,12 +72,14 @@ class MeanAnalysis(Probe):
     def add_scalar(self, name: str, total: torch.Tensor | float, count: torch.Tensor | int) -> None:
         """Add a head-independent sum and its count (call once per batch)."""
         i = self.scalars.index(name)
-        self.scalar_sums[i] += float(total)
-        self.scalar_counts[i] += int(count)
+        if isinstance(total, torch.Tensor):
+            total = total.detach().to(self.scalar_sums.device, torch.float64)
+        self.scalar_sums[i] += total
+        self.scalar_counts[i] += _whole(count, self.scalar_counts.device)
 
     def tally(self, name: str, n: torch.Tensor | int) -> None:
         """Add `n` to a plain count (call once per batch)."""
-        self.tally_counts[self.tallies.index(name)] += int(n)
+        self.tally_counts[self.tallies.index(name)] += _whole(n, self.tally_counts.device)
 
     def mean(self, measure: str) -> LabelScores:
         """The measure's [L,H] mean over its count (NaN when nothing was counted)."""
@@ -110,3 +114,10 @@ class MeanAnalysis(Probe):
                     result.extra["interval_method"] = interval_method("mean")
                     record_range(result, bounds, name)
         return result
+
+
+def _whole(count: torch.Tensor | int, device: torch.device) -> torch.Tensor | int:
+    """A count to add to int64 state on `device`: an int as it is, a tensor (of a whole number) as int64 there."""
+    if isinstance(count, torch.Tensor):
+        return count.detach().to(device, torch.int64)
+    return int(count)

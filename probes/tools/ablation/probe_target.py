@@ -127,7 +127,7 @@ class ProbeTarget:
                                         progress=False, **self.given_options)[self.probe])
                 bar.update(1)
             return
-        self.probes = [copy.deepcopy(self.template) for _ in range(masks.shape[0])]
+        self.probes = [copy.deepcopy(self.template).to(self.encoder.device) for _ in range(masks.shape[0])]
         self.scoring.probes = self.probes  # the later chunks' skips are counted by every mask's probe
         groups = by_first_layer(masks)
         pool = self.settings.pool or "mean-sum"
@@ -192,7 +192,7 @@ class ProbeTarget:
                                                  unknown_words=self.scoring.unknown.provenance(),
                                                  skipped_ids=read.skipped_ids),
                            notes=dict(read.notes))
-            self.results = [p.compute(info) for p in self.probes]
+            self.results = [p.to("cpu").compute(info) for p in self.probes]
         first = self.results[0]
         if self.label != "overall" and self.label not in first.labels:
             raise InputError(f"probe {self.probe!r} found no label {self.label!r} in the corpus; "
