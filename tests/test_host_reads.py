@@ -43,7 +43,7 @@ BOUND = RUNNER_READS + VIEW_READS + LAYOUT_READS
 DECODER_DETECTORS = ("duplicate_token", "induction", "prev_token", "sink")
 POSITIONS = 512  # coref's windows of LitBank (WINDOW subwords through the tiny BERT's vocabulary) fit
 WINDOW = {"window": 500, "stride": 250}
-OTHER_BRANCH = ("trees", "seg", *DECODER_DETECTORS, "positional", "patterns", "word_order")
+OTHER_BRANCH = ("trees", "seg", *DECODER_DETECTORS, "positional", "patterns")  # word_order: its twin is built on the prefetch thread
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +64,9 @@ def reads_per_batch(name: str, model: Path, tmp: Path, shared, monkeypatch, **se
     counted: list[Counter] = []
     feed = Feed.batch
 
-    def batch(self, probes_, method, sentences, items):
+    def batch(self, probes_, method, sentences, items, *built):
         with HostReads() as reads:
-            feed(self, probes_, method, sentences, items)
+            feed(self, probes_, method, sentences, items, *built)
         counted.append(reads.sites)
 
     arguments = probe_run_arguments(name, tmp, shared)
