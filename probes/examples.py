@@ -97,9 +97,11 @@ class ExampleRecorder:
             probe.kept_view = None
         if not rows:
             return
-        attention = maps.word_attention_of(rows)  # [R,H,C,C] the recorded rows' (R = len(rows))
-        predictions = attention[..., :-1].argmax(dim=-1).to(torch.int16).cpu()  # [R,H,C-1] as maps.predictions
-        for k, b in enumerate(rows):
+        for b in rows:
+            # one sentence at a time: a view of the layer's pooled map where it is pooled, never a copy of the
+            # batch's [B,H,C,C] (as large as the map itself for a batch of long sentences)
+            attention = maps.word_attention_of([b])[0]  # [H,C,C]
+            predictions = attention[..., :-1].argmax(dim=-1).to(torch.int16).cpu()  # [H,C-1] as maps.predictions
             sentence = batch.sentences[b]
             entry = self.kept.setdefault(batch.indices[b], {
                 "sentence": sentence,
@@ -107,9 +109,9 @@ class ExampleRecorder:
                 "maps_at": np.full(self.layers, -1, dtype=np.int64),  # [L] each layer's block in the store
                 "widths": np.zeros(self.layers, dtype=np.int64),  # [L] its side: the batch's C columns
                 "views": {}})  # probe -> {"items": [...], "marks": {name: [L] of [items,H]}}
-            entry["predictions"][maps.layer] = predictions[k, :, : len(sentence.words) + 1].numpy()
-            # one sentence at a time: the layer's scratch holds [H,C,C], not the batch's [B,H,C,C]
-            entry["maps_at"][maps.layer] = self._write(quantize(attention[k], maps.scratch).cpu().numpy())
+            entry["predictions"][maps.layer] = predictions[:, : len(sentence.words) + 1].numpy()
+            # the layer's scratch holds [H,C,C], not the batch's [B,H,C,C]
+            entry["maps_at"][maps.layer] = self._write(quantize(attention, maps.scratch).cpu().numpy())
             entry["widths"][maps.layer] = batch.width
         for name, probe in self.viewing.items():
             self._keep_marks(name, probe, kept[name], batch, maps.layer, rows)
