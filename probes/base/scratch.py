@@ -1,10 +1,10 @@
-"""Buffers reused from layer to layer for the layer-sized tensors of a run (hundreds of MB for long inputs).
+"""Buffers shared by the temporaries of one layer's work (the word pooling's key-side sums, entropy's a·ln a, the
+views' quantisation), each a part of a layer-sized tensor (hundreds of MB for long inputs).
 
-A fresh allocation that large is a fresh mapping whose pages the system faults in and zeroes every time, which
-can cost more than the pass that fills it. ``scratch_from`` keeps one buffer per
-(name, dtype, device) in a dict whose owner sets its lifetime: a batch (``probes.encoding.batching.Batch.scratch``), a
-layer (``probes.capture.maps.LayerMaps.scratch``). What a caller writes holds only
-until the next call with that name, so no caller may keep it.
+A fresh allocation that large is a fresh mapping whose pages the system faults in and zeroes every time.
+``scratch_from`` keeps one buffer per (name, dtype, device) in a dict whose owner sets its lifetime: a layer
+(``probes.capture.maps.LayerMaps.scratch``), so that none is held while the model computes the next layer. What a caller
+writes holds only until the next call with that name, so no caller may keep it.
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ import torch
 from probes.base.devices import CPU, to_device
 from probes.encoding.batching import Batch
 from probes.capture.sdpa_qk import AttentionEntries
-from probes.encoding.pooling import per_head, pool_attention, pool_vectors
+from probes.encoding.pooling import PARTS, per_head, pool_attention, pool_vectors
 from probes.base.scratch import scratch_from
 
 
@@ -78,13 +78,25 @@ class LayerMaps:
 
     @cached_property
     def word_attention(self) -> torch.Tensor:
-        """[B,H,C,C] word-level attention (rows: from, columns: to), in memory the next layer reuses
-        (Batch.scratch): a probe that keeps any of it past its ``update`` keeps a copy (``.clone()``)."""
+        """[B,H,C,C] word-level attention (rows: from, columns: to); made at the first use, dropped with the layer."""
         device, heads, dtype = self.attention.device, self.attention.shape[1], self.attention.dtype
         query, key = self.batch.pooling(device)
-        queries = self.batch.memo(("pooling.per_head", device, heads, dtype), lambda: per_head(query, heads, dtype))
-        return pool_attention(self.attention, query, key, self.scratch, self.batch.scratch,
-                              segmented=lambda: self.batch.segments(device), queries=queries)
+        return pool_attention(self.attention, query, key, self.scratch, segmented=lambda: self.batch.segments(device),
+                              queries=lambda: self.batch.memo(("pooling.per_head", device, heads, dtype),
+                                                              lambda: per_head(query, heads, dtype)))
+
+    @cached_property
+    def entropy(self) -> torch.Tensor:
+        """[B,H,T] each row's entropy −Σ_j a_ij ln a_ij of ``attention`` (float32; a zero weight adds 0 · ln 1e-30 = 0),
+        its a·ln a made for 1/PARTS of the sentences at a time (probes.encoding.pooling.PARTS): never a second [B,H,T,T]."""
+        a = self.attention.float()  # [B,H,T,T]
+        entropy = a.new_empty(a.shape[:-1])  # [B,H,T]
+        step = -(-a.shape[0] // PARTS)
+        for start in range(0, a.shape[0], step):
+            part = a[start:start + step]  # [n,H,T,T]
+            terms = self.scratch("temporary", tuple(part.shape), a.dtype, a.device)
+            torch.sum(torch.clamp(part, min=1e-30, out=terms).log_().mul_(part), -1, out=entropy[start:start + step])
+        return entropy.neg_()
 
     @cached_property
     def word_vectors(self) -> torch.Tensor:
@@ -107,13 +119,17 @@ class LayerMaps:
     def word_attention_of(self, rows: list[int]) -> torch.Tensor:
         """[len(rows),H,C,C] ``word_attention[rows]``: the batch's where it is pooled already, else those rows'
         alone, the same arithmetic row by row (the views of a run's first sentences pool no more than
-        their own rows: a batch of long windows holds one of them and thirty others)."""
+        their own rows: a batch of long windows holds one of them and thirty others). Consecutive rows of the
+        pooled map are a view of it, held as ``word_attention`` is (until the next layer's), not a copy."""
         if "word_attention" in self.__dict__ or len(rows) == len(self.batch.sentences):
+            if rows == list(range(rows[0], rows[0] + len(rows))):
+                return self.word_attention[rows[0]:rows[0] + len(rows)]
             return self.word_attention[rows]
         device = self.attention.device
         index = self.batch.memo(("rows", tuple(rows), device), lambda: to_device(torch.tensor(rows), device))
         query, key = (p[index] for p in self.batch.pooling(device))
-        return pool_attention(self.attention[index], query, key)
+        return pool_attention(self.attention[index], query, key,  # the batch's Segments: no host read a layer
+                              segmented=lambda: tuple(s.of(index) for s in self.batch.segments(device)))
 
     def predictions_at(self, rows: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
         """[N,H] ``predictions[rows, :, words]``: where word column words[n] of sentence rows[n] attends most,

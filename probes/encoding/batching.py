@@ -17,7 +17,6 @@ import torch
 from probes.corpus.sentence import Sentence
 from probes.encoding.subwords import END_COLUMN, Encoded
 from probes.encoding.pooling import Segments, pooling_matrices, segments
-from probes.base.scratch import scratch_from
 from probes.encoding.shuffle import twin_layout
 
 PAD_COLUMN = -1
@@ -150,7 +149,6 @@ class Batch:
         self.shuffled = shuffled  # [B] bool on a twin: whether the sentence's word order changed
         self._pooling: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}  # device -> query, key [B,C,T]
         self._memo: dict[Hashable, Any] = {}  # see memo()
-        self._scratch: dict[tuple[str, torch.dtype, torch.device], torch.Tensor] = {}  # see scratch()
         self.twin = None if shuffle_seed is None else self._shuffled(shuffle_seed)
 
     @classmethod
@@ -193,13 +191,6 @@ class Batch:
         if key not in self._memo:
             self._memo[key] = make()
         return self._memo[key]
-
-    def scratch(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        """An uninitialised tensor of `shape` that every layer of the batch reuses under (name, dtype, device):
-        it holds what its caller wrote only until the next call with that name (probes.base.scratch). For what each
-        layer makes anew at the same size (its word-level maps); the buffers go with the batch, a layer's own
-        temporaries are LayerMaps.scratch."""
-        return scratch_from(self._scratch, name, shape, dtype, device)
 
     def pooling(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """Query and key pooling matrices [B,C,T] on `device` (see probes.encoding.pooling), made once per device."""

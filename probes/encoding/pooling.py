@@ -56,6 +56,10 @@ class Segments:
     weight: torch.Tensor | None  # [B,T] the pooling matrix's dtype, or None
     width: int  # C
 
+    def of(self, rows: slice | torch.Tensor) -> "Segments":
+        """These Segments for the batch's sentences `rows` (a slice, or an index tensor [R]) alone."""
+        return Segments(self.word[rows], None if self.weight is None else self.weight[rows], self.width)
+
 
 def segments(pooling: torch.Tensor) -> Segments:
     """The Segments of a pooling matrix [B,C,T]."""
@@ -67,12 +71,15 @@ def segments(pooling: torch.Tensor) -> Segments:
 
 
 PRODUCT_WIDTH = 64  # word columns up to which pool_attention uses matrix products (the crossover with segment sums: docs/benchmarks.md)
+# a layer-sized temporary (the key side's sums of pool_attention, entropy's a·ln a) is made for at most 1/PARTS of the
+# batch's sentences at a time: a layer holds its map, its word-level map and an eighth of a map, never a second map
+PARTS = 8
 
 
 def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
-                   scratch: Scratch | None = None, keep: Scratch | None = None, *,
+                   scratch: Scratch | None = None, *,
                    segmented: Callable[[], tuple[Segments, Segments]] | None = None,
-                   queries: torch.Tensor | None = None) -> torch.Tensor:
+                   queries: Callable[[], torch.Tensor] | None = None) -> torch.Tensor:
     """One layer's subword attention [B,H,T,T] → word attention [B,H,C,C]: Q · A · Kᵀ for the query and key
     pooling matrices Q, K [B,C,T].
 
@@ -80,27 +87,35 @@ def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tens
     once, then the query side per head): on CPU faster than segment sums at sentence lengths. Wider, as two
     segment sums (the key side over each word's columns, then the query side over its rows) in
     O(B·H·T·(T + C)), where the products cost O(B·H·T²·C): each subword belongs to one word, so each column of
-    Q and K holds at most one nonzero, and a word's entry is the sum over its subwords of weight × value.
+    Q and K holds at most one nonzero, and a word's entry is the sum over its subwords of weight × value; the key
+    side's sums [B,H,T,C] are made for 1/PARTS of the sentences at a time.
     segmented: gives the matrices as Segments (query's, key's), e.g. the batch's (Batch.segments); made from
-    the matrices when needed and not given. queries: ``per_head(query, H)``, where the caller keeps it for
-    every layer of a batch (made here when not given). Either way each sentence is computed on its own, so a subset of a
-    batch's rows pools to the same values as the whole batch.
+    the matrices when needed and not given. queries: gives ``per_head(query, H)`` [B*H,C,T] (as large as a
+    layer's key-side sums), where the caller keeps it for every layer of a batch; called by the products alone
+    (made here when not given). Either way each sentence is computed on its own, so a subset of a batch's rows
+    pools to the same values as the whole batch.
 
-    scratch: where the key side's sums go (its "temporary"); keep: where the result goes (its
-    "word_attention"), e.g. memory reused layer after layer (probes.encoding.batching.Batch.scratch), the result then
-    holding only until the next layer's. None: fresh tensors.
+    scratch: where the key side's sums (or products) go (its "temporary"; None: fresh tensors). The result is a
+    tensor of its own.
     """
     b, h, t, _ = attention.shape
     c = query.shape[1]
     if c > PRODUCT_WIDTH:
         by_query, by_key = segmented() if segmented is not None else (segments(query), segments(key))
-        keyed = _segment_sum(attention, by_key, dim=3, scratch=scratch, name="temporary")  # [B,H,T,C], weighted in place
-        return _segment_sum(keyed, by_query, dim=2, in_place=True, scratch=keep, name="word_attention")  # [B,H,C,C]
+        word = attention.new_zeros(b, h, c + 1, c)  # [B,H,C+1,C]: row C sums the rows of the dropped word
+        step = -(-b // PARTS)
+        for start in range(0, b, step):
+            rows = slice(start, start + step)
+            part = attention[rows]  # [n,H,T,T]
+            keyed = (scratch or _fresh)("temporary", (part.shape[0], h, t, c + 1), part.dtype, part.device).zero_()
+            _segment_sum(part, by_key.of(rows), 3, keyed)  # [n,H,T,C+1]
+            _segment_sum(keyed.narrow(3, 0, c), by_query.of(rows), 2, word[rows], in_place=True)
+        return word.narrow(2, 0, c)  # [B,H,C,C]
     dtype, device = attention.dtype, attention.device
     keyed = (scratch or _fresh)("temporary", (b, h * t, c), dtype, device)  # [B,H*T,C]
     torch.bmm(attention.reshape(b, h * t, t), key.to(dtype).transpose(1, 2), out=keyed)
-    queries = per_head(query, h, dtype) if queries is None else queries  # [B*H,C,T]
-    word = (keep or _fresh)("word_attention", (b * h, c, c), dtype, device)  # [B*H,C,C]
+    queries = per_head(query, h, dtype) if queries is None else queries()  # [B*H,C,T]
+    word = torch.empty(b * h, c, c, dtype=dtype, device=device)  # [B*H,C,C]
     torch.bmm(queries, keyed.view(b * h, t, c), out=word)
     return word.view(b, h, c, c)
 
@@ -117,21 +132,16 @@ def _fresh(name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.
     return torch.empty(shape, dtype=dtype, device=device)
 
 
-def _segment_sum(values: torch.Tensor, pooling: Segments, dim: int, in_place: bool = False,
-                 scratch: Scratch | None = None, name: str = "") -> torch.Tensor:
-    """Σ along `dim` (T subwords) of values [B,H,.,.] weighted by `pooling`, into C words along `dim`.
-    in_place: the weights multiply `values` itself (a temporary of the caller's) rather than a copy of it.
-    scratch: the sums go to scratch(name, ...), zeroed first (None: a fresh tensor, ``_fresh``)."""
+def _segment_sum(values: torch.Tensor, pooling: Segments, dim: int, into: torch.Tensor, in_place: bool = False) -> None:
+    """Add to `into` (C+1 words along `dim`, the last the dropped word's; zeroed by the caller) the sums along `dim`
+    (T subwords) of values [n,H,.,.] weighted by `pooling` (of the same n sentences). in_place: the weights multiply
+    `values` itself (a temporary of the caller's) rather than a copy of it."""
     shape = [values.shape[0], 1, 1, 1]
     shape[dim] = values.shape[dim]
     if pooling.weight is not None:
         weight = pooling.weight.to(values.dtype).view(shape)
         values = values.mul_(weight) if in_place else values * weight
-    sized = list(values.shape)
-    sized[dim] = pooling.width + 1
-    summed = (scratch or _fresh)(name, tuple(sized), values.dtype, values.device).zero_()
-    summed.scatter_add_(dim, pooling.word.view(shape).expand_as(values), values)
-    return summed.narrow(dim, 0, pooling.width)
+    into.scatter_add_(dim, pooling.word.view(shape).expand_as(values), values)
 
 
 def pool_vectors(context: torch.Tensor, query: torch.Tensor) -> torch.Tensor:

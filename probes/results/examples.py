@@ -61,6 +61,11 @@ from probes.base.packing import FALLBACK_SPECIALS, MARK_TYPES, pack
 from probes.results.probe_result import ProbeResult
 from probes.base.scratch import Scratch
 
+# the most bytes of quantised maps [R,L,H,C,C] a batch's recorded rows hold on the device until its last layer:
+# below it, no host read a layer (EWT's sentences: a few MB); above it (long sentences), each layer's maps are
+# written as they come, one read a layer, so that they never take a model's worth of memory
+HELD_BYTES = 64 * 2**20
+
 
 
 class ExampleRecorder:
@@ -100,28 +105,45 @@ class ExampleRecorder:
             probe.kept_view = None
         if not rows:
             return
-        attention = maps.word_attention_of(rows)  # [R,H,C,C] the recorded rows' (R = len(rows))
-        r, h, c, _ = attention.shape
-        held = batch.memo(("examples.held", id(self)), lambda: {
-            "predictions": torch.empty((r, self.layers, h, c), dtype=torch.int16, device=attention.device),
-            "maps": torch.empty((r, self.layers, h, c, c), dtype=torch.uint8, device=attention.device),
-            "marks": {}})  # probe -> [L] of (rows [N], {mark: [N,H]}) where it kept them
-        held["predictions"][:, maps.layer] = attention[..., :-1].argmax(dim=-1)  # [R,H,C] as maps.predictions
-        for k in range(r):  # one sentence at a time: the layer's scratch holds [H,C,C], not the batch's [R,H,C,C]
-            held["maps"][k, maps.layer] = quantize(attention[k], maps.scratch)
+        for k, b in enumerate(rows):
+            # one sentence at a time: a view of the layer's pooled map where it is pooled, never a copy of the
+            # recorded rows' [R,H,C,C] (as large as the map itself for a batch of long sentences)
+            attention = maps.word_attention_of([b])[0]  # [H,C,C]
+            h, c, _ = attention.shape
+            held = batch.memo(("examples.held", id(self)), lambda: self._held(len(rows), h, c, attention.device))
+            held["predictions"][k, maps.layer] = attention[..., :-1].argmax(dim=-1)  # [H,C] as maps.predictions
+            quantized = quantize(attention, maps.scratch)  # [H,C,C] uint8; the layer's scratch holds [H,C,C]
+            if held["maps"] is None:  # too large to hold: written now (a host read a layer, bounded memory)
+                held["maps_at"][k, maps.layer] = self._write(quantized.cpu().numpy())
+            else:
+                held["maps"][k, maps.layer] = quantized
         for name in self.viewing:
             if kept[name] is not None and kept[name][0] == maps.layer:
                 held["marks"].setdefault(name, [None] * self.layers)[maps.layer] = kept[name][1:]
         if maps.layer == self.layers - 1:
             self._keep(batch, rows, held)
 
+    def _held(self, rows: int, heads: int, columns: int, device: torch.device) -> dict[str, Any]:
+        """What a batch's recorded rows keep until its last layer: every layer's predictions on the device, and the
+        quantised maps there too where all of them take at most HELD_BYTES (else written layer by layer:
+        "maps_at", their offsets in the store)."""
+        size = rows * self.layers * heads * columns * columns  # bytes of [R,L,H,C,C] uint8
+        return {"predictions": torch.empty((rows, self.layers, heads, columns), dtype=torch.int16, device=device),
+                "maps": (torch.empty((rows, self.layers, heads, columns, columns), dtype=torch.uint8, device=device)
+                         if size <= HELD_BYTES else None),
+                "maps_at": np.full((rows, self.layers), -1, dtype=np.int64),
+                "marks": {}}  # probe -> [L] of (rows [N], {mark: [N,H]}) where it kept them
+
     def _keep(self, batch: Batch, rows: list[int], held: dict[str, Any]) -> None:
         """The batch's recorded rows, every layer, read to the host: predictions and maps in one copy (as bytes),
         and each viewing probe's marks (one copy a probe)."""
-        predictions, maps = held["predictions"], held["maps"]  # [R,L,H,C] int16, [R,L,H,C,C] uint8
-        both = torch.cat([predictions.view(torch.uint8).reshape(-1), maps.reshape(-1)]).cpu().numpy()
+        predictions, maps = held["predictions"], held["maps"]  # [R,L,H,C] int16, [R,L,H,C,C] uint8 or None
+        both = torch.cat([predictions.view(torch.uint8).reshape(-1),
+                          *([] if maps is None else [maps.reshape(-1)])]).cpu().numpy()
         split = 2 * predictions.numel()
-        predictions, maps = both[:split].view(np.int16).reshape(predictions.shape), both[split:].reshape(maps.shape)
+        predictions = both[:split].view(np.int16).reshape(predictions.shape)
+        if maps is not None:
+            maps = both[split:].reshape(maps.shape)
         for k, b in enumerate(rows):
             sentence = batch.sentences[b]
             entry = self.kept.setdefault(batch.indices[b], {
@@ -131,8 +153,8 @@ class ExampleRecorder:
                 "widths": np.zeros(self.layers, dtype=np.int64),  # [L] its side: the batch's C columns
                 "views": {}})  # probe -> {"items": [...], "marks": {name: [L] of [items,H]}}
             entry["predictions"][:] = predictions[k, :, :, : len(sentence.words) + 1]
-            for layer in range(self.layers):
-                entry["maps_at"][layer] = self._write(maps[k, layer])
+            entry["maps_at"][:] = (held["maps_at"][k] if maps is None
+                                   else [self._write(maps[k, layer]) for layer in range(self.layers)])
             entry["widths"][:] = batch.width
         for name, per_layer in held["marks"].items():
             self._keep_marks(name, self.viewing[name], per_layer, batch, rows)

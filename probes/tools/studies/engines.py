@@ -63,8 +63,16 @@ def execute(units: list[Unit], engine: str, workers: int | None, address: str | 
     if engine == "ray":
         return _ray(units, workers, address, say or (lambda line: print(line, file=sys.stderr)), log)
     if workers in (None, 1):
-        return (run_unit(u) for u in units)
+        return _here(units)
     return _processes(units, workers)
+
+
+def _here(units: list[Unit]) -> Iterator[Outcome]:
+    """The units run one after another in this process, each model loaded once and dropped when the last of its
+    units is done (or the study ends): nothing is kept for a later call."""
+    loaded: dict = {}
+    for unit in units:
+        yield run_unit(unit, loaded)
 
 
 def chunks(units: list[Unit], n: int) -> list[list[Unit]]:
@@ -143,8 +151,9 @@ def _in_worker(index: int, tasks, outcomes, threads: int, parent: int) -> None:
     """A local worker process: run the units the driver hands it (None: stop), sending each outcome back as it
     finishes; it ends with the driver (``die_with``)."""
     die_with(parent)
+    loaded: dict = {}  # the worker's encoder, kept for its next unit
     while (unit := tasks.get()) is not None:
-        outcomes.put((index, run_unit(unit, threads)))
+        outcomes.put((index, run_unit(unit, loaded, threads)))
 
 
 def _processes(units: list[Unit], workers: int) -> Iterator[Outcome]:
@@ -291,6 +300,7 @@ class UnitWorker:
 
     def __init__(self, threads: int | None = None):
         self.threads = threads
+        self.loaded: dict = {}  # the actor's encoder, kept for its next unit
 
     def where(self) -> tuple[str, str]:
         from probes.tools.studies.raycluster import where
@@ -298,6 +308,6 @@ class UnitWorker:
         return where()
 
     def run(self, unit: Unit) -> Outcome:
-        outcome = run_unit(unit, self.threads)
+        outcome = run_unit(unit, self.loaded, self.threads)
         outcome.node = self.where()[0]
         return outcome

@@ -115,12 +115,10 @@ def _sha(data: Any) -> str:
 
 # ---- a worker's side ------------------------------------------------------------------------------
 
-_loaded: dict[tuple, Encoder] = {}  # this process's encoder: one at a time
-
-
-def run_unit(unit: Unit, threads: int | None = None) -> Outcome:
-    """Run one unit in this process (its model loaded once per process and kept for the next unit); an
-    exception becomes a failed Outcome naming it. threads: torch's intra-op threads for this process."""
+def run_unit(unit: Unit, loaded: dict[tuple, Encoder], threads: int | None = None) -> Outcome:
+    """Run one unit in this process; an exception becomes a failed Outcome naming it. loaded: the encoder the
+    caller (a worker) keeps between its units, {(model, device, max length, dtype, capture): Encoder}, one at a time: the
+    unit's model is loaded into it unless it is there already. threads: torch's intra-op threads for this process."""
     from probes.running.runner import run
 
     try:
@@ -136,15 +134,15 @@ def run_unit(unit: Unit, threads: int | None = None) -> Outcome:
             settings["view_heads"] = [tuple(h) for h in settings["view_heads"]]
         which = (*unit.encoder, settings.get("capture"))
         load_seconds = 0.0
-        if which not in _loaded:
-            _loaded.clear()
+        if which not in loaded:
+            loaded.clear()
             started = time.perf_counter()
-            _loaded[which] = load_encoder(unit.model.path, device=which[1], max_length=which[2], dtype=which[3],
+            loaded[which] = load_encoder(unit.model.path, device=which[1], max_length=which[2], dtype=which[3],
                                           capture=settings.get("capture"))
             load_seconds = time.perf_counter() - started
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="probes-unit-") as tmp:
-            results = run(list(unit.group.probes), encoder=_loaded[which], corpus=list(unit.group.corpus),
+            results = run(list(unit.group.probes), encoder=loaded[which], corpus=list(unit.group.corpus),
                           shard=(unit.shard, unit.group.shards), state=tmp, progress=False, code=list(unit.code),
                           **settings, **unit.group.options)
             if whole:  # the per-sentence views, which the states do not hold
