@@ -89,10 +89,12 @@ class ClusteringProbe(FitPresentation, Probe):
         labels, vectors = self.unit_vectors(batch, maps)
         if not labels:
             return
-        predicted = self.centroids.classify(vectors, maps.layer).cpu()  # [N,H]
-        right = predicted == self.centroids.index(labels)[:, None]  # [N,H]
+        predicted = self.centroids.classify(vectors, maps.layer)  # [N,H] on the maps' device, never read here
+        gold, position = batch.memo(("clustering.gold", id(self), predicted.device), lambda: (
+            self.centroids.index(labels).to(predicted.device), self._sorted_position().to(predicted.device)))
+        right = predicted == gold[:, None]  # [N,H]
         rows = self.unit_rows(batch)  # [N] sentence of each unit
-        self.keep_view(maps.layer, rows, predicted=self._sorted_position()[predicted], right=right)
+        self.keep_view(maps.layer, rows, predicted=position[predicted], right=right)
         self.hits.add(self.hits.ids(labels), right, at=(maps.layer,), sentences=rows, batch=batch)
         if maps.layer == 0:  # units are counted once
             self.units.add(self.units.ids(labels), torch.ones(len(labels)), sentences=rows, batch=batch)
