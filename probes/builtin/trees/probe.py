@@ -19,9 +19,15 @@ selection split (the fit phase: ``--select-on FILE``, else the scored corpus its
 averaged per sentence and decoded with the main variant (probes.builtin.trees.ensemble, .sample).
 
 Sentences of different lengths share a batch: each is decoded over its own n+1 nodes only, so padding
-changes no tree. All L×H trees of a batch-layer, both forms and both decoders, are decoded in one compiled call.
+changes no tree. Decoding is host work (probes.builtin.trees.decoders): each layer's word attention is copied
+into host memory as the layer comes (pinned, without waiting, on CUDA), and at the batch's last layer the host
+waits for the copies once and decodes all L×B×H trees, both forms and both decoders, in one compiled call; the
+state changes then, and only then. The view's marks of a layer (``keep_view``) are decoded from that layer's copy
+only where they are read (the batches whose sentences the examples record).
 """
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import torch
 
@@ -33,6 +39,7 @@ from probes.builtin.trees.details import TreesPresentation
 from probes.builtin.trees.ensemble import decode_main, select_heads
 from probes.builtin.trees.sample import SelectionSample, sentence_keys
 from probes.builtin.trees.scoring import FORMS, attached
+from probes.builtin.trees.stash import LayerStash
 from probes.base.errors import InputError
 from probes.capture.maps import LayerMaps
 from probes.corpus.sentence import Sentence
@@ -72,7 +79,6 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         self.add_state("ensemble_hits", torch.zeros(2, dtype=torch.int64))  # [way]
         self.add_state("sample", SelectionSample(self.config["select_sentences"], layers, heads), fit=True)
         self._ensemble: list[tuple[int, int, float]] | None = None  # chosen from `sample` when first needed
-        self._pending: torch.Tensor | None = None  # [B,M,M] this batch's sum of the ensemble heads' attention
 
     def view_items(self, sentence: Sentence) -> list[dict]:
         return arc_items(sentence)
@@ -81,47 +87,54 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         keys = batch.memo("trees.keys", lambda: sentence_keys(batch))
         if maps.layer == 0:
             self.sample.admit(keys, [s.ann["head"] for s in batch.sentences])
-        self.sample.fill(keys, maps.layer, maps.word_attention, batch.n_words)
+        rows = batch.memo(("trees.sampled", id(self)), lambda: self.sample.rows(keys))  # the batch's rows in the sample
+        if not rows:
+            return
+        stash = batch.memo(("trees.fit_stash", id(self)), lambda: LayerStash(self.layers, maps.device))
+        stash.keep(maps.layer, maps.word_attention, rows)  # [k,H,C,C] the sampled rows' alone
+        if maps.layer == self.layers - 1:
+            self.sample.fill([keys[b] for b in rows], stash.landed(), [len(batch.sentences[b].words) for b in rows])
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
-        attention = maps.word_attention  # [B,H,C,C] root, words and the end column (never read)
-        b, h, c = attention.shape[0], attention.shape[1], attention.shape[-1]
+        stash = batch.memo(("trees.stash", id(self)), lambda: LayerStash(self.layers, maps.device))
+        stash.keep(maps.layer, maps.word_attention)  # [B,H,C,C]: root, words and the end column (never read)
+        # the view's marks of this layer, decoded only if read: set as keep_view would (its **marks would read them)
+        self.kept_view = (maps.layer, rows, LayerMarks(stash, maps.layer, batch.n_words, rows, dependents, heads))
+        if maps.layer < self.layers - 1:
+            return
+        attention = stash.landed()  # [L,B,H,C,C] on the host
+        layers, b, h, c = attention.shape[:4]
         # a sentence's heads side by side, so that Eisner decodes them together (decoders.LANES)
-        predicted = decode(attention.reshape(b * h, c, c), batch.n_words.repeat_interleave(h))  # [D,B·H,F,C]
-        predicted = predicted.view(len(DECODERS), b, h, len(FORMS), c).permute(0, 3, 2, 1, 4)  # [D,F,H,B,C]
-        directed, undirected = attached(predicted, rows, dependents, heads)  # [D,F,H,N]
-        # the main variant's tree: each gold arc's dependent's decoded head [N,H], and whether it is the gold one
-        self.keep_view(maps.layer, rows, right=directed[0, 0].T, head=predicted[0, 0][:, rows, dependents].T)
-        self.hits[:, :, 0, maps.layer] += directed.sum(-1)
-        self.hits[:, :, 1, maps.layer] += undirected.sum(-1)
-        if maps.layer == 0:  # arcs and baselines do not depend on the layer
-            self.arcs += len(labels)
-            self.relation_arcs.add(self.relation_arcs.ids(labels), torch.ones(len(labels)), sentences=rows, batch=batch)
-            self.baseline_hits += _baselines(dependents, heads, batch.n_words[rows])
-        relations = self.batch_buffer(batch, "trees.relations", (len(labels), self.layers, self.heads), torch.bool)
-        relations[:, maps.layer] = directed[0, 0].T  # [N,L,H] the main variant; added per relation at the last layer
-        if maps.layer == self.layers - 1:
-            self.relation_hits.add(self.relation_hits.ids(labels), relations, sentences=rows, batch=batch)
-        self._ensemble_update(attention, batch.n_words, maps.layer, rows, dependents, heads)
+        lengths = batch.n_words.repeat_interleave(h).repeat(layers)  # [L·B·H]
+        predicted = decode(attention.view(-1, c, c), lengths)  # [D,L·B·H,F,C]
+        predicted = predicted.view(len(DECODERS), layers, b, h, len(FORMS), c).permute(0, 4, 1, 3, 2, 5)  # [D,F,L,H,B,C]
+        directed, undirected = attached(predicted, rows, dependents, heads)  # [D,F,L,H,N]
+        self.hits[:, :, 0] += directed.sum(-1)
+        self.hits[:, :, 1] += undirected.sum(-1)
+        self.arcs += len(labels)
+        self.relation_arcs.add(self.relation_arcs.ids(labels), torch.ones(len(labels)), sentences=rows, batch=batch)
+        self.baseline_hits += _baselines(dependents, heads, batch.n_words[rows])
+        # the main variant per relation [N,L,H]
+        self.relation_hits.add(self.relation_hits.ids(labels), directed[0, 0].permute(2, 0, 1), sentences=rows,
+                               batch=batch)
+        self._ensemble_update(attention, batch.n_words, rows, dependents, heads)
 
-    def _ensemble_update(self, attention: torch.Tensor, n_words: torch.Tensor, layer: int, rows: torch.Tensor,
+    def _ensemble_update(self, attention: torch.Tensor, n_words: torch.Tensor, rows: torch.Tensor,
                          dependents: torch.Tensor, heads: torch.Tensor) -> None:
-        """Add this layer's ensemble heads (of word attention [B,H,C,C]) to the batch's sum, in float64, over the root
-        and the words; at the last layer decode the average and score it."""
+        """Decode and score the average of the ensemble heads of the batch's word attention [L,B,H,C,C] (summed in
+        float64 layer by layer, over the root and the words)."""
         chosen = self.ensemble()
         if not chosen:
             return
-        mine = [h for lay, h, _ in chosen if lay == layer]
-        words = attention[:, mine][..., :-1, :-1].double().cpu()  # [B,k,M,M]
-        if layer == 0:
-            self._pending = words.new_zeros(words.shape[0], *words.shape[2:])
-        self._pending += words.sum(1)
-        if layer == self.layers - 1:
-            predicted = decode_main(self._pending / len(chosen), n_words)  # [B,M]
-            directed, undirected = attached(predicted, rows, dependents, heads)
-            self.ensemble_hits += torch.stack([directed.sum(), undirected.sum()])
-            self._pending = None
+        m = attention.shape[-1] - 1  # the root and the words
+        total = attention.new_zeros(attention.shape[1], m, m, dtype=torch.float64)  # [B,M,M]
+        for layer in sorted({lay for lay, _, _ in chosen}):  # the chosen heads' layers, a few
+            mine = [h for lay, h, _ in chosen if lay == layer]
+            total += attention[layer][:, mine][..., :-1, :-1].double().sum(1)  # [B,M,M]
+        predicted = decode_main(total / len(chosen), n_words)  # [B,M]
+        directed, undirected = attached(predicted, rows, dependents, heads)
+        self.ensemble_hits += torch.stack([directed.sum(), undirected.sum()])
 
     def ensemble(self) -> list[tuple[int, int, float]]:
         """The greedy head ensemble on the selection sample: (layer, head, sample UAS so far) per head."""
@@ -135,7 +148,7 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
 
     def reset(self) -> None:
         super().reset()
-        self._ensemble = self._pending = None
+        self._ensemble = None
 
     def load_state_dict(self, state) -> None:
         super().load_state_dict(state)
@@ -170,6 +183,42 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
                              baselines=baselines, extra=extra)
         return attach_intervals(result, self.relation_hits, self.relation_arcs)  # overall: every relation's arcs
+
+
+class LayerMarks(Mapping):
+    """The view's marks of one layer (``Presentation.keep_view``), "right" and "head" [N,H] each: the main variant's
+    tree of each head, decoded from the layer's host copy when first read. Only the batches whose sentences the
+    examples record read them (probes.results.examples); every other batch decodes its layers once, together, at
+    its last layer."""
+
+    def __init__(self, stash: LayerStash, layer: int, n_words: torch.Tensor, rows: torch.Tensor,
+                 dependents: torch.Tensor, heads: torch.Tensor):
+        self._read = lambda: _layer_marks(stash.landed(layer), n_words, rows, dependents, heads)
+        self._marks: dict[str, torch.Tensor] | None = None
+
+    def _decoded(self) -> dict[str, torch.Tensor]:
+        if self._marks is None:
+            self._marks = self._read()
+        return self._marks
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self._decoded()[name]
+
+    def __iter__(self):
+        return iter(("right", "head"))
+
+    def __len__(self) -> int:
+        return 2
+
+
+def _layer_marks(attention: torch.Tensor, n_words: torch.Tensor, rows: torch.Tensor, dependents: torch.Tensor,
+                 heads: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The main variant's marks of one layer's word attention [B,H,C,C]: each gold arc's dependent's decoded head
+    and whether it is the gold one, [N,H] each."""
+    b, h, c = attention.shape[:3]
+    predicted = decode_main(attention.reshape(b * h, c, c), n_words.repeat_interleave(h)).view(b, h, c)  # [B,H,C]
+    head = predicted.transpose(0, 1)[:, rows, dependents]  # [H,N]
+    return {"right": (head == heads).T, "head": head.T}
 
 
 def _share(hits: torch.Tensor, count: int) -> float:
