@@ -91,10 +91,8 @@ class SegmentationProbe(SegPresentation, Probe, declared=SEG):
         if layer == self.layers - 1:
             ends = self._ends.cpu()  # [N,L,H]
             self._ends = None
-            flat = ends.reshape(len(found.units), -1)  # [N,L·H]
-            self.stats[:, :flat.shape[1]] += tally(flat, found.units)  # every layer's heads at once
             self._add_replicates(batch, found, ends)
-            self._add_batch(batch, found, flat)
+            self._add_batch(batch, found, ends.reshape(len(found.units), -1))
 
     def _add_replicates(self, batch: Batch, found: BatchUnits, ends: torch.Tensor) -> None:
         """Word F1's parts per sentence, weighted into the replicates: the words each head predicts and gets
@@ -131,12 +129,12 @@ class SegmentationProbe(SegPresentation, Probe, declared=SEG):
         return looks != (positions + 1)[:, None]
 
     def _add_batch(self, batch: Batch, found: BatchUnits, ends: torch.Tensor) -> None:
-        """Once every layer is in, with ends [N, L*H]: the baselines and unions, the ends kept for the
-        ensembles, and the examples."""
+        """Once every layer is in, with ends [N, L*H]: the heads' counts, the baselines and unions, the ends kept for
+        the ensembles, and the examples."""
         gold = found.units.gold_end
         extra = torch.stack([torch.ones_like(gold), torch.zeros_like(gold), union_ends(ends, gold, "oracle"),
                              union_ends(ends, gold, "any_end")], dim=1)  # [N,4] in EXTRA_COLUMNS order
-        self.stats[:, -len(EXTRA_COLUMNS):] += tally(extra, found.units)
+        self.stats += tally(torch.cat([ends, extra], dim=1), found.units)  # every column of the state at once
         if self.config["ensemble_size"]:
             self.kept.add(ends, found.units)
         self._keep_examples(batch, found, ends)

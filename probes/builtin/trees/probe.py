@@ -100,7 +100,9 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         stash = batch.memo(("trees.stash", id(self)), lambda: LayerStash(self.layers, maps.device))
         stash.keep(maps.layer, maps.word_attention)  # [B,H,C,C]: root, words and the end column (never read)
         # the view's marks of this layer, decoded only if read: set as keep_view would (its **marks would read them)
-        self.kept_view = (maps.layer, rows, LayerMarks(stash, maps.layer, batch.n_words, rows, dependents, heads))
+        trees = batch.memo(("trees.trees", id(self)), dict)  # "main": [L,H,B,C] once the batch is decoded
+        marks = LayerMarks(stash, trees, maps.layer, batch.n_words, (rows, dependents, heads))
+        self.kept_view = (maps.layer, rows, marks)
         if maps.layer < self.layers - 1:
             return
         attention = stash.landed()  # [L,B,H,C,C] on the host
@@ -108,7 +110,9 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         # a sentence's heads side by side, so that Eisner decodes them together (decoders.LANES)
         lengths = batch.n_words.repeat_interleave(h).repeat(layers)  # [L·B·H]
         predicted = decode(attention.view(-1, c, c), lengths)  # [D,L·B·H,F,C]
-        predicted = predicted.view(len(DECODERS), layers, b, h, len(FORMS), c).permute(0, 4, 1, 3, 2, 5)  # [D,F,L,H,B,C]
+        predicted = predicted.view(len(DECODERS), layers, b, h, len(FORMS), c)
+        predicted = predicted.permute(0, 4, 1, 3, 2, 5)  # [D,F,L,H,B,C]
+        trees["main"] = predicted[0, 0]  # [L,H,B,C]
         directed, undirected = attached(predicted, rows, dependents, heads)  # [D,F,L,H,N]
         self.hits[:, :, 0] += directed.sum(-1)
         self.hits[:, :, 1] += undirected.sum(-1)
@@ -186,39 +190,39 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
 
 
 class LayerMarks(Mapping):
-    """The view's marks of one layer (``Presentation.keep_view``), "right" and "head" [N,H] each: the main variant's
-    tree of each head, decoded from the layer's host copy when first read. Only the batches whose sentences the
-    examples record read them (probes.results.examples); every other batch decodes its layers once, together, at
-    its last layer."""
+    """The view's marks of one layer (``Presentation.keep_view``), "right" and "head" [N,H] each: each gold arc's
+    dependent's head in the main variant's tree of each head, and whether it is the gold one. Made when first read:
+    from the batch's trees where they are decoded already, else from the layer's host copy. Only the batches whose
+    sentences the examples record read them (probes.results.examples); every other batch decodes its layers once,
+    together, at its last layer."""
 
-    def __init__(self, stash: LayerStash, layer: int, n_words: torch.Tensor, rows: torch.Tensor,
-                 dependents: torch.Tensor, heads: torch.Tensor):
-        self._read = lambda: _layer_marks(stash.landed(layer), n_words, rows, dependents, heads)
+    def __init__(self, stash: LayerStash, trees: dict[str, torch.Tensor], layer: int, n_words: torch.Tensor,
+                 arcs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]):
+        self._stash, self._trees, self._layer, self._n_words, self._arcs = stash, trees, layer, n_words, arcs
         self._marks: dict[str, torch.Tensor] | None = None
 
-    def _decoded(self) -> dict[str, torch.Tensor]:
+    def _made(self) -> dict[str, torch.Tensor]:
         if self._marks is None:
-            self._marks = self._read()
+            rows, dependents, heads = self._arcs
+            if "main" in self._trees:
+                predicted = self._trees["main"][self._layer]  # [H,B,C]
+            else:
+                attention = self._stash.landed(self._layer)  # [B,H,C,C]
+                b, h, c = attention.shape[:3]
+                lengths = self._n_words.repeat_interleave(h)  # [B·H]
+                predicted = decode_main(attention.reshape(b * h, c, c), lengths).view(b, h, c).transpose(0, 1)
+            head = predicted[:, rows, dependents]  # [H,N]
+            self._marks = {"right": (head == heads).T, "head": head.T}
         return self._marks
 
     def __getitem__(self, name: str) -> torch.Tensor:
-        return self._decoded()[name]
+        return self._made()[name]
 
     def __iter__(self):
         return iter(("right", "head"))
 
     def __len__(self) -> int:
         return 2
-
-
-def _layer_marks(attention: torch.Tensor, n_words: torch.Tensor, rows: torch.Tensor, dependents: torch.Tensor,
-                 heads: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The main variant's marks of one layer's word attention [B,H,C,C]: each gold arc's dependent's decoded head
-    and whether it is the gold one, [N,H] each."""
-    b, h, c = attention.shape[:3]
-    predicted = decode_main(attention.reshape(b * h, c, c), n_words.repeat_interleave(h)).view(b, h, c)  # [B,H,C]
-    head = predicted.transpose(0, 1)[:, rows, dependents]  # [H,N]
-    return {"right": (head == heads).T, "head": head.T}
 
 
 def _share(hits: torch.Tensor, count: int) -> float:
