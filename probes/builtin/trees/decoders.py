@@ -27,8 +27,8 @@ Scores must be finite (attention is): CLE's bookkeeping takes −inf for "no arc
 
 Speed: ``decode`` is one compiled call over the whole stack, every form and both decoders (the arc scores
 of each form are read straight from the matrices, no copy of the stack per form); the (matrix, form) units
-spread over numba's threads (prange); compiled code is cached on disk (cache=True), so a fresh process only
-loads it. Per unit of n words, CLE costs O(n²) plus O(n × its length) per contracted cycle (O(n²) in all
+spread over numba's threads (prange), without the GIL (nogil: a thread that decodes leaves Python to the others,
+e.g. the model's pass); compiled code is cached on disk (cache=True), so a fresh process only loads it. Per unit of n words, CLE costs O(n²) plus O(n × its length) per contracted cycle (O(n²) in all
 on the symmetric form); Eisner O(n³), vectorised over up to LANES units of one length that lie next to each
 other (a matrix's forms, then the next matrix's: put a sentence's heads together). How the stack is cut
 changes no tree.
@@ -92,7 +92,7 @@ def _arc_score(matrix: np.ndarray, form: int, h: int, d: int) -> float:
     return np.float64(matrix[h, d])
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _decode_stack(matrices: np.ndarray, lengths: np.ndarray, forms: np.ndarray, cle: bool, projective: bool,
                   parts: int) -> np.ndarray:
     """heads [D,N·F,M] of every unit (matrix i of matrices [N,M,M], form f of forms [F]: unit i·F + f): the units

@@ -19,15 +19,18 @@ selection split (the fit phase: ``--select-on FILE``, else the scored corpus its
 averaged per sentence and decoded with the main variant (probes.builtin.trees.ensemble, .sample).
 
 Sentences of different lengths share a batch: each is decoded over its own n+1 nodes only, so padding
-changes no tree. Decoding is host work (probes.builtin.trees.decoders): each layer's word attention is copied
-into host memory as the layer comes (pinned, without waiting, on CUDA), and at the batch's last layer the host
-waits for the copies once and decodes all L×B×H trees, both forms and both decoders, in one compiled call; the
-state changes then, and only then. The view's marks of a layer (``keep_view``) are decoded from that layer's copy
-only where they are read (the batches whose sentences the examples record).
+changes no tree. Decoding is host work (probes.builtin.trees.decoders), done beside the model's pass: each
+layer's word attention is copied into host memory as the layer comes (pinned, without waiting, on CUDA) and
+decoded on a thread of the batch's own (all B×H trees of the layer, both forms and both decoders, in one
+compiled call that leaves Python free), while the model computes the next layers. At the batch's last layer
+the probe waits for the layers' trees, once, and scores them: the state changes then, and only then. The
+view's marks of a layer (``keep_view``) wait for that layer's trees only where they are read (the batches
+whose sentences the examples record).
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
@@ -79,6 +82,10 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         self.add_state("ensemble_hits", torch.zeros(2, dtype=torch.int64))  # [way]
         self.add_state("sample", SelectionSample(self.config["select_sentences"], layers, heads), fit=True)
         self._ensemble: list[tuple[int, int, float]] | None = None  # chosen from `sample` when first needed
+        # the batch in progress, from its layer 0 to its last: the fit's sampled rows and their host copy; the
+        # scored batch's host copy and its trees
+        self._sampled: tuple[list[int], LayerStash] | None = None
+        self._decoding: tuple[LayerStash, LayerTrees] | None = None
 
     def view_items(self, sentence: Sentence) -> list[dict]:
         return arc_items(sentence)
@@ -87,32 +94,32 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         keys = batch.memo("trees.keys", lambda: sentence_keys(batch))
         if maps.layer == 0:
             self.sample.admit(keys, [s.ann["head"] for s in batch.sentences])
-        rows = batch.memo(("trees.sampled", id(self)), lambda: self.sample.rows(keys))  # the batch's rows in the sample
+            self._sampled = (self.sample.rows(keys), LayerStash(self.layers, maps.device))  # the batch's rows in it
+        rows, stash = self._sampled
         if not rows:
             return
-        stash = batch.memo(("trees.fit_stash", id(self)), lambda: LayerStash(self.layers, maps.device))
         stash.keep(maps.layer, maps.word_attention, rows)  # [k,H,C,C] the sampled rows' alone
         if maps.layer == self.layers - 1:
             self.sample.fill([keys[b] for b in rows], stash.landed(), [len(batch.sentences[b].words) for b in rows])
+            self._sampled = None
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
-        stash = batch.memo(("trees.stash", id(self)), lambda: LayerStash(self.layers, maps.device))
+        if maps.layer == 0:
+            self._decoding = (LayerStash(self.layers, maps.device), LayerTrees(self.layers))
+        stash, decoding = self._decoding
         stash.keep(maps.layer, maps.word_attention)  # [B,H,C,C]: root, words and the end column (never read)
-        # the view's marks of this layer, decoded only if read: set as keep_view would (its **marks would read them)
-        trees = batch.memo(("trees.trees", id(self)), dict)  # "main": [L,H,B,C] once the batch is decoded
-        marks = LayerMarks(stash, trees, maps.layer, batch.n_words, (rows, dependents, heads))
+        decoding.submit(stash, maps.layer, batch.n_words)
+        # the view's marks of this layer, made only if read: set as keep_view would (its **marks would read them)
+        marks = LayerMarks(decoding.trees[maps.layer], self.heads, (rows, dependents, heads))
         self.kept_view = (maps.layer, rows, marks)
         if maps.layer < self.layers - 1:
             return
-        attention = stash.landed()  # [L,B,H,C,C] on the host
-        layers, b, h, c = attention.shape[:4]
-        # a sentence's heads side by side, so that Eisner decodes them together (decoders.LANES)
-        lengths = batch.n_words.repeat_interleave(h).repeat(layers)  # [L·B·H]
-        predicted = decode(attention.view(-1, c, c), lengths)  # [D,L·B·H,F,C]
-        predicted = predicted.view(len(DECODERS), layers, b, h, len(FORMS), c)
+        self._decoding = None
+        predicted = decoding.result()  # [D,L,B·H,F,C]
+        b, h, c = len(batch.sentences), self.heads, predicted.shape[-1]
+        predicted = predicted.view(len(DECODERS), self.layers, b, h, len(FORMS), c)
         predicted = predicted.permute(0, 4, 1, 3, 2, 5)  # [D,F,L,H,B,C]
-        trees["main"] = predicted[0, 0]  # [L,H,B,C]
         directed, undirected = attached(predicted, rows, dependents, heads)  # [D,F,L,H,N]
         self.hits[:, :, 0] += directed.sum(-1)
         self.hits[:, :, 1] += undirected.sum(-1)
@@ -122,7 +129,7 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         # the main variant per relation [N,L,H]
         self.relation_hits.add(self.relation_hits.ids(labels), directed[0, 0].permute(2, 0, 1), sentences=rows,
                                batch=batch)
-        self._ensemble_update(attention, batch.n_words, rows, dependents, heads)
+        self._ensemble_update(stash.landed(), batch.n_words, rows, dependents, heads)
 
     def _ensemble_update(self, attention: torch.Tensor, n_words: torch.Tensor, rows: torch.Tensor,
                          dependents: torch.Tensor, heads: torch.Tensor) -> None:
@@ -152,11 +159,12 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
 
     def reset(self) -> None:
         super().reset()
-        self._ensemble = None
+        self._ensemble = self._sampled = self._decoding = None
 
     def load_state_dict(self, state) -> None:
+        """Replace the state; a batch not finished (one that ran out of memory) is dropped."""
         super().load_state_dict(state)
-        self._ensemble = None
+        self._ensemble = self._sampled = self._decoding = None
 
     def compute(self, info: RunInfo) -> ProbeResult:
         arcs = int(self.arcs)
@@ -189,28 +197,49 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         return attach_intervals(result, self.relation_hits, self.relation_arcs)  # overall: every relation's arcs
 
 
+class LayerTrees:
+    """A batch's trees, layer by layer, decoded on a thread of the batch's own while the model computes the next
+    layers: ``submit`` each layer's host copy as it comes, then ``result`` at the last layer. Every unit is
+    decoded on its own (probes.builtin.trees.decoders), so decoding by layer gives the trees of one call."""
+
+    def __init__(self, layers: int):
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trees-decode")  # layers in order
+        self.trees: list[Future | None] = [None] * layers  # per layer, its trees [D,B·H,F,C]
+
+    def submit(self, stash: LayerStash, layer: int, n_words: torch.Tensor) -> None:
+        self.trees[layer] = self.worker.submit(_decode_layer, stash, layer, n_words)
+
+    def result(self) -> torch.Tensor:
+        """[D,L,B·H,F,C] every layer's trees, once decoded; the thread ends."""
+        try:
+            return torch.stack([layer.result() for layer in self.trees], 1)
+        finally:
+            self.worker.shutdown(wait=False)
+
+
+def _decode_layer(stash: LayerStash, layer: int, n_words: torch.Tensor) -> torch.Tensor:
+    """[D,B·H,F,C] the trees of every head of layer `layer` of the batch, once its host copy is in: a sentence's
+    heads side by side, so that Eisner decodes them together (decoders.LANES)."""
+    attention = stash.landed(layer)  # [B,H,C,C]
+    b, h, c = attention.shape[:3]
+    return decode(attention.view(b * h, c, c), n_words.repeat_interleave(h))
+
+
 class LayerMarks(Mapping):
     """The view's marks of one layer (``Presentation.keep_view``), "right" and "head" [N,H] each: each gold arc's
-    dependent's head in the main variant's tree of each head, and whether it is the gold one. Made when first read:
-    from the batch's trees where they are decoded already, else from the layer's host copy. Only the batches whose
-    sentences the examples record read them (probes.results.examples); every other batch decodes its layers once,
-    together, at its last layer."""
+    dependent's head in the main variant's tree of each head, and whether it is the gold one. Made when first read,
+    from the layer's trees (waiting for them): only the batches whose sentences the examples record read them
+    (probes.results.examples)."""
 
-    def __init__(self, stash: LayerStash, trees: dict[str, torch.Tensor], layer: int, n_words: torch.Tensor,
-                 arcs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]):
-        self._stash, self._trees, self._layer, self._n_words, self._arcs = stash, trees, layer, n_words, arcs
+    def __init__(self, trees: Future, heads: int, arcs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]):
+        self._trees, self._heads, self._arcs = trees, heads, arcs
         self._marks: dict[str, torch.Tensor] | None = None
 
     def _made(self) -> dict[str, torch.Tensor]:
         if self._marks is None:
             rows, dependents, heads = self._arcs
-            if "main" in self._trees:
-                predicted = self._trees["main"][self._layer]  # [H,B,C]
-            else:
-                attention = self._stash.landed(self._layer)  # [B,H,C,C]
-                b, h, c = attention.shape[:3]
-                lengths = self._n_words.repeat_interleave(h)  # [B·H]
-                predicted = decode_main(attention.reshape(b * h, c, c), lengths).view(b, h, c).transpose(0, 1)
+            main = self._trees.result()[0, :, 0]  # [B·H,C] the main variant's
+            predicted = main.view(-1, self._heads, main.shape[-1]).transpose(0, 1)  # [H,B,C]
             head = predicted[:, rows, dependents]  # [H,N]
             self._marks = {"right": (head == heads).T, "head": head.T}
         return self._marks

@@ -1,9 +1,10 @@
 """Host copies of a batch's word attention, layer by layer: what the tree decoders (host work) read.
 
 Each layer's word attention [B,H,C,C] (or some of its rows) is copied into host memory as the layer comes. On
-CUDA the copy goes into pinned memory without waiting (``non_blocking``), so the device goes on with the next
-layer; ``landed`` waits for the copies once, at the batch's last layer, and gives the host tensor [L,B,H,C,C].
-The copy is float32 (float64 kept as it is): the decoders read float32 or float64 (probes.builtin.trees.decoders).
+CUDA the copy goes into pinned memory without the host waiting (``non_blocking``), an event marking its end, so
+the device goes on with the next layer; ``landed`` waits for a layer's copy (for all of them) where it is read: in
+the thread that decodes the layer, never in the one that runs the model. The copy is float32 (float64 kept as it
+is): the decoders read float32 or float64 (probes.builtin.trees.decoders).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ class LayerStash:
         self.layers, self.device = layers, device
         self.asynchronous = device.type == "cuda"  # a pinned host copy the device makes without the host waiting
         self.held: torch.Tensor | None = None  # [L,B,H,C,C] on the host, allocated at the first layer
+        self.copied: list = [None] * layers  # per layer, the CUDA event that marks the end of its copy
         self.rows: torch.Tensor | None = None  # [k] on the device: the rows kept, where not all of them
 
     def keep(self, layer: int, attention: torch.Tensor, rows: list[int] | None = None) -> None:
@@ -30,10 +32,16 @@ class LayerStash:
             dtype = attention.dtype if attention.dtype == torch.float64 else torch.float32
             self.held = torch.empty((self.layers, *attention.shape), dtype=dtype, pin_memory=self.asynchronous)
         self.held[layer].copy_(attention, non_blocking=self.asynchronous)
+        if self.asynchronous:
+            self.copied[layer] = torch.cuda.Event()
+            self.copied[layer].record(torch.cuda.current_stream(self.device))
 
     def landed(self, layer: int | None = None) -> torch.Tensor:
-        """The host copy [L,B,H,C,C] (layer `layer`'s [B,H,C,C] where given), once the copies made so far are in:
-        on CUDA, the host waits for the device's stream here."""
+        """The host copy [L,B,H,C,C] (layer `layer`'s [B,H,C,C] where given), once its copy is in (every copy
+        made so far, where no layer is given): on CUDA, the calling thread waits for the device here."""
         if self.asynchronous:
-            torch.cuda.current_stream(self.device).synchronize()
+            events = self.copied if layer is None else [self.copied[layer]]
+            for event in events:
+                if event is not None:
+                    event.synchronize()
         return self.held if layer is None else self.held[layer]
