@@ -26,9 +26,9 @@ from tiny_models import build_tiny_model
 
 # probe -> (the probe files whose lines are counted, most reads a batch may make there)
 SITES = {
-    # the ensemble's average decoded (decode's numpy view of its host input and lengths), the gold arcs; each layer's
-    # trees are decoded from their host copy on a thread of the batch's own, which the count (this thread's) leaves out
-    "trees": (("probes/builtin/trees/",), 5),
+    # the gold arcs; the trees are decoded from the host copies on the probe's own thread, which the count (this
+    # thread's) leaves out
+    "trees": (("probes/builtin/trees/",), 1),
     "positional": (("probes/builtin/analyses/positional.py",), 0),
     "patterns": (("probes/builtin/analyses/patterns.py",), 0),
     "rare": (("probes/builtin/analyses/rare.py",), 0),

@@ -143,18 +143,21 @@ def test_state():
     np.testing.assert_array_equal(r.overall.scores, [[1.0, 0.25], [0.25, 1.0]])
 
 
-def test_the_state_changes_at_the_last_layer_only():
-    """Every layer's trees are decoded together at the batch's last layer: until then nothing is counted (a batch
-    that runs out of memory half way leaves the state as it was)."""
+def test_the_state_holds_whole_batches_only():
+    """A batch's trees are decoded beside the model's pass and scored at the next batch's last layer, or when the state
+    is read: it never holds part of a batch (one that runs out of memory half way leaves it as it was)."""
     probe = TreesProbe(2, 2, ensemble_heads=0)
     hand = two_layers(_hand(ONE_BATCH)[0])
-    maps = LayerMaps(hand.batch, 0, hand.attentions[0])
-    probe.update(hand.batch, maps)
-    assert int(probe.arcs) == 0 and not probe.hits.any() and not probe.baseline_hits.any()
+    probe.update(hand.batch, LayerMaps(hand.batch, 0, hand.attentions[0]))
+    assert int(probe.state_dict()["arcs"]) == 0
     probe.update(hand.batch, LayerMaps(hand.batch, 1, hand.attentions[1]))
-    assert int(probe.arcs) == 4
+    state = probe.state_dict()
+    assert int(state["arcs"]) == 4
     # directed UAS of the main variant: layer 0 as head 0, 1 (4, 1 of 4 arcs); layer 1 the heads swapped
-    np.testing.assert_array_equal(probe.hits[0, 0, 0], [[4, 1], [1, 4]])
+    np.testing.assert_array_equal(state["hits"][0, 0, 0], [[4, 1], [1, 4]])
+    probe.update(hand.batch, LayerMaps(hand.batch, 0, hand.attentions[0]))  # a batch that goes no further
+    probe.load_state_dict(state)
+    assert int(probe.state_dict()["arcs"]) == 4
 
 
 def test_view_marks_are_the_main_trees_of_their_layer():

@@ -35,6 +35,8 @@ changes no tree.
 """
 from __future__ import annotations
 
+import threading
+
 import numba
 import numpy as np
 import torch
@@ -45,6 +47,9 @@ DECODERS = ("cle", "eisner")  # the order of decode's output
 LANES = 24  # most units of one length Eisner decodes side by side (vectorised over them)
 SCORES = "scores"  # not a form of attention: the matrix is read as it is, rows heads and columns dependents
 SYMMETRIC = FORMS.index("symmetric")  # its code (``_form_code``): its arborescence is a spanning tree's
+# one compiled call at a time, whichever thread makes it (trees decodes on threads of its own): numba's workqueue
+# threading layer, its fallback where neither TBB nor OpenMP is there, takes no concurrent calls
+ONE_CALL = threading.Lock()
 
 
 def chu_liu_edmonds(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -71,7 +76,8 @@ def decode(matrices: torch.Tensor, lengths: torch.Tensor, forms: tuple[str, ...]
     codes = np.array([_form_code(f) for f in forms], dtype=np.int64)  # [F]
     units = len(sizes) * len(forms)
     parts = min(units, 8 * numba.get_num_threads())  # a few per thread, for balance
-    heads = _decode_stack(np.ascontiguousarray(array), sizes, codes, cle, projective, max(parts, 1))  # [2,N·F,M]
+    with ONE_CALL:
+        heads = _decode_stack(np.ascontiguousarray(array), sizes, codes, cle, projective, max(parts, 1))  # [2,N·F,M]
     chosen = [DECODERS.index(d) for d in decoders]
     return torch.from_numpy(heads[chosen]).view(len(decoders), len(sizes), len(forms), array.shape[-1])
 

@@ -21,11 +21,12 @@ averaged per sentence and decoded with the main variant (probes.builtin.trees.en
 Sentences of different lengths share a batch: each is decoded over its own n+1 nodes only, so padding
 changes no tree. Decoding is host work (probes.builtin.trees.decoders), done beside the model's pass: each
 layer's word attention is copied into host memory as the layer comes (pinned, without waiting, on CUDA) and
-decoded on a thread of the batch's own (all B×H trees of the layer, both forms and both decoders, in one
-compiled call that leaves Python free), while the model computes the next layers. At the batch's last layer
-the probe waits for the layers' trees, once, and scores them: the state changes then, and only then. The
-view's marks of a layer (``keep_view``) wait for that layer's trees only where they are read (the batches
-whose sentences the examples record).
+decoded on a thread of the probe's own (all B×H trees of the layer, both forms and both decoders, in one
+compiled call that leaves Python free; then the head ensemble's average), while the model computes the next
+layers and the next batch. A batch is scored (``settle``) at the next batch's last layer, its trees decoded by
+then, or as soon as the state is read, merged, computed or replaced, waiting for them: the state never shows
+half a batch. The view's marks of a layer (``keep_view``) wait for that layer's trees only where they are read
+(the batches whose sentences the examples record).
 """
 from __future__ import annotations
 
@@ -86,6 +87,8 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         # scored batch's host copy and its trees
         self._sampled: tuple[list[int], LayerStash] | None = None
         self._decoding: tuple[LayerStash, LayerTrees] | None = None
+        self._unsettled: tuple[Batch, LayerTrees, bool] | None = None  # the last batch, its trees decoding: settle
+        self._worker: ThreadPoolExecutor | None = None  # the thread that decodes, in order of submission
 
     def view_items(self, sentence: Sentence) -> list[dict]:
         return arc_items(sentence)
@@ -106,7 +109,9 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
         if maps.layer == 0:
-            self._decoding = (LayerStash(self.layers, maps.device), LayerTrees(self.layers))
+            if self._worker is None:  # the probe's own thread, for its life: a thread's first parallel call costs
+                self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trees-decode")
+            self._decoding = (LayerStash(self.layers, maps.device), LayerTrees(self._worker, self.layers))
         stash, decoding = self._decoding
         stash.keep(maps.layer, maps.word_attention)  # [B,H,C,C]: root, words and the end column (never read)
         decoding.submit(stash, maps.layer, batch.n_words)
@@ -115,8 +120,25 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         self.kept_view = (maps.layer, rows, marks)
         if maps.layer < self.layers - 1:
             return
-        self._decoding = None
-        predicted = decoding.result()  # [D,L,B·H,F,C]
+        chosen = self.ensemble()
+        if chosen:
+            decoding.submit_ensemble(stash, chosen, batch.n_words)
+        self.settle()  # the previous batch, decoded meanwhile
+        self._decoding, self._unsettled = None, (batch, decoding, torch.is_inference_mode_enabled())
+
+    def settle(self) -> None:
+        """Score the batch whose trees were decoding, if any, once they are (waiting for them here): at the next
+        batch's last layer, and before the state is read, merged, computed or replaced."""
+        if self._unsettled is None:
+            return
+        batch, decoding, inference = self._unsettled
+        self._unsettled = None
+        with torch.inference_mode(inference):  # as the batch's update was (the runner's is): its state's tensors
+            self._score(batch, decoding)
+
+    def _score(self, batch: Batch, decoding: LayerTrees) -> None:
+        rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
+        predicted, ensemble = decoding.result()  # [D,L,B·H,F,C], [B,M] or None
         b, h, c = len(batch.sentences), self.heads, predicted.shape[-1]
         predicted = predicted.view(len(DECODERS), self.layers, b, h, len(FORMS), c)
         predicted = predicted.permute(0, 4, 1, 3, 2, 5)  # [D,F,L,H,B,C]
@@ -129,23 +151,9 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         # the main variant per relation [N,L,H]
         self.relation_hits.add(self.relation_hits.ids(labels), directed[0, 0].permute(2, 0, 1), sentences=rows,
                                batch=batch)
-        self._ensemble_update(stash.landed(), batch.n_words, rows, dependents, heads)
-
-    def _ensemble_update(self, attention: torch.Tensor, n_words: torch.Tensor, rows: torch.Tensor,
-                         dependents: torch.Tensor, heads: torch.Tensor) -> None:
-        """Decode and score the average of the ensemble heads of the batch's word attention [L,B,H,C,C] (summed in
-        float64 layer by layer, over the root and the words)."""
-        chosen = self.ensemble()
-        if not chosen:
-            return
-        m = attention.shape[-1] - 1  # the root and the words
-        total = attention.new_zeros(attention.shape[1], m, m, dtype=torch.float64)  # [B,M,M]
-        for layer in sorted({lay for lay, _, _ in chosen}):  # the chosen heads' layers, a few
-            mine = [h for lay, h, _ in chosen if lay == layer]
-            total += attention[layer][:, mine][..., :-1, :-1].double().sum(1)  # [B,M,M]
-        predicted = decode_main(total / len(chosen), n_words)  # [B,M]
-        directed, undirected = attached(predicted, rows, dependents, heads)
-        self.ensemble_hits += torch.stack([directed.sum(), undirected.sum()])
+        if ensemble is not None:
+            directed, undirected = attached(ensemble, rows, dependents, heads)
+            self.ensemble_hits += torch.stack([directed.sum(), undirected.sum()])
 
     def ensemble(self) -> list[tuple[int, int, float]]:
         """The greedy head ensemble on the selection sample: (layer, head, sample UAS so far) per head."""
@@ -153,20 +161,30 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
             self._ensemble = select_heads(self.sample, self.config["ensemble_heads"])
         return self._ensemble
 
+    def merge(self, other: "TreesProbe") -> None:
+        self.settle()
+        other.settle()
+        super().merge(other)
+
     def merge_fit(self, other: "TreesProbe") -> None:
         super().merge_fit(other)
         self._ensemble = None
 
     def reset(self) -> None:
         super().reset()
-        self._ensemble = self._sampled = self._decoding = None
+        self._ensemble = self._sampled = self._decoding = self._unsettled = None
+
+    def state_dict(self) -> dict:
+        self.settle()
+        return super().state_dict()
 
     def load_state_dict(self, state) -> None:
-        """Replace the state; a batch not finished (one that ran out of memory) is dropped."""
+        """Replace the state; a batch not scored yet, or not finished (one that ran out of memory), is dropped."""
         super().load_state_dict(state)
-        self._ensemble = self._sampled = self._decoding = None
+        self._ensemble = self._sampled = self._decoding = self._unsettled = None
 
     def compute(self, info: RunInfo) -> ProbeResult:
+        self.settle()
         arcs = int(self.arcs)
         grids = {}
         for d, decoder in enumerate(DECODERS):
@@ -198,23 +216,26 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
 
 
 class LayerTrees:
-    """A batch's trees, layer by layer, decoded on a thread of the batch's own while the model computes the next
-    layers: ``submit`` each layer's host copy as it comes, then ``result`` at the last layer. Every unit is
-    decoded on its own (probes.builtin.trees.decoders), so decoding by layer gives the trees of one call."""
+    """A batch's trees, layer by layer, decoded on the probe's thread (`worker`) while the model computes the next
+    layers: ``submit`` each layer's host copy as it comes, at the last layer ``submit_ensemble``, then ``result``.
+    Every unit is decoded on its own (probes.builtin.trees.decoders), so decoding by layer gives the trees of one
+    call."""
 
-    def __init__(self, layers: int):
-        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trees-decode")  # layers in order
+    def __init__(self, worker: ThreadPoolExecutor, layers: int):
+        self.worker = worker
         self.trees: list[Future | None] = [None] * layers  # per layer, its trees [D,B·H,F,C]
+        self.ensemble: Future | None = None  # the ensemble's average's main tree [B,M]
 
     def submit(self, stash: LayerStash, layer: int, n_words: torch.Tensor) -> None:
         self.trees[layer] = self.worker.submit(_decode_layer, stash, layer, n_words)
 
-    def result(self) -> torch.Tensor:
-        """[D,L,B·H,F,C] every layer's trees, once decoded; the thread ends."""
-        try:
-            return torch.stack([layer.result() for layer in self.trees], 1)
-        finally:
-            self.worker.shutdown(wait=False)
+    def submit_ensemble(self, stash: LayerStash, chosen: list[tuple[int, int, float]], n_words: torch.Tensor) -> None:
+        self.ensemble = self.worker.submit(_decode_ensemble, stash, chosen, n_words)
+
+    def result(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """[D,L,B·H,F,C] every layer's trees and the ensemble's [B,M] (None without one), once decoded."""
+        return (torch.stack([layer.result() for layer in self.trees], 1),
+                None if self.ensemble is None else self.ensemble.result())
 
 
 def _decode_layer(stash: LayerStash, layer: int, n_words: torch.Tensor) -> torch.Tensor:
@@ -223,6 +244,18 @@ def _decode_layer(stash: LayerStash, layer: int, n_words: torch.Tensor) -> torch
     attention = stash.landed(layer)  # [B,H,C,C]
     b, h, c = attention.shape[:3]
     return decode(attention.view(b * h, c, c), n_words.repeat_interleave(h))
+
+
+def _decode_ensemble(stash: LayerStash, chosen: list[tuple[int, int, float]], n_words: torch.Tensor) -> torch.Tensor:
+    """[B,M] the main variant's trees of the average of the `chosen` heads' word attention of every sentence (summed
+    in float64 layer by layer, over the root and the words)."""
+    attention = stash.landed()  # [L,B,H,C,C]
+    m = attention.shape[-1] - 1  # the root and the words
+    total = attention.new_zeros(attention.shape[1], m, m, dtype=torch.float64)  # [B,M,M]
+    for layer in sorted({lay for lay, _, _ in chosen}):  # the chosen heads' layers, a few
+        mine = [h for lay, h, _ in chosen if lay == layer]
+        total += attention[layer][:, mine][..., :-1, :-1].double().sum(1)  # [B,M,M]
+    return decode_main(total / len(chosen), n_words)
 
 
 class LayerMarks(Mapping):
