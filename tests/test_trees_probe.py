@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from probes.builtin.trees.probe import TreesProbe
-from probes.builtin.trees.stash import LayerStash
+from probes.builtin.trees.stash import HostCopy
 from probes.capture.maps import LayerMaps
 from probes.base.errors import InputError
 from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
@@ -180,19 +180,13 @@ def test_view_marks_are_the_main_trees_of_their_layer():
         assert set(marks) == {"right", "head"}
 
 
-def test_layer_stash_keeps_copies_on_the_host():
-    """The stash holds a copy of each layer (the batch's word attention is rewritten by the next layer), of the rows
-    asked for, in float32 where the maps are in half precision."""
-    stash = LayerStash(2, torch.device("cpu"))
+def test_host_copies_are_copies():
+    """A layer's host copy is a copy (the batch's word attention is rewritten by the next layer), in float32 where
+    the maps are in half precision."""
     attention = torch.arange(2 * 3 * 2 * 2, dtype=torch.float32).view(2, 3, 2, 2)  # [B,H,C,C]
-    stash.keep(0, attention)
+    copy = HostCopy(attention)
     attention += 100  # the next layer, in the same memory
-    stash.keep(1, attention)
-    held = stash.landed()
-    assert held.shape == (2, 2, 3, 2, 2) and held.dtype == torch.float32
-    np.testing.assert_array_equal(held[0].numpy(), (attention - 100).numpy())
-    np.testing.assert_array_equal(stash.landed(1).numpy(), attention.numpy())
-    rows = LayerStash(1, torch.device("cpu"))
-    rows.keep(0, attention.to(torch.bfloat16), [1])
-    assert rows.landed().dtype == torch.float32 and rows.landed().shape == (1, 1, 3, 2, 2)
-    np.testing.assert_array_equal(rows.landed()[0, 0].numpy(), attention[1].numpy())  # small integers: exact
+    np.testing.assert_array_equal(copy.landed().numpy(), (attention - 100).numpy())
+    half = HostCopy(attention.to(torch.bfloat16))
+    assert half.landed().dtype == torch.float32
+    np.testing.assert_array_equal(half.landed().numpy(), attention.numpy())  # small integers: exact

@@ -43,7 +43,7 @@ from probes.builtin.trees.details import TreesPresentation
 from probes.builtin.trees.ensemble import decode_main, select_heads
 from probes.builtin.trees.sample import SelectionSample, sentence_keys
 from probes.builtin.trees.scoring import FORMS, attached
-from probes.builtin.trees.stash import LayerStash
+from probes.builtin.trees.stash import HostCopy
 from probes.base.errors import InputError
 from probes.capture.maps import LayerMaps
 from probes.corpus.sentence import Sentence
@@ -83,10 +83,10 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         self.add_state("ensemble_hits", torch.zeros(2, dtype=torch.int64))  # [way]
         self.add_state("sample", SelectionSample(self.config["select_sentences"], layers, heads), fit=True)
         self._ensemble: list[tuple[int, int, float]] | None = None  # chosen from `sample` when first needed
-        # the batch in progress, from its layer 0 to its last: the fit's sampled rows and their host copy; the
-        # scored batch's host copy and its trees
-        self._sampled: tuple[list[int], LayerStash] | None = None
-        self._decoding: tuple[LayerStash, LayerTrees] | None = None
+        # the batch in progress, from its layer 0 to its last: the fit's sampled rows and their host copies; the
+        # scored batch's trees, decoding
+        self._sampled: tuple[list[int], torch.Tensor | None, list[HostCopy]] | None = None
+        self._decoding: LayerTrees | None = None
         self._unsettled: tuple[Batch, LayerTrees, bool] | None = None  # the last batch, its trees decoding: settle
         self._worker: ThreadPoolExecutor | None = None  # the thread that decodes, in order of submission
 
@@ -97,13 +97,15 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         keys = batch.memo("trees.keys", lambda: sentence_keys(batch))
         if maps.layer == 0:
             self.sample.admit(keys, [s.ann["head"] for s in batch.sentences])
-            self._sampled = (self.sample.rows(keys), LayerStash(self.layers, maps.device))  # the batch's rows in it
-        rows, stash = self._sampled
+            rows = self.sample.rows(keys)  # the batch's rows in the sample
+            self._sampled = (rows, torch.tensor(rows, device=maps.device) if rows else None, [])
+        rows, index, copies = self._sampled
         if not rows:
             return
-        stash.keep(maps.layer, maps.word_attention, rows)  # [k,H,C,C] the sampled rows' alone
+        copies.append(HostCopy(maps.word_attention[index]))  # [k,H,C,C] the sampled rows' alone
         if maps.layer == self.layers - 1:
-            self.sample.fill([keys[b] for b in rows], stash.landed(), [len(batch.sentences[b].words) for b in rows])
+            attention = torch.stack([copy.landed() for copy in copies])  # [L,k,H,C,C]
+            self.sample.fill([keys[b] for b in rows], attention, [len(batch.sentences[b].words) for b in rows])
             self._sampled = None
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
@@ -111,18 +113,16 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         if maps.layer == 0:
             if self._worker is None:  # the probe's own thread, for its life: a thread's first parallel call costs
                 self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trees-decode")
-            self._decoding = (LayerStash(self.layers, maps.device), LayerTrees(self._worker, self.layers))
-        stash, decoding = self._decoding
-        stash.keep(maps.layer, maps.word_attention)  # [B,H,C,C]: root, words and the end column (never read)
-        decoding.submit(stash, maps.layer, batch.n_words)
+            self._decoding = LayerTrees(self._worker, self.layers, batch.n_words, self.ensemble())
+        decoding = self._decoding
+        # [B,H,C,C]: root, words and the end column (never read), decoded on the probe's thread once copied
+        decoding.submit(maps.layer, HostCopy(maps.word_attention))
         # the view's marks of this layer, made only if read: set as keep_view would (its **marks would read them)
         marks = LayerMarks(decoding.trees[maps.layer], self.heads, (rows, dependents, heads))
         self.kept_view = (maps.layer, rows, marks)
         if maps.layer < self.layers - 1:
             return
-        chosen = self.ensemble()
-        if chosen:
-            decoding.submit_ensemble(stash, chosen, batch.n_words)
+        decoding.submit_ensemble()
         self.settle()  # the previous batch, decoded meanwhile
         self._decoding, self._unsettled = None, (batch, decoding, torch.is_inference_mode_enabled())
 
@@ -216,46 +216,50 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
 
 
 class LayerTrees:
-    """A batch's trees, layer by layer, decoded on the probe's thread (`worker`) while the model computes the next
-    layers: ``submit`` each layer's host copy as it comes, at the last layer ``submit_ensemble``, then ``result``.
+    """A batch's trees, decoded on the probe's thread (`worker`) from each layer's host copy while the model computes
+    the next layers: ``submit`` each layer as it comes, at the last layer ``submit_ensemble``, then ``result``.
     Every unit is decoded on its own (probes.builtin.trees.decoders), so decoding by layer gives the trees of one
-    call."""
+    call. `chosen`: the head ensemble, (layer, head, UAS) per head (empty for none)."""
 
-    def __init__(self, worker: ThreadPoolExecutor, layers: int):
-        self.worker = worker
-        self.trees: list[Future | None] = [None] * layers  # per layer, its trees [D,B·H,F,C]
+    def __init__(self, worker: ThreadPoolExecutor, layers: int, n_words: torch.Tensor,
+                 chosen: list[tuple[int, int, float]]):
+        self.worker, self.n_words, self.count = worker, n_words, len(chosen)
+        self.mine = [[h for lay, h, _ in chosen if lay == layer] for layer in range(layers)]  # per layer
+        self.trees: list[Future | None] = [None] * layers  # per layer, its trees [D,B·H,F,C] and ensemble part
         self.ensemble: Future | None = None  # the ensemble's average's main tree [B,M]
 
-    def submit(self, stash: LayerStash, layer: int, n_words: torch.Tensor) -> None:
-        self.trees[layer] = self.worker.submit(_decode_layer, stash, layer, n_words)
+    def submit(self, layer: int, copy: HostCopy) -> None:
+        self.trees[layer] = self.worker.submit(_decode_layer, copy, self.n_words, self.mine[layer])
 
-    def submit_ensemble(self, stash: LayerStash, chosen: list[tuple[int, int, float]], n_words: torch.Tensor) -> None:
-        self.ensemble = self.worker.submit(_decode_ensemble, stash, chosen, n_words)
+    def submit_ensemble(self) -> None:
+        if self.count:
+            self.ensemble = self.worker.submit(_decode_ensemble, self.trees, self.count, self.n_words)
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """[D,L,B·H,F,C] every layer's trees and the ensemble's [B,M] (None without one), once decoded."""
-        return (torch.stack([layer.result() for layer in self.trees], 1),
+        return (torch.stack([layer.result()[0] for layer in self.trees], 1),
                 None if self.ensemble is None else self.ensemble.result())
 
 
-def _decode_layer(stash: LayerStash, layer: int, n_words: torch.Tensor) -> torch.Tensor:
-    """[D,B·H,F,C] the trees of every head of layer `layer` of the batch, once its host copy is in: a sentence's
-    heads side by side, so that Eisner decodes them together (decoders.LANES)."""
-    attention = stash.landed(layer)  # [B,H,C,C]
+def _decode_layer(copy: HostCopy, n_words: torch.Tensor, mine: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The trees [D,B·H,F,C] of every head of a layer, once its host copy [B,H,C,C] is in (a sentence's heads side by
+    side, so that Eisner decodes them together: decoders.LANES), and the sum [B,M,M] in float64 of its ensemble heads
+    `mine` over the root and the words (None where none is the layer's). The copy is dropped with the job."""
+    attention = copy.landed()  # [B,H,C,C]
     b, h, c = attention.shape[:3]
-    return decode(attention.view(b * h, c, c), n_words.repeat_interleave(h))
+    part = attention[:, mine][..., :-1, :-1].double().sum(1) if mine else None  # [B,M,M]
+    return decode(attention.view(b * h, c, c), n_words.repeat_interleave(h)), part
 
 
-def _decode_ensemble(stash: LayerStash, chosen: list[tuple[int, int, float]], n_words: torch.Tensor) -> torch.Tensor:
-    """[B,M] the main variant's trees of the average of the `chosen` heads' word attention of every sentence (summed
-    in float64 layer by layer, over the root and the words)."""
-    attention = stash.landed()  # [L,B,H,C,C]
-    m = attention.shape[-1] - 1  # the root and the words
-    total = attention.new_zeros(attention.shape[1], m, m, dtype=torch.float64)  # [B,M,M]
-    for layer in sorted({lay for lay, _, _ in chosen}):  # the chosen heads' layers, a few
-        mine = [h for lay, h, _ in chosen if lay == layer]
-        total += attention[layer][:, mine][..., :-1, :-1].double().sum(1)  # [B,M,M]
-    return decode_main(total / len(chosen), n_words)
+def _decode_ensemble(layers: list[Future], count: int, n_words: torch.Tensor) -> torch.Tensor:
+    """[B,M] the main variant's trees of the average of the `count` ensemble heads' word attention of every
+    sentence, their layers' parts (``_decode_layer``) summed layer by layer in float64."""
+    total = None
+    for layer in layers:  # done already: the thread takes its jobs in order
+        part = layer.result()[1]
+        if part is not None:
+            total = part.clone() if total is None else total.add_(part)
+    return decode_main(total / count, n_words)
 
 
 class LayerMarks(Mapping):
@@ -271,7 +275,7 @@ class LayerMarks(Mapping):
     def _made(self) -> dict[str, torch.Tensor]:
         if self._marks is None:
             rows, dependents, heads = self._arcs
-            main = self._trees.result()[0, :, 0]  # [B·H,C] the main variant's
+            main = self._trees.result()[0][0, :, 0]  # [B·H,C] the main variant's
             predicted = main.view(-1, self._heads, main.shape[-1]).transpose(0, 1)  # [H,B,C]
             head = predicted[:, rows, dependents]  # [H,N]
             self._marks = {"right": (head == heads).T, "head": head.T}
