@@ -22,6 +22,7 @@ from probes.encoding.sequences import repeated_random_tokens
 from probes.encoding.subwords import UnknownTokensWarning
 from probes.capture.families import Family
 from probes.results.probe_result import RunInfo
+from probes.capture.maps import LayerMaps
 
 TRAINED = Path(__file__).resolve().parent / "data" / "induction-gpt2"
 
@@ -297,6 +298,29 @@ def test_earlier_occurrences_from_a_sort_equal_their_definition():
             & real[:, :, None] & real[:, None, :]  # [B,T,T]
         found = earlier_occurrences(ids, real)
         assert all(torch.equal(a, e) for a, e in zip(found, defined.nonzero(as_tuple=True), strict=True))
+
+
+def test_key_targets_are_every_row_of_each_key():
+    """Sequence 0's key is position 0, sequence 1's position 1 (T = 3): every query row of each, keys in (b, j)
+    order."""
+    from probes.builtin.causal.token_pairs import key_targets
+
+    b, i, j = key_targets(torch.tensor([[True, False, False], [False, True, False]]))
+    assert b.tolist() == [0, 0, 0, 1, 1, 1] and i.tolist() == [0, 1, 2, 0, 1, 2] and j.tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def test_mass_on_key_targets_is_the_product_with_the_keys():
+    """The attention on a sequence's keys, read at the targets alone: Σ_j A[b,h,i,j]·keys[b,j] of the whole map, on
+    random keys of the hand-built batch (the detectors' maps, sink's targets come from this)."""
+    from probes.builtin.causal.token_pairs import key_targets, mass_on
+
+    hand = _hand()
+    maps = LayerMaps(hand.batch, 0, hand.attentions[0])
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        keys = torch.rand(hand.attentions[0].shape[0], hand.attentions[0].shape[-1], generator=generator) < 0.4
+        dense = torch.einsum("bhij,bj->bhi", hand.attentions[0].float(), keys.float())
+        torch.testing.assert_close(mass_on(maps, key_targets(keys)), dense, rtol=0, atol=1e-7)
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])

@@ -18,7 +18,9 @@ Asserted per batch: the same reads with 4 layers as with 2 (none per layer), and
                       weights (probes.encoding.pooling.segments, for wide batches and coref's anaphors) and coref's
                       subword rows of its anaphors (a nonzero, on the host)
 
-The probes another branch converts (issue 44) are marked xfail(strict=True) until it is merged.
+The causal detectors may add DETECTOR_READS: their token-pair targets, built once per batch from the batch's ids,
+which are on the host (probes.builtin.causal.token_pairs: nonzero, boolean indexing, repeat_interleave, the
+largest id), before they are sent to the device.
 """
 from __future__ import annotations
 
@@ -40,10 +42,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings(
 LAYERS = (2, 4)
 RUNNER_READS, VIEW_READS, LAYOUT_READS = 4, 2, 3
 BOUND = RUNNER_READS + VIEW_READS + LAYOUT_READS
+DETECTOR_READS = 6
 DECODER_DETECTORS = ("duplicate_token", "induction", "prev_token", "sink")
 POSITIONS = 512  # coref's windows of LitBank (WINDOW subwords through the tiny BERT's vocabulary) fit
 WINDOW = {"window": 500, "stride": 250}
-OTHER_BRANCH = ("trees", "seg", *DECODER_DETECTORS, "positional", "patterns")  # word_order: its twin is built on the prefetch thread
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +83,14 @@ def reads_per_batch(name: str, model: Path, tmp: Path, shared, monkeypatch, **se
     return counted
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason="issue 44: fixed on another branch")) if n in OTHER_BRANCH else n
-    for n in sorted(probes.available())])
+# not yet within the bound (tests/test_host_reads_probes.py checks their own sites): seg scores each batch on the host
+# (28 reads a batch, the same at any depth); trees chooses its ensemble once a run, inside a batch (6 reads, once)
+OVER_BOUND = {"seg": "seg scores each batch on the host: 28 reads a batch, none a layer",
+              "trees": "trees chooses its ensemble once a run inside a batch: 6 reads, once"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=OVER_BOUND[n]))
+                                  if n in OVER_BOUND else n for n in sorted(probes.available())])
 def test_host_reads_per_batch_do_not_grow_with_the_layers(name, models, tmp_path, request, monkeypatch):
     family = "llama" if name in DECODER_DETECTORS else "bert"
     shared = lambda: request.getfixturevalue("shared_corpora")  # noqa: E731
@@ -95,7 +102,8 @@ def test_host_reads_per_batch_do_not_grow_with_the_layers(name, models, tmp_path
     assert len(few) == len(many) >= 1  # the same batches
     assert few == many, f"{name}: reads that grow with the layers: {[m - f for f, m in zip(few, many)]}"
     totals = [sum(c.values()) for c in many]
-    assert max(totals) <= BOUND, f"{name}: {max(totals)} host reads in a batch: {many[totals.index(max(totals))]}"
+    bound = BOUND + (DETECTOR_READS if name in DECODER_DETECTORS else 0)
+    assert max(totals) <= bound, f"{name}: {max(totals)} host reads in a batch: {many[totals.index(max(totals))]}"
 
 
 @pytest.mark.parametrize("family, settings", [("bert", {"capture": "outputs"}), ("bert", {"weights": "norm"}),

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from probes.builtin.trees.probe import TreesProbe
+from probes.builtin.trees.stash import HostCopy
+from probes.capture.maps import LayerMaps
 from probes.base.errors import InputError
 from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
 from state_checks import assert_same, check_state, info, two_layers
@@ -138,3 +141,52 @@ def test_state():
     hands = [two_layers(h) for h in _hand(TWO_BATCHES)]
     r = check_state(make, hands, info(2, 2), fit=tuple(hands))
     np.testing.assert_array_equal(r.overall.scores, [[1.0, 0.25], [0.25, 1.0]])
+
+
+def test_the_state_holds_whole_batches_only():
+    """A batch's trees are decoded beside the model's pass and scored at the next batch's last layer, or when the state
+    is read: it never holds part of a batch (one that runs out of memory half way leaves it as it was)."""
+    probe = TreesProbe(2, 2, ensemble_heads=0)
+    hand = two_layers(_hand(ONE_BATCH)[0])
+    probe.update(hand.batch, LayerMaps(hand.batch, 0, hand.attentions[0]))
+    assert int(probe.state_dict()["arcs"]) == 0
+    probe.update(hand.batch, LayerMaps(hand.batch, 1, hand.attentions[1]))
+    state = probe.state_dict()
+    assert int(state["arcs"]) == 4
+    # directed UAS of the main variant: layer 0 as head 0, 1 (4, 1 of 4 arcs); layer 1 the heads swapped
+    np.testing.assert_array_equal(state["hits"][0, 0, 0], [[4, 1], [1, 4]])
+    probe.update(hand.batch, LayerMaps(hand.batch, 0, hand.attentions[0]))  # a batch that goes no further
+    probe.load_state_dict(state)
+    assert int(probe.state_dict()["arcs"]) == 4
+
+
+def test_view_marks_are_the_main_trees_of_their_layer():
+    """The marks a layer keeps for the view: each gold arc's dependent's head in the head's tree (CLE on the
+    attention form), and whether it is the gold one. Arcs in order: The → cat, playing → cat, cat → root,
+    Hi → root. Head 0 finds the gold tree [3, 3, 0] and [0]; head 1 the chain [0, 1, 2] (The from the root,
+    playing from The, cat from playing) and [0]: only Hi's arc right. Layer 1 holds the heads swapped (its marks
+    come from the batch's trees, decoded at that last layer; layer 0's from its own copy)."""
+    probe = TreesProbe(2, 2, ensemble_heads=0)
+    hand = two_layers(_hand(ONE_BATCH)[0])
+    expected_heads = np.array([[3, 0], [3, 1], [0, 2], [0, 0]])  # [N,H] at layer 0
+    expected_right = np.array([[True, False], [True, False], [True, False], [True, True]])
+    for layer in (0, 1):
+        probe.update(hand.batch, LayerMaps(hand.batch, layer, hand.attentions[layer]))
+        kept_layer, rows, marks = probe.kept_view
+        assert kept_layer == layer and rows.tolist() == [0, 0, 0, 1]
+        swap = slice(None, None, -1 if layer else 1)
+        np.testing.assert_array_equal(marks["head"].numpy(), expected_heads[:, swap])
+        np.testing.assert_array_equal(marks["right"].numpy(), expected_right[:, swap])
+        assert set(marks) == {"right", "head"}
+
+
+def test_host_copies_are_copies():
+    """A layer's host copy is a copy (the batch's word attention is rewritten by the next layer), in float32 where
+    the maps are in half precision."""
+    attention = torch.arange(2 * 3 * 2 * 2, dtype=torch.float32).view(2, 3, 2, 2)  # [B,H,C,C]
+    copy = HostCopy(attention)
+    attention += 100  # the next layer, in the same memory
+    np.testing.assert_array_equal(copy.landed().numpy(), (attention - 100).numpy())
+    half = HostCopy(attention.to(torch.bfloat16))
+    assert half.landed().dtype == torch.float32
+    np.testing.assert_array_equal(half.landed().numpy(), attention.numpy())  # small integers: exact

@@ -48,8 +48,9 @@ def twin_layout(sentences: list[Sentence], columns: torch.Tensor, lengths: list[
     """The twin's layout from a batch's word columns [B,T] (see probes.encoding.batching) and real lengths [B]."""
     source = torch.arange(columns.shape[1]).repeat(len(sentences), 1)  # [B,T]
     changed = []
+    every = columns.numpy()  # [B,T] read once, not once per sentence
     for b, sentence in enumerate(sentences):
-        cols = columns[b, :lengths[b]].numpy()
+        cols = every[b, :lengths[b]]
         order = word_permutation(sentence, seed)
         rank = np.empty(len(sentence.words) + 1, dtype=np.int64)
         rank[order] = np.arange(len(order))

@@ -67,13 +67,13 @@ class HeadDistance(HeadDistancePresentation, Probe, declared=HEAD_DISTANCE):
         if maps.layer != len(self._stash):
             raise RuntimeError(f"head_distance needs layers 0..{self.layers - 1} of a batch in order, "
                                f"got layer {maps.layer} after {len(self._stash)}")
-        draw = ("head_distance.rows", self.config["distance_rows"], self.config["seed"])
-        sentence, position, weight = batch.memo(draw, lambda: self.query_rows(batch))  # [N] each
         a = maps.attention  # [B,H,T,T]
-        self._stash.append(a[sentence.to(a.device), :, position.to(a.device), :].double())  # [N,H,T]
+        draw = ("head_distance.rows", self.config["distance_rows"], self.config["seed"], a.device)
+        sentence, position, weight = batch.memo(draw, lambda: [x.to(a.device) for x in self.query_rows(batch)])  # [N]
+        self._stash.append(a[sentence, :, position, :].double())  # [N,H,T]
         if maps.layer == self.layers - 1:
             rows, self._stash = torch.stack(self._stash, 1), []  # [N,L,H,T]
-            self._add_batch(rows.flatten(1, 2), weight.to(rows.device))
+            self._add_batch(rows.flatten(1, 2), weight)
 
     def _add_batch(self, rows: torch.Tensor, weight: torch.Tensor) -> None:
         """Add the sums of N compared rows [N,LH,T] of weight [N]. Every term is float64: the distances
@@ -81,16 +81,20 @@ class HeadDistance(HeadDistancePresentation, Probe, declared=HEAD_DISTANCE):
         keys = rows.shape[-1]
         flat = rows.permute(1, 0, 2).reshape(rows.shape[1], -1)  # [LH, N·T]: each head's rows side by side
         w = weight.repeat_interleave(keys)  # [N·T] each row's weight, on each of its keys
-        self.plogp += (torch.special.xlogy(flat, flat) @ w).cpu()
-        self.mass += (flat @ w).cpu()
-        self.weight += weight.sum().cpu()
         lifted = flat + TINY / 2  # no zero weight (padding, underflow) reaches a log; changes Σ s ln s by < 1e-28
         n = flat.shape[0]
+        mix = flat.new_zeros(n, n)  # [LH,LH] the batch's Σ s ln s, on the rows' device; entries q <= p: unused
         step = max(1, CHUNK_ELEMENTS // (n * flat.shape[1]))
         for first in range(0, n - 1, step):  # blocks of heads p, against every q > p: memory, not a loop per head
             last = min(first + step, n - 1)
             s = lifted[first:last, None, :] + lifted[None, first + 1:, :]  # [p, q, N·T] P + Q
-            self.mix[first:last, first + 1:] += (torch.log(s).mul_(s) @ w).cpu()  # entries q <= p: unused
+            mix[first:last, first + 1:] = torch.log(s).mul_(s) @ w
+        # the batch's sums, read to the host together: once per batch, however many blocks
+        sums = torch.cat([mix.flatten(), torch.special.xlogy(flat, flat) @ w, flat @ w, weight.sum()[None]]).cpu()
+        self.mix += sums[: n * n].view(n, n)
+        self.plogp += sums[n * n: n * n + n]
+        self.mass += sums[n * n + n: n * n + 2 * n]
+        self.weight += sums[-1]
 
     def query_rows(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sentence index, position and weight [N] (float64) of every query token compared."""

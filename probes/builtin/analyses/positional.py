@@ -41,8 +41,10 @@ class PositionalAnalysis(MeanAnalysis, declared=POSITIONAL):
         delta = t.argmax - positions  # [B,H,T] argmax offset of every row
         near = (delta.abs() <= MAX_OFFSET) & real[:, None, :]  # an argmax is always a real token
         head = torch.arange(heads, device=delta.device).view(1, heads, 1)
-        hits = torch.bincount(((head * len(offsets)) + delta + MAX_OFFSET)[near],
-                              minlength=heads * len(offsets)).view(heads, -1)  # [H,K]
+        bins = heads * len(offsets)  # (head, offset) bins, then one that takes the rows not near: fixed shapes
+        which = torch.where(near, head * len(offsets) + delta + MAX_OFFSET, bins).flatten()  # [B·H·T]
+        hits = torch.zeros(bins + 1, dtype=torch.long, device=delta.device).scatter_add_(
+            0, which, torch.ones_like(which))[:bins].view(heads, -1)  # [H,K]
         target = positions[:, None] + offsets  # [T,K] position i + k
         valid = real[:, :, None] & (target >= 0) & (target < t.masks.lengths[:, None, None])  # [B,T,K] i + k exists
         split = [None] * len(offsets)  # per offset, (hits [B,H], counts [B]) for the bootstrap's replicates

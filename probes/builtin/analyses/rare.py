@@ -69,9 +69,9 @@ class RareWordAnalysis(MeanAnalysis, declared=RARE):
         """[B,C] the rarest word columns of each sentence, and the query word columns (the other words)."""
         rarest = torch.zeros(len(batch.sentences), batch.width, dtype=torch.bool)
         for b, sentence in enumerate(batch.sentences):
-            freq = torch.tensor([self.frequency[self._key(w)] for w in sentence.words])
-            if (freq != freq[0]).any():
-                rarest[b, 1:len(freq) + 1] = freq == freq.min()
+            freq = [self.frequency[self._key(w)] for w in sentence.words]
+            if min(freq) != max(freq):  # Python numbers: a tensor's bool would be a read per sentence
+                rarest[b, 1:len(freq) + 1] = torch.tensor(freq) == min(freq)
         has_rarest = rarest.any(1, keepdim=True)
         return rarest, batch.word_columns & ~rarest & has_rarest
 

@@ -8,11 +8,9 @@ Token level. For every real query token i ≥ 1 (row 0 can attend only to itself
 """
 from __future__ import annotations
 
-import torch
-
 from probes.encoding.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
-from probes.builtin.causal.token_pairs import add_rows, mass_on_keys, token_pairs
+from probes.builtin.causal.token_pairs import add_rows, mass_on, token_pairs
 from probes.settings.declared import SINK
 from probes.capture.maps import LayerMaps
 from probes.settings.registry import register
@@ -26,10 +24,8 @@ class SinkProbe(MeanAnalysis, declared=SINK):
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         pairs = token_pairs(batch, maps.device)
-        first = torch.nn.functional.pad(pairs.real[:, :1], (0, pairs.real.shape[1] - 1))  # [B,T] position 0
-        add_rows(self, maps, "first", mass_on_keys(maps, first), pairs.previous)  # [B,H,T] A[i, 0]
-        start = (batch.columns.to(pairs.real.device) == 0) & pairs.real  # [B,T] start special tokens
-        add_rows(self, maps, "start", mass_on_keys(maps, start), pairs.previous & start.any(1, keepdim=True))
+        add_rows(self, maps, "first", mass_on(maps, pairs.first), pairs.previous)  # [B,H,T] A[i, 0]
+        add_rows(self, maps, "start", mass_on(maps, pairs.start), pairs.start_rows)
 
     def compute(self, info: RunInfo) -> ProbeResult:
         overall = self.mean("first")

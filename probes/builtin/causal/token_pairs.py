@@ -6,7 +6,13 @@ layer and detector of the run.
     previous   [B,T]   rows with a previous token: real positions i ≥ 1
     earlier    key j < i holds the same token id as query i (both real): duplicate-token targets
     induction  key k = j + 1 < i follows an earlier occurrence j of query i's token: induction targets
-(each a list of (sequence, query, key) indices, with the rows that have at least one)
+    first      key 0, the sequence's first token, for every query row (real or not): sink's targets
+    start      the start special token (word column 0) where there is one, for every query row of its sequence
+(each a list of (sequence, query, key) indices, with the rows that have at least one, or the rows sink scores)
+
+Everything is derived on the host, from the batch's token ids and word columns, and moved to the device once: the
+targets' counts are shapes, which a device could only give by waiting for its own work (``nonzero``); so no layer
+reads anything back to the host.
 
 The attention on a set of targets is read at the targets alone (``mass_on``: their N entries per head,
 ``LayerMaps.entries``, scatter-added into the rows, O(N·H)), not by a product with the whole [B,H,T,T] map: on
@@ -32,12 +38,14 @@ Targets = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (sequence b, query 
 class TokenPairs:
     """The batch's query rows and key targets (see the module docstring)."""
 
-    real: torch.Tensor  # [B,T] bool
     previous: torch.Tensor  # [B,T] bool
     earlier: Targets  # duplicate-token targets
     earlier_rows: torch.Tensor  # [B,T] bool: rows with at least one
     induction: Targets  # induction targets
     induction_rows: torch.Tensor  # [B,T] bool: rows with at least one
+    first: Targets  # sink: (b, i, 0) for every row i of every sequence b
+    start: Targets  # sink: (b, i, j) for every row i of a sequence b whose start special token is at j
+    start_rows: torch.Tensor  # [B,T] bool: rows with a previous token in sequences with a start special token
 
 
 def token_pairs(batch: Batch, device: torch.device) -> TokenPairs:
@@ -46,15 +54,20 @@ def token_pairs(batch: Batch, device: torch.device) -> TokenPairs:
 
 
 def _build(batch: Batch, device: torch.device) -> TokenPairs:
-    ids = batch.input_ids.to(device)  # [B,T]
-    real = batch.attention_mask.to(device).bool()  # [B,T]
-    b, t = ids.shape
-    positions = torch.arange(t, device=device)  # [T]
+    ids = batch.input_ids  # [B,T] on the host, as the batch is built
+    real = batch.attention_mask.bool()  # [B,T]
+    t = ids.shape[1]
+    previous = real & (torch.arange(t) >= 1)  # [B,T]
     earlier = earlier_occurrences(ids, real)
     follows = earlier[2] + 1 < earlier[1]  # [N] the key after the occurrence, k = j + 1, is before the query
     induction = (earlier[0][follows], earlier[1][follows], earlier[2][follows] + 1)
-    return TokenPairs(real=real, previous=real & (positions >= 1), earlier=earlier,
-                      earlier_rows=_rows(earlier, b, t), induction=induction, induction_rows=_rows(induction, b, t))
+    first = torch.nn.functional.pad(real[:, :1], (0, t - 1))  # [B,T] position 0
+    start = (batch.columns == 0) & real  # [B,T] start special tokens
+    pairs = TokenPairs(previous=previous, earlier=earlier, earlier_rows=_rows(earlier, real.shape),
+                       induction=induction, induction_rows=_rows(induction, real.shape), first=key_targets(first),
+                       start=key_targets(start), start_rows=previous & start.any(1, keepdim=True))
+    return TokenPairs(**{name: tuple(x.to(device) for x in value) if isinstance(value, tuple) else value.to(device)
+                         for name, value in vars(pairs).items()})
 
 
 def earlier_occurrences(ids: torch.Tensor, real: torch.Tensor) -> Targets:
@@ -76,9 +89,9 @@ def earlier_occurrences(ids: torch.Tensor, real: torch.Tensor) -> Targets:
     return pairs // (t * t), pairs // t % t, pairs % t
 
 
-def _rows(targets: Targets, b: int, t: int) -> torch.Tensor:
+def _rows(targets: Targets, shape: torch.Size) -> torch.Tensor:
     """[B,T] bool: the query rows with at least one of `targets`."""
-    rows = torch.zeros(b, t, dtype=torch.bool, device=targets[0].device)
+    rows = torch.zeros(shape, dtype=torch.bool, device=targets[0].device)
     rows[targets[0], targets[1]] = True
     return rows
 
@@ -92,13 +105,13 @@ def mass_on(maps: LayerMaps, targets: Targets) -> torch.Tensor:
     return rows.transpose(1, 2)  # [B,H,T]
 
 
-def mass_on_keys(maps: LayerMaps, keys: torch.Tensor) -> torch.Tensor:
-    """[B,H,T] each query row's attention on the key positions `keys` [B,T] bool (the same keys for every row of a
-    sequence), Σ_j A[b,h,i,j]·keys[b,j], from those columns alone."""
+def key_targets(keys: torch.Tensor) -> Targets:
+    """The targets of each query row's attention on the key positions `keys` [B,T] bool (the same keys for every row
+    of a sequence): (b, i, j) for every key j of sequence b and every row i, keys in (b, j) order."""
     t = keys.shape[1]
     b, j = keys.nonzero(as_tuple=True)  # [N] each
     rows = torch.arange(t, device=keys.device).repeat(len(b))  # [N·T] every query row of each key
-    return mass_on(maps, (b.repeat_interleave(t), rows, j.repeat_interleave(t)))
+    return b.repeat_interleave(t), rows, j.repeat_interleave(t)
 
 
 def previous_token(maps: LayerMaps) -> torch.Tensor:
@@ -115,4 +128,4 @@ def add_rows(probe: MeanAnalysis, maps: LayerMaps, measure: str, values: torch.T
     the bootstrap where it keeps replicates (probes.results.bootstrap)."""
     weights = rows.to(values.dtype)  # [B,T]
     per_sentence = (sentence_sums(values, weights), weights.sum(1)) if probe.bootstrap.replicates else None
-    probe.add(maps, measure, row_sum(values, weights), int(rows.sum()), per_sentence=per_sentence)
+    probe.add(maps, measure, row_sum(values, weights), rows.sum(), per_sentence=per_sentence)  # count: read at layer 0

@@ -13,10 +13,10 @@ best-k ensembles are given under two combination rules (oracle, any_end; see
 probes.builtin.seg.scoring).
 
 State: additive counts [STATS, L*H+4] (heads, then all_ends, no_ends, union oracle, union
-any_end); each layer's heads are counted as the layer comes, the last four columns once the batch's
-last layer is in (a union is over the heads of every layer). The greedy ensembles need every
-head's prediction at every unit, which counts cannot give exactly; they are kept packed, one bit
-per unit per head (ensemble_size 0 keeps none), and shards merge by concatenation
+any_end), counted once the batch's last layer is in (a union is over the heads of every layer): until
+then each layer's predicted ends stay on the maps' device, read to the host once per batch. The
+greedy ensembles need every head's prediction at every unit, which counts cannot give exactly; they
+are kept packed, one bit per unit per head (ensemble_size 0 keeps none), and shards merge by concatenation
 (probes.builtin.seg.kept). The segmentations of every head for the first `seg_examples` sentences
 are kept for `probes show` (the result's "examples").
 
@@ -81,63 +81,60 @@ class SegmentationProbe(SegPresentation, Probe, declared=SEG):
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         found = batch.memo("seg.units", lambda: batch_units(batch))
-        layer, heads = maps.layer, self.heads
+        layer = maps.layer
         if layer == 0:  # what does not depend on the layer is counted once
-            self._ends = torch.zeros(len(found.units), self.layers, heads, dtype=torch.bool)
+            # every layer's ends stay on the maps' device until the last layer: one read per batch, not per layer
+            self._ends = torch.zeros(len(found.units), self.layers, self.heads, dtype=torch.bool, device=maps.device)
             self.totals += torch.tensor([found.counts[key] for key in COUNTS])
             self.bucket_words += torch.from_numpy(found.bucket_words)
-        ends = self._predicted_ends(batch, maps, found)  # [N,H]
-        self._ends[:, layer] = ends
-        self._add_replicates(batch, found, ends, layer)
-        self.stats[:, layer * heads:(layer + 1) * heads] += tally(ends, found.units)
+        self._ends[:, layer] = self._predicted_ends(batch, maps, found)
         if layer == self.layers - 1:
-            self._add_batch(batch, found, self._ends.reshape(len(found.units), -1))
+            ends = self._ends.cpu()  # [N,L,H]
             self._ends = None
+            self._add_replicates(batch, found, ends)
+            self._add_batch(batch, found, ends.reshape(len(found.units), -1))
 
-    def _add_replicates(self, batch: Batch, found: BatchUnits, ends: torch.Tensor, layer: int) -> None:
+    def _add_replicates(self, batch: Batch, found: BatchUnits, ends: torch.Tensor) -> None:
         """Word F1's parts per sentence, weighted into the replicates: the words each head predicts and gets
         right in each sentence (as ``tally`` counts them: a word ends after a unit where the head says so and
-        at the sentence end), and the sentence's gold words."""
+        at the sentence end), and the sentence's gold words. ends [N,L,H]: every head of every layer at once."""
         weights = self.bootstrap.weights(batch)  # [R,B] or None
         if weights is None:
             return
         units = found.units
-        full = ends | units.final[:, None]  # [N,H] a word ends after the unit
-        add_replicates(self.replicate_predicted, found.rows, full.double(), weights, at=(layer,))
-        wrong = torch.cat([torch.zeros(1, ends.shape[1], dtype=torch.long),
-                           (full ^ units.gold_end[:, None]).long().cumsum(0)])  # [N+1,H] wrong gaps so far
+        full = ends | units.final[:, None, None]  # [N,L,H] a word ends after the unit
+        add_replicates(self.replicate_predicted, found.rows, full.double(), weights)
+        wrong = torch.cat([torch.zeros(1, *ends.shape[1:], dtype=torch.long),
+                           (full ^ units.gold_end[:, None, None]).long().cumsum(0)])  # [N+1,L,H] wrong gaps so far
         start, stop = units.word_gaps()  # [W] each, as tally counts them
-        right = wrong[stop] == wrong[start]  # [W,H] the reachable gold word predicted exactly
+        right = wrong[stop] == wrong[start]  # [W,L,H] the reachable gold word predicted exactly
         sentence = found.rows[units.word_first]  # [W] each word's batch row
-        add_replicates(self.replicate_right, sentence, right.double(), weights, at=(layer,))
+        add_replicates(self.replicate_right, sentence, right.double(), weights)
         buckets = len(LENGTH_LABELS)
-        self.replicate_bucket_right[:, :, layer] += weighted_sums(units.word_bucket, buckets, sentence, right.double(),
-                                                                  weights)  # [R,buckets,H]
-        if layer == 0:
-            gold = torch.tensor([len(s.words) for s in batch.sentences], dtype=torch.float64)  # [B] gold words
-            add_replicates(self.replicate_gold, torch.arange(len(gold)), gold, weights)
-            self.replicate_bucket_words += weighted_sums(units.word_bucket, buckets, sentence,
-                                                         torch.ones(len(sentence), 1), weights)[..., 0]  # [R,buckets]
+        self.replicate_bucket_right += weighted_sums(units.word_bucket, buckets, sentence, right.flatten(1).double(),
+                                                     weights).view(self.replicate_bucket_right.shape)  # [R,buckets,L,H]
+        gold = torch.tensor([len(s.words) for s in batch.sentences], dtype=torch.float64)  # [B] gold words
+        add_replicates(self.replicate_gold, torch.arange(len(gold)), gold, weights)
+        self.replicate_bucket_words += weighted_sums(units.word_bucket, buckets, sentence,
+                                                     torch.ones(len(sentence), 1), weights)[..., 0]  # [R,buckets]
 
     def _predicted_ends(self, batch: Batch, maps: LayerMaps, found: BatchUnits) -> torch.Tensor:
-        """[N,H] bool: does each head of the layer end a word after each unit?"""
+        """[N,H] bool on the maps' device: does each head of the layer end a word after each unit?"""
         device = maps.attention.device
-        rows, positions = found.rows.to(device), found.positions.to(device)
+        rows, positions = batch.memo(("seg.rows", device), lambda: (found.rows.to(device), found.positions.to(device)))
         looks = maps.attention[rows, :, positions].argmax(-1)  # [N,H] argmax position of each unit's row
         if self.config["end_rule"] == "sep":
             end_special = (batch.columns == batch.end_column).long().argmax(1).to(device)  # [B] first end special
-            ends = looks == end_special[rows][:, None]
-        else:
-            ends = looks != (positions + 1)[:, None]
-        return ends.cpu()
+            return looks == end_special[rows][:, None]
+        return looks != (positions + 1)[:, None]
 
     def _add_batch(self, batch: Batch, found: BatchUnits, ends: torch.Tensor) -> None:
-        """Once every layer is in, with ends [N, L*H]: the baselines and unions, the ends kept for the
-        ensembles, and the examples."""
+        """Once every layer is in, with ends [N, L*H]: the heads' counts, the baselines and unions, the ends kept for
+        the ensembles, and the examples."""
         gold = found.units.gold_end
         extra = torch.stack([torch.ones_like(gold), torch.zeros_like(gold), union_ends(ends, gold, "oracle"),
                              union_ends(ends, gold, "any_end")], dim=1)  # [N,4] in EXTRA_COLUMNS order
-        self.stats[:, -len(EXTRA_COLUMNS):] += tally(extra, found.units)
+        self.stats += tally(torch.cat([ends, extra], dim=1), found.units)  # every column of the state at once
         if self.config["ensemble_size"]:
             self.kept.add(ends, found.units)
         self._keep_examples(batch, found, ends)

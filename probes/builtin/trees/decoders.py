@@ -27,13 +27,15 @@ Scores must be finite (attention is): CLE's bookkeeping takes −inf for "no arc
 
 Speed: ``decode`` is one compiled call over the whole stack, every form and both decoders (the arc scores
 of each form are read straight from the matrices, no copy of the stack per form); the (matrix, form) units
-spread over numba's threads (prange); compiled code is cached on disk (cache=True), so a fresh process only
-loads it. Per unit of n words, CLE costs O(n²) plus O(n × its length) per contracted cycle (O(n²) in all
+spread over numba's threads (prange), without the GIL (nogil: a thread that decodes leaves Python to the others,
+e.g. the model's pass); compiled code is cached on disk (cache=True), so a fresh process only loads it. Per unit of n words, CLE costs O(n²) plus O(n × its length) per contracted cycle (O(n²) in all
 on the symmetric form); Eisner O(n³), vectorised over up to LANES units of one length that lie next to each
 other (a matrix's forms, then the next matrix's: put a sentence's heads together). How the stack is cut
 changes no tree.
 """
 from __future__ import annotations
+
+import threading
 
 import numba
 import numpy as np
@@ -45,6 +47,9 @@ DECODERS = ("cle", "eisner")  # the order of decode's output
 LANES = 24  # most units of one length Eisner decodes side by side (vectorised over them)
 SCORES = "scores"  # not a form of attention: the matrix is read as it is, rows heads and columns dependents
 SYMMETRIC = FORMS.index("symmetric")  # its code (``_form_code``): its arborescence is a spanning tree's
+# one compiled call at a time, whichever thread makes it (trees decodes on threads of its own): numba's workqueue
+# threading layer, its fallback where neither TBB nor OpenMP is there, takes no concurrent calls
+ONE_CALL = threading.Lock()
 
 
 def chu_liu_edmonds(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -71,7 +76,8 @@ def decode(matrices: torch.Tensor, lengths: torch.Tensor, forms: tuple[str, ...]
     codes = np.array([_form_code(f) for f in forms], dtype=np.int64)  # [F]
     units = len(sizes) * len(forms)
     parts = min(units, 8 * numba.get_num_threads())  # a few per thread, for balance
-    heads = _decode_stack(np.ascontiguousarray(array), sizes, codes, cle, projective, max(parts, 1))  # [2,N·F,M]
+    with ONE_CALL:
+        heads = _decode_stack(np.ascontiguousarray(array), sizes, codes, cle, projective, max(parts, 1))  # [2,N·F,M]
     chosen = [DECODERS.index(d) for d in decoders]
     return torch.from_numpy(heads[chosen]).view(len(decoders), len(sizes), len(forms), array.shape[-1])
 
@@ -92,7 +98,7 @@ def _arc_score(matrix: np.ndarray, form: int, h: int, d: int) -> float:
     return np.float64(matrix[h, d])
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _decode_stack(matrices: np.ndarray, lengths: np.ndarray, forms: np.ndarray, cle: bool, projective: bool,
                   parts: int) -> np.ndarray:
     """heads [D,N·F,M] of every unit (matrix i of matrices [N,M,M], form f of forms [F]: unit i·F + f): the units

@@ -19,9 +19,19 @@ selection split (the fit phase: ``--select-on FILE``, else the scored corpus its
 averaged per sentence and decoded with the main variant (probes.builtin.trees.ensemble, .sample).
 
 Sentences of different lengths share a batch: each is decoded over its own n+1 nodes only, so padding
-changes no tree. All L×H trees of a batch-layer, both forms and both decoders, are decoded in one compiled call.
+changes no tree. Decoding is host work (probes.builtin.trees.decoders), done beside the model's pass: each
+layer's word attention is copied into host memory as the layer comes (pinned, without waiting, on CUDA) and
+decoded on a thread of the probe's own (all B×H trees of the layer, both forms and both decoders, in one
+compiled call that leaves Python free; then the head ensemble's average), while the model computes the next
+layers and the next batch. A batch is scored (``settle``) at the next batch's last layer, its trees decoded by
+then, or as soon as the state is read, merged, computed or replaced, waiting for them: the state never shows
+half a batch. The view's marks of a layer (``keep_view``) wait for that layer's trees only where they are read
+(the batches whose sentences the examples record).
 """
 from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
@@ -33,6 +43,7 @@ from probes.builtin.trees.details import TreesPresentation
 from probes.builtin.trees.ensemble import decode_main, select_heads
 from probes.builtin.trees.sample import SelectionSample, sentence_keys
 from probes.builtin.trees.scoring import FORMS, attached
+from probes.builtin.trees.stash import HostCopy
 from probes.base.errors import InputError
 from probes.capture.maps import LayerMaps
 from probes.corpus.sentence import Sentence
@@ -72,7 +83,12 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         self.add_state("ensemble_hits", torch.zeros(2, dtype=torch.int64))  # [way]
         self.add_state("sample", SelectionSample(self.config["select_sentences"], layers, heads), fit=True)
         self._ensemble: list[tuple[int, int, float]] | None = None  # chosen from `sample` when first needed
-        self._pending: torch.Tensor | None = None  # [B,M,M] this batch's sum of the ensemble heads' attention
+        # the batch in progress, from its layer 0 to its last: the fit's sampled rows and their host copies; the
+        # scored batch's trees, decoding
+        self._sampled: tuple[list[int], torch.Tensor | None, list[HostCopy]] | None = None
+        self._decoding: LayerTrees | None = None
+        self._unsettled: tuple[Batch, LayerTrees, bool] | None = None  # the last batch, its trees decoding: settle
+        self._worker: ThreadPoolExecutor | None = None  # the thread that decodes, in order of submission
 
     def view_items(self, sentence: Sentence) -> list[dict]:
         return arc_items(sentence)
@@ -81,47 +97,63 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         keys = batch.memo("trees.keys", lambda: sentence_keys(batch))
         if maps.layer == 0:
             self.sample.admit(keys, [s.ann["head"] for s in batch.sentences])
-        self.sample.fill(keys, maps.layer, maps.word_attention, batch.n_words)
+            rows = self.sample.rows(keys)  # the batch's rows in the sample
+            self._sampled = (rows, torch.tensor(rows, device=maps.device) if rows else None, [])
+        rows, index, copies = self._sampled
+        if not rows:
+            return
+        copies.append(HostCopy(maps.word_attention[index]))  # [k,H,C,C] the sampled rows' alone
+        if maps.layer == self.layers - 1:
+            attention = torch.stack([copy.landed() for copy in copies])  # [L,k,H,C,C]
+            self.sample.fill([keys[b] for b in rows], attention, [len(batch.sentences[b].words) for b in rows])
+            self._sampled = None
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
-        attention = maps.word_attention  # [B,H,C,C] root, words and the end column (never read)
-        b, h, c = attention.shape[0], attention.shape[1], attention.shape[-1]
-        # a sentence's heads side by side, so that Eisner decodes them together (decoders.LANES)
-        predicted = decode(attention.reshape(b * h, c, c), batch.n_words.repeat_interleave(h))  # [D,B·H,F,C]
-        predicted = predicted.view(len(DECODERS), b, h, len(FORMS), c).permute(0, 3, 2, 1, 4)  # [D,F,H,B,C]
-        directed, undirected = attached(predicted, rows, dependents, heads)  # [D,F,H,N]
-        # the main variant's tree: each gold arc's dependent's decoded head [N,H], and whether it is the gold one
-        self.keep_view(maps.layer, rows, right=directed[0, 0].T, head=predicted[0, 0][:, rows, dependents].T)
-        self.hits[:, :, 0, maps.layer] += directed.sum(-1)
-        self.hits[:, :, 1, maps.layer] += undirected.sum(-1)
-        if maps.layer == 0:  # arcs and baselines do not depend on the layer
-            self.arcs += len(labels)
-            self.relation_arcs.add(self.relation_arcs.ids(labels), torch.ones(len(labels)), sentences=rows, batch=batch)
-            self.baseline_hits += _baselines(dependents, heads, batch.n_words[rows])
-        relations = self.batch_buffer(batch, "trees.relations", (len(labels), self.layers, self.heads), torch.bool)
-        relations[:, maps.layer] = directed[0, 0].T  # [N,L,H] the main variant; added per relation at the last layer
-        if maps.layer == self.layers - 1:
-            self.relation_hits.add(self.relation_hits.ids(labels), relations, sentences=rows, batch=batch)
-        self._ensemble_update(attention, batch.n_words, maps.layer, rows, dependents, heads)
-
-    def _ensemble_update(self, attention: torch.Tensor, n_words: torch.Tensor, layer: int, rows: torch.Tensor,
-                         dependents: torch.Tensor, heads: torch.Tensor) -> None:
-        """Add this layer's ensemble heads (of word attention [B,H,C,C]) to the batch's sum, in float64, over the root
-        and the words; at the last layer decode the average and score it."""
-        chosen = self.ensemble()
-        if not chosen:
+        if maps.layer == 0:
+            if self._worker is None:  # the probe's own thread, for its life: a thread's first parallel call costs
+                self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trees-decode")
+            self._decoding = LayerTrees(self._worker, self.layers, batch.n_words, self.ensemble())
+        decoding = self._decoding
+        # [B,H,C,C]: root, words and the end column (never read), decoded on the probe's thread once copied
+        decoding.submit(maps.layer, HostCopy(maps.word_attention))
+        # the view's marks of this layer, made only if read: set as keep_view would (its **marks would read them)
+        marks = LayerMarks(decoding.trees[maps.layer], self.heads, (rows, dependents, heads))
+        self.kept_view = (maps.layer, rows, marks)
+        if maps.layer < self.layers - 1:
             return
-        mine = [h for lay, h, _ in chosen if lay == layer]
-        words = attention[:, mine][..., :-1, :-1].double().cpu()  # [B,k,M,M]
-        if layer == 0:
-            self._pending = words.new_zeros(words.shape[0], *words.shape[2:])
-        self._pending += words.sum(1)
-        if layer == self.layers - 1:
-            predicted = decode_main(self._pending / len(chosen), n_words)  # [B,M]
-            directed, undirected = attached(predicted, rows, dependents, heads)
+        decoding.submit_ensemble()
+        self.settle()  # the previous batch, decoded meanwhile
+        self._decoding, self._unsettled = None, (batch, decoding, torch.is_inference_mode_enabled())
+
+    def settle(self) -> None:
+        """Score the batch whose trees were decoding, if any, once they are (waiting for them here): at the next
+        batch's last layer, and before the state is read, merged, computed or replaced."""
+        if self._unsettled is None:
+            return
+        batch, decoding, inference = self._unsettled
+        self._unsettled = None
+        with torch.inference_mode(inference):  # as the batch's update was (the runner's is): its state's tensors
+            self._score(batch, decoding)
+
+    def _score(self, batch: Batch, decoding: LayerTrees) -> None:
+        rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
+        predicted, ensemble = decoding.result()  # [D,L,B·H,F,C], [B,M] or None
+        b, h, c = len(batch.sentences), self.heads, predicted.shape[-1]
+        predicted = predicted.view(len(DECODERS), self.layers, b, h, len(FORMS), c)
+        predicted = predicted.permute(0, 4, 1, 3, 2, 5)  # [D,F,L,H,B,C]
+        directed, undirected = attached(predicted, rows, dependents, heads)  # [D,F,L,H,N]
+        self.hits[:, :, 0] += directed.sum(-1)
+        self.hits[:, :, 1] += undirected.sum(-1)
+        self.arcs += len(labels)
+        self.relation_arcs.add(self.relation_arcs.ids(labels), torch.ones(len(labels)), sentences=rows, batch=batch)
+        self.baseline_hits += _baselines(dependents, heads, batch.n_words[rows])
+        # the main variant per relation [N,L,H]
+        self.relation_hits.add(self.relation_hits.ids(labels), directed[0, 0].permute(2, 0, 1), sentences=rows,
+                               batch=batch)
+        if ensemble is not None:
+            directed, undirected = attached(ensemble, rows, dependents, heads)
             self.ensemble_hits += torch.stack([directed.sum(), undirected.sum()])
-            self._pending = None
 
     def ensemble(self) -> list[tuple[int, int, float]]:
         """The greedy head ensemble on the selection sample: (layer, head, sample UAS so far) per head."""
@@ -129,19 +161,30 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
             self._ensemble = select_heads(self.sample, self.config["ensemble_heads"])
         return self._ensemble
 
+    def merge(self, other: "TreesProbe") -> None:
+        self.settle()
+        other.settle()
+        super().merge(other)
+
     def merge_fit(self, other: "TreesProbe") -> None:
         super().merge_fit(other)
         self._ensemble = None
 
     def reset(self) -> None:
         super().reset()
-        self._ensemble = self._pending = None
+        self._ensemble = self._sampled = self._decoding = self._unsettled = None
+
+    def state_dict(self) -> dict:
+        self.settle()
+        return super().state_dict()
 
     def load_state_dict(self, state) -> None:
+        """Replace the state; a batch not scored yet, or not finished (one that ran out of memory), is dropped."""
         super().load_state_dict(state)
-        self._ensemble = None
+        self._ensemble = self._sampled = self._decoding = self._unsettled = None
 
     def compute(self, info: RunInfo) -> ProbeResult:
+        self.settle()
         arcs = int(self.arcs)
         grids = {}
         for d, decoder in enumerate(DECODERS):
@@ -170,6 +213,82 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         result = ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels, overall=overall,
                              baselines=baselines, extra=extra)
         return attach_intervals(result, self.relation_hits, self.relation_arcs)  # overall: every relation's arcs
+
+
+class LayerTrees:
+    """A batch's trees, decoded on the probe's thread (`worker`) from each layer's host copy while the model computes
+    the next layers: ``submit`` each layer as it comes, at the last layer ``submit_ensemble``, then ``result``.
+    Every unit is decoded on its own (probes.builtin.trees.decoders), so decoding by layer gives the trees of one
+    call. `chosen`: the head ensemble, (layer, head, UAS) per head (empty for none)."""
+
+    def __init__(self, worker: ThreadPoolExecutor, layers: int, n_words: torch.Tensor,
+                 chosen: list[tuple[int, int, float]]):
+        self.worker, self.n_words, self.count = worker, n_words, len(chosen)
+        self.mine = [[h for lay, h, _ in chosen if lay == layer] for layer in range(layers)]  # per layer
+        self.trees: list[Future | None] = [None] * layers  # per layer, its trees [D,B·H,F,C] and ensemble part
+        self.ensemble: Future | None = None  # the ensemble's average's main tree [B,M]
+
+    def submit(self, layer: int, copy: HostCopy) -> None:
+        self.trees[layer] = self.worker.submit(_decode_layer, copy, self.n_words, self.mine[layer])
+
+    def submit_ensemble(self) -> None:
+        if self.count:
+            self.ensemble = self.worker.submit(_decode_ensemble, self.trees, self.count, self.n_words)
+
+    def result(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """[D,L,B·H,F,C] every layer's trees and the ensemble's [B,M] (None without one), once decoded."""
+        return (torch.stack([layer.result()[0] for layer in self.trees], 1),
+                None if self.ensemble is None else self.ensemble.result())
+
+
+def _decode_layer(copy: HostCopy, n_words: torch.Tensor, mine: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The trees [D,B·H,F,C] of every head of a layer, once its host copy [B,H,C,C] is in (a sentence's heads side by
+    side, so that Eisner decodes them together: decoders.LANES), and the sum [B,M,M] in float64 of its ensemble heads
+    `mine` over the root and the words (None where none is the layer's). The copy is dropped with the job."""
+    attention = copy.landed()  # [B,H,C,C]
+    b, h, c = attention.shape[:3]
+    part = attention[:, mine][..., :-1, :-1].double().sum(1) if mine else None  # [B,M,M]
+    return decode(attention.view(b * h, c, c), n_words.repeat_interleave(h)), part
+
+
+def _decode_ensemble(layers: list[Future], count: int, n_words: torch.Tensor) -> torch.Tensor:
+    """[B,M] the main variant's trees of the average of the `count` ensemble heads' word attention of every
+    sentence, their layers' parts (``_decode_layer``) summed layer by layer in float64."""
+    total = None
+    for layer in layers:  # done already: the thread takes its jobs in order
+        part = layer.result()[1]
+        if part is not None:
+            total = part.clone() if total is None else total.add_(part)
+    return decode_main(total / count, n_words)
+
+
+class LayerMarks(Mapping):
+    """The view's marks of one layer (``Presentation.keep_view``), "right" and "head" [N,H] each: each gold arc's
+    dependent's head in the main variant's tree of each head, and whether it is the gold one. Made when first read,
+    from the layer's trees (waiting for them): only the batches whose sentences the examples record read them
+    (probes.results.examples)."""
+
+    def __init__(self, trees: Future, heads: int, arcs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]):
+        self._trees, self._heads, self._arcs = trees, heads, arcs
+        self._marks: dict[str, torch.Tensor] | None = None
+
+    def _made(self) -> dict[str, torch.Tensor]:
+        if self._marks is None:
+            rows, dependents, heads = self._arcs
+            main = self._trees.result()[0][0, :, 0]  # [B·H,C] the main variant's
+            predicted = main.view(-1, self._heads, main.shape[-1]).transpose(0, 1)  # [H,B,C]
+            head = predicted[:, rows, dependents]  # [H,N]
+            self._marks = {"right": (head == heads).T, "head": head.T}
+        return self._marks
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self._made()[name]
+
+    def __iter__(self):
+        return iter(("right", "head"))
+
+    def __len__(self) -> int:
+        return 2
 
 
 def _share(hits: torch.Tensor, count: int) -> float:

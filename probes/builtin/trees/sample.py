@@ -50,14 +50,17 @@ class SelectionSample:
                               torch.zeros(self.layers, self.heads, n + 1, n + 1, dtype=torch.float32))
         self._keep(entries)
 
-    def fill(self, keys: list[int], layer: int, attention: torch.Tensor, n_words: torch.Tensor) -> None:
-        """Write layer `layer` of the batch's word attention [B,H,C,C] into its sentences that are in the sample."""
+    def rows(self, keys: list[int]) -> list[int]:
+        """The rows of a batch (sentence keys `keys`) whose sentences are in the sample."""
+        held = set(self.keys)
+        return [b for b, k in enumerate(keys) if k in held]
+
+    def fill(self, keys: list[int], attention: torch.Tensor, lengths: list[int]) -> None:
+        """Write the word attention of every layer [L,k,H,C,C] of k sentences of the sample (their keys and lengths
+        [k]), over the root and their words."""
         where = {k: i for i, k in enumerate(self.keys)}
-        for b, k in enumerate(keys):
-            if k in where:
-                n = int(n_words[b])
-                # a copy: the batch's word attention is reused by its next layer (probes.capture.maps)
-                self.maps[where[k]][layer] = attention[b, :, : n + 1, : n + 1].to("cpu", torch.float32, copy=True)
+        for row, (k, n) in enumerate(zip(keys, lengths)):
+            self.maps[where[k]].copy_(attention[:, row, :, : n + 1, : n + 1])
 
     def merge(self, other: "SelectionSample") -> None:
         entries = {k: (g, m) for k, g, m in zip(self.keys, self.gold, self.maps)}
