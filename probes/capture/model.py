@@ -277,7 +277,7 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
                 raise InputError(f"model {name!r}: its attention does not run through SDPA, whose queries and keys "
                                  "capture \"sdpa-qk\" reads; use capture \"hooks\" or \"outputs\"") from None
             raise
-    _check_weights_fit(loading, where)
+    _check_weights_fit(loading, where, tied=bool(getattr(model.config, "tie_word_embeddings", False)))
     _check_half_capture(model, name, capture, dtype)
     dev = to_device(model, device)
     config = model.config
@@ -437,10 +437,13 @@ def _fit_tokenizer(tokenizer, family: Family | None, with_prefix_space: Callable
     return tokenizer
 
 
-def _check_weights_fit(loading: dict, where) -> None:
+def _check_weights_fit(loading: dict, where, tied: bool = False) -> None:
     """Weights that lack some of the model's tensors (or have them in other shapes) leave those randomly
     initialised: refused. A missing pooler is fine (MLM checkpoints have none; the probes never use it)."""
-    missing = sorted(k for k in loading.get("missing_keys", ()) if "pooler" not in k.split("."))
+    # tied: the output embedding is the input one (tie_word_embeddings), which some transformers versions list as
+    # missing though it is filled by the tie
+    missing = sorted(k for k in loading.get("missing_keys", ()) if "pooler" not in k.split(".")
+                     and not (tied and k.split(".")[0] == "lm_head"))
     mismatched = sorted(str(k[0] if isinstance(k, tuple) else k) for k in loading.get("mismatched_keys", ()))
     if missing or mismatched:
         wrong = [f"{len(missing)} of the model's tensors are missing"] if missing else []
