@@ -58,7 +58,7 @@ import numpy as np
 import torch
 
 import probes
-from benchmarks.gpu_check import EWT_DEV, batches_seen, long_corpus
+from benchmarks.gpu_check import EWT_DEV, batches_seen, ewt_dev, long_corpus
 from benchmarks.harness import PeakRSS, bare_forward_over
 from probes.encoding.batching import DEVICE_TOKENS
 from probes.tools.detect import DETECTORS, detect
@@ -534,13 +534,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--only: unknown step(s) {', '.join(sorted(set(only) - set(STEPS)))}; steps: {', '.join(STEPS)}",
               file=sys.stderr)
         return 2
-    corpus = args.corpus
+    corpus = args.corpus if args.corpus is not None or args.dry_run else ewt_dev()
     if corpus is None and not args.dry_run:
-        found = [p for p in (ROOT.parent / "shared" / EWT_DEV, ROOT / "shared" / EWT_DEV) if p.is_file()]
-        if not found:
-            print(f"EWT dev not found under ../shared or ./shared ({EWT_DEV}): pass --corpus", file=sys.stderr)
-            return 2
-        corpus = str(found[0])
+        print(f"EWT dev not found under ../shared or ./shared ({EWT_DEV}): pass --corpus", file=sys.stderr)
+        return 2
     try:
         tokenizer = args.tokenizer or default_model()
     except InputError as e:

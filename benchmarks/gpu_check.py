@@ -363,6 +363,12 @@ def step(report: dict, key: str, out: Path, measure) -> None:
     write(report, out)
 
 
+def ewt_dev() -> str | None:
+    """EWT dev beside the checkout (../shared) or inside it (./shared, where a GPU session carries it), or None."""
+    found = [p for p in (ROOT.parent / "shared" / EWT_DEV, ROOT / "shared" / EWT_DEV) if p.is_file()]
+    return str(found[0]) if found else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="the CPU rehearsal: tiny sizes, a simulated OOM")
@@ -373,13 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.dry_run and not torch.cuda.is_available():
         print("no CUDA device: run with --dry-run for the CPU rehearsal", file=sys.stderr)
         return 2
-    corpus = args.corpus
+    corpus = args.corpus if args.corpus is not None or args.dry_run else ewt_dev()
     if corpus is None and not args.dry_run:
-        found = [p for p in (ROOT.parent / "shared" / EWT_DEV, ROOT / "shared" / EWT_DEV) if p.is_file()]
-        if not found:
-            print(f"EWT dev not found under ../shared or ./shared ({EWT_DEV}): pass --corpus", file=sys.stderr)
-            return 2
-        corpus = str(found[0])
+        print(f"EWT dev not found under ../shared or ./shared ({EWT_DEV}): pass --corpus", file=sys.stderr)
+        return 2
     device = "cpu" if args.dry_run else "cuda"
     shape = REHEARSAL if args.dry_run else LARGE
     report = {"dry_run": args.dry_run, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
