@@ -18,9 +18,10 @@ Steps (each a key of the report; inside one, each measurement its own key):
     (replicates=0, views=0), six (dep pos trees mass entropy positional in one run: the encoder probes that read
     EWT dev), bare_budget (the bare pass at dep's own token budget, no sentence cap), curve (the bare pass over
     token budgets, no sentence cap: seconds and sentences/s at each, the best, and the smallest budget within 10%
-    of the best, against which probes.encoding.batching.DEVICE_TOKENS is checked), dep_no_batch_cap (dep with
-    batch_size=None: batches cut by the token budget only), and summary (every run's time over the bare pass at
-    batch 32 and over the best bare pass).
+    of the best, against which probes.encoding.batching.DEVICE_TOKENS is checked), dep_batch32 (dep with
+    batch_size=32: the sentence cap that the CPU's default keeps), alone (each of the six probes in a run of its
+    own: which one costs the six-probe run its time), and summary (every run's time over the bare pass at batch 32
+    and over the best bare pass).
  3. large_512: the BERT-large shape on sentences of 512 subwords (LONG_512), batch 32: dep's sentences/s against
     the bare pass's.
  4. decoder: a Llama-shaped decoder (16 layers × 32 heads, 8 KV heads, width 2048; --dry-run: 2 × 4, 2 KV heads,
@@ -290,8 +291,10 @@ def encoder_shape(bench: Bench, report: dict, key: str, shape: dict, out: Path) 
         measure(report, (key, "bare_budget"), out,
                 lambda: bare_record(bench, bare, sentences, batch_size=None, max_tokens=dep["max_tokens"]))
     measure(report, (key, "curve"), out, lambda: curve(bench, bare, sentences))
-    measure(report, (key, "dep_no_batch_cap"), out,
-            lambda: run_record(bench, ["dep"], encoder, corpus, limit, batch_size=None))
+    measure(report, (key, "dep_batch32"), out,
+            lambda: run_record(bench, ["dep"], encoder, corpus, limit, batch_size=32))
+    for name in SIX:
+        measure(report, (key, "alone", name), out, lambda: run_record(bench, [name], encoder, corpus, limit))
     measure(report, (key, "summary"), out, lambda: summary(report[key]))
     return made["folder"], encoder
 
@@ -305,7 +308,7 @@ def summary(step: dict) -> dict:
         bares.append(step["curve"]["best"]["seconds"])
     best = min(bares, default=None)
     ratios = {}
-    for run in ("dep", "dep_no_intervals", "six", "dep_no_batch_cap"):
+    for run in ("dep", "dep_no_intervals", "six", "dep_batch32"):
         seconds = seconds_of(step, run)
         if seconds is not None:
             ratios[run] = {"over_bare_batch32": None if bare32 is None else seconds / bare32,
@@ -452,7 +455,7 @@ def table(report: dict) -> str:
     lines = [f"device: {report['device']}{rehearsal}, torch {report['torch']}, best of {report['repeats']}; seconds, "
              "(×) a run's time over the best bare SDPA pass of its shape",
              "| model | bare SDPA, batch 32 | bare SDPA, run's budget | bare SDPA, best (budget) | probes run dep | "
-             "dep, replicates=0 views=0 | six probes, one run | dep, batch_size=None |",
+             "dep, replicates=0 views=0 | six probes, one run | dep, batch_size=32 |",
              "|---|---|---|---|---|---|---|---|"]
     for key in SHAPES:
         step = report.get(key)
@@ -467,8 +470,11 @@ def table(report: dict) -> str:
         best_cell = (f"{knee['best']['seconds']:.3g} ({knee['best']['max_tokens']})" if "best" in knee
                      else cell(step, "curve", None))
         cells = [cell(step, "bare_batch32", best), cell(step, "bare_budget", best), best_cell,
-                 *(cell(step, run, best) for run in ("dep", "dep_no_intervals", "six", "dep_no_batch_cap"))]
+                 *(cell(step, run, best) for run in ("dep", "dep_no_intervals", "six", "dep_batch32"))]
         lines.append(f"| {key} | {' | '.join(cells)} |")
+        alone = step.get("alone", {})
+        if alone:
+            lines.append("    alone: " + ", ".join(f"{name} {cell(alone, name, best)}" for name in SIX if name in alone))
         if "knee" in knee:
             within = "yes" if knee["device_tokens_within"] else "NO"
             lines.append(f"    curve: smallest budget within {knee['within']:.0%} of the best: {knee['knee']}; "

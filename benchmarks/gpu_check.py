@@ -2,7 +2,7 @@
 
     python benchmarks/gpu_check.py [--dry-run] [--out DIR]
 
-Six steps, one JSON report (DIR/gpu_check.json) and a short table on stdout:
+Seven steps, one JSON report (DIR/gpu_check.json) and a short table on stdout:
  1. cuda_tests: the test files of tests/ that need CUDA (a ``cuda`` marker, or ``skipif(not torch.cuda.is_available``),
     run through pytest in a subprocess: passed / failed / skipped counts.
  2. cuda_vs_cpu: dep, pos, trees, mass, entropy and positional with the packaged MiniLM on EWT dev (--dry-run: the
@@ -24,6 +24,10 @@ Six steps, one JSON report (DIR/gpu_check.json) and a short table on stdout:
     the CPU (entries read beside its flash kernel): per detector the largest |Δscore| and each one's best head on
     the device; then a randomly initialised GPT-2 of 12 layers × 16 heads, width 1024 (--dry-run: 2 × 4, width 64)
     on contexts of 4,096 tokens (--dry-run: 128): sequences per second and the device's peak memory.
+ 7. half_precision: MiniLM's dep on step 2's corpus on the device in bfloat16 and float16 against float32 (replicates=0,
+    views=0), on the overall grid and every label of at least HALF_COUNT instances: the largest |Δscore|, the cells
+    over HALF_TOLERANCE, the most arcs a cell moved (|Δ| × the label's count), the labels whose best cell moved, and
+    each side's time (tests/test_half_precision.py measures the same on the CPU).
 
 Each step's failure is recorded in the report (its error's last lines) and the next step still runs; the report
 is written after every step, so a run cut short still leaves what it measured.
@@ -70,6 +74,8 @@ STEP2 = ["dep", "pos", "trees", "mass", "entropy", "positional"]  # the probes t
 INDUCTION = ROOT / "tests" / "data" / "induction-gpt2"  # the trained 2-layer GPT-2 (benchmarks/train_induction.py)
 DETECTORS = ["prev_token", "duplicate_token", "induction", "sink"]
 DECODER = {"layers": 12, "heads": 16, "hidden": 1024, "length": 2048, "count": 16, "sequences": 64}  # T = 4,096
+HALF_COUNT = 50  # a label's instances for its cells to be compared in step 7 (issue 44 item 5)
+HALF_TOLERANCE = 0.01  # |Δscore| a half-precision cell may move from float32's (issue 44 item 5)
 DECODER_REHEARSAL = {"layers": 2, "heads": 4, "hidden": 64, "length": 64, "count": 4, "sequences": 8}
 
 
@@ -297,6 +303,41 @@ def decoders(device: str, dry_run: bool, tmp: Path) -> dict:
             "simulated": dry_run}
 
 
+def half_precision(device: str, dry_run: bool, corpus: str | None) -> dict:
+    """Step 7: MiniLM's dep in bfloat16 and float16 against float32 on the device (see the module docstring)."""
+    limit = REHEARSAL["sentences"] if dry_run else None
+    runs, seconds = {}, {}
+    for dtype in ("float32", "bfloat16", "float16"):
+        encoder = probes.load_encoder(default_model(), device=device, dtype=dtype)
+        settings = dict(corpus=corpus, encoder=encoder, replicates=0, views=0, progress=False)
+        probes.run(["dep"], limit=4, **settings)  # warm-up: the dtype's kernels
+        start = time.perf_counter()
+        runs[dtype] = probes.run(["dep"], limit=limit, **settings)["dep"]
+        seconds[dtype] = time.perf_counter() - start
+        del encoder
+    full = runs["float32"]
+    grids = [("overall", full.overall)] + [(n, c) for n, c in full.labels.items() if c.count >= HALF_COUNT]
+    report = {"corpus": corpus or "bundled sample", "sentences": full.info.sentences, "labels": len(grids) - 1,
+              "min_count": HALF_COUNT, "tolerance": HALF_TOLERANCE, "seconds": seconds, "simulated": dry_run}
+    for dtype in ("bfloat16", "float16"):
+        half = runs[dtype]
+        largest, over, arcs, cells, moved, worst = 0.0, 0, 0.0, 0, [], None
+        for name, ours in grids:
+            theirs = half.overall if name == "overall" else half.labels[name]
+            delta = np.abs(ours.scores - theirs.scores)  # [L,H]
+            if float(delta.max()) > largest:
+                largest, worst = float(delta.max()), {"label": name, "count": int(ours.count)}
+            over += int((delta > HALF_TOLERANCE).sum())
+            arcs = max(arcs, float(delta.max()) * int(ours.count))
+            cells += delta.size
+            if np.argmax(ours.scores) != np.argmax(theirs.scores):
+                moved.append(name)
+        report[dtype] = {"max_abs_delta": largest, "worst": worst, "cells": cells, "cells_over_tolerance": over,
+                         "most_arcs_moved": round(arcs, 3), "best_cell_moved": moved,
+                         "speedup": seconds["float32"] / seconds[dtype]}
+    return report
+
+
 def table(report: dict) -> str:
     """The report's main figures, a line per step (a failed step: its error's last line)."""
     mark = {True: " (simulated)", False: ""}
@@ -340,7 +381,12 @@ def table(report: dict) -> str:
         line(5, "device_speed", lambda v: f"dep on the {v['device']}{mark[v['simulated']]}: {v['run_seconds']:.2f} s "
                                           f"against a bare forward of {v['bare_seconds']:.2f} s, ratio "
                                           f"{v['ratio']:.2f}"),
-        line(6, "decoders", decoded)])
+        line(6, "decoders", decoded),
+        line(7, "half_precision", lambda h: "half precision" + mark[h["simulated"]] + ": dep on " + str(h["sentences"])
+             + f" sentences, {h['labels']} labels of ≥ {h['min_count']}: " + "; ".join(
+                 f"{d} max |Δ| {h[d]['max_abs_delta']:.3g}, {h[d]['cells_over_tolerance']} of {h[d]['cells']} cells "
+                 f"over {h['tolerance']}, best cell moved in {len(h[d]['best_cell_moved'])}, "
+                 f"{h[d]['speedup']:.2f}× float32's speed" for d in ("bfloat16", "float16")))])
 
 
 def write(report: dict, out: Path) -> None:
@@ -405,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.empty_cache()
         step(report, "device_speed", args.out, lambda: device_speed(device, args.dry_run, corpus))
         step(report, "decoders", args.out, lambda: decoders(device, args.dry_run, tmp))
+    step(report, "half_precision", args.out, lambda: half_precision(device, args.dry_run, corpus))
     print(table(report))
     return 0 if not any("error" in v for v in report.values() if isinstance(v, dict)) else 1
 

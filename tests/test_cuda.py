@@ -202,9 +202,6 @@ def test_a_batch_goes_to_the_device_without_a_host_synchronisation():
     assert sent.device.type == torch.device(DEVICE).type and sent.cpu().tolist() == ids.tolist()
 
 
-@pytest.mark.xfail(strict=False, reason="until the probes read their results from the device at most once per batch "
-                   "(issue 44 item 1, another change): today dep (.cpu()) and trees (.item()) read the host at "
-                   "every layer")
 def test_capture_and_update_never_wait_on_the_device_between_layers(deep_bert, monkeypatch):
     """dep, pos (fitted on the same sentences: its fit pass too), trees, mass, entropy and positional in one run
     on the bundled sample (40 sentences, batches of 8): from the end of each batch's first layer to the start of

@@ -51,12 +51,14 @@ def test_dry_run_measures_every_step(tmp_path):
         bare32 = step["bare_batch32"]
         assert (bare32["sentences"], bare32["batch_size"]) == (24, 32)
         assert bare32["sentences_per_second"] == pytest.approx(24 / timing(bare32))
-        dep, plain, six, uncapped = step["dep"], step["dep_no_intervals"], step["six"], step["dep_no_batch_cap"]
+        dep, plain, six, capped = step["dep"], step["dep_no_intervals"], step["six"], step["dep_batch32"]
         assert dep["probes"] == ["dep"] and dep["sentences"] == 24 and dep["batch_size"] == 32 and dep["settings"] == {}
         assert plain["settings"] == {"replicates": 0, "views": 0} and plain["sentences"] == 24
         assert six["probes"] == SIX and six["sentences"] == 24
-        assert uncapped["batch_size"] is None and uncapped["max_tokens"] == dep["max_tokens"]  # the same budget
-        for run in (dep, plain, six, uncapped):
+        assert capped["batch_size"] == 32 and capped["max_tokens"] == dep["max_tokens"]  # the same budget
+        assert capped["settings"] == {"batch_size": 32}
+        assert set(step["alone"]) == set(SIX) and all(step["alone"][n]["probes"] == [n] for n in SIX)
+        for run in (dep, plain, six, capped, *step["alone"].values()):
             assert run["sentences_per_second"] == pytest.approx(24 / timing(run))
         budget = step["bare_budget"]  # the bare pass at dep's own budget, no sentence cap
         assert (budget["max_tokens"], budget["batch_size"]) == (dep["max_tokens"], None)
@@ -75,7 +77,7 @@ def test_dry_run_measures_every_step(tmp_path):
         summary = step["summary"]  # every ratio from the figures above
         best = min(bare32["seconds"], budget["seconds"], curve["best"]["seconds"])
         assert summary["bare_batch32_seconds"] == bare32["seconds"] and summary["best_bare_seconds"] == best
-        for run in ("dep", "dep_no_intervals", "six", "dep_no_batch_cap"):
+        for run in ("dep", "dep_no_intervals", "six", "dep_batch32"):
             seconds = step[run]["seconds"]
             assert summary["ratios"][run] == {"over_bare_batch32": pytest.approx(seconds / bare32["seconds"]),
                                               "over_best_bare": pytest.approx(seconds / best)}, run

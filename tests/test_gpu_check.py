@@ -68,10 +68,19 @@ def test_dry_run_reports_every_step(tmp_path):
     large = decoders["large"]
     assert (large["layers"], large["heads"], large["context"]) == (2, 4, 128) and large["peak_bytes"] is None
     assert large["sequences_per_second"] == pytest.approx(8 / large["seconds"])
+
+    half = report["half_precision"]  # MiniLM's dep on the 20 sentences, each half dtype against float32
+    assert half["simulated"] and half["sentences"] == 20 and half["min_count"] == 50
+    assert set(half["seconds"]) == {"float32", "bfloat16", "float16"}
+    for dtype in ("bfloat16", "float16"):
+        record = half[dtype]
+        assert record["cells"] == (half["labels"] + 1) * 6 * 12 and 0 <= record["max_abs_delta"] < 0.1
+        assert record["most_arcs_moved"] <= 20 * 20  # at most every arc of the sample
     assert not any("error" in step for step in report.values() if isinstance(step, dict))
 
     lines = done.stdout.splitlines()  # the table: the device, then a line per step
-    assert lines[0] == "device: cpu (dry run)" and [line[:2] for line in lines[1:]] == ["1 ", "2 ", "3 ", "4 ", "5 ", "6 "]
+    assert lines[0] == "device: cpu (dry run)"
+    assert [line[:2] for line in lines[1:]] == ["1 ", "2 ", "3 ", "4 ", "5 ", "6 ", "7 "]
     assert "split yes, batches [20, 10, 10]" in lines[4]
 
 

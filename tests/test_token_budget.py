@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -51,12 +52,27 @@ def test_the_default_budget_follows_the_model_shape_and_total_memory():
 
 def test_on_a_cuda_device_the_default_budget_stops_where_the_device_is_busy():
     # 12 heads, hidden 768, longest 40: 4 · (8·12·40 + 16·768) = 64,512 bytes per position
-    assert DEVICE_TOKENS == 65_536
+    assert DEVICE_TOKENS == 8_192  # the plateau of the bare pass's curve on an H200 (docs/gpu_bench-h200.json)
     assert default_max_tokens(12, 768, 40, 80 * 2**30) == 21_474_836_480 // 64_512 == 332_881  # the CPU's rule
-    assert default_max_tokens(12, 768, 40, 80 * 2**30, cuda=True) == 65_536  # 80 GiB: the device's cap
-    assert default_max_tokens(12, 768, 40, 4 * 2**30, cuda=True) == 1_073_741_824 // 64_512 == 16_644  # memory first
-    assert default_max_tokens(16, 1024, 512, 2**40, cuda=True) == 65_536  # BERT-large at 512, 1 TiB: the cap
+    assert default_max_tokens(12, 768, 40, 80 * 2**30, cuda=True) == 8_192  # 80 GiB: the device's cap
+    assert default_max_tokens(12, 768, 40, 2**29, cuda=True) == 134_217_728 // 64_512 == 2_080  # memory first
+    assert default_max_tokens(16, 1024, 512, 2**40, cuda=True) == 8_192  # BERT-large at 512, 1 TiB: the cap
     assert default_max_tokens(4, 64, 100_000, 2**40, cuda=True) == 100_000  # never less than one longest sentence
+
+
+def test_on_a_cuda_device_no_sentence_cap_unless_one_is_given():
+    """The default batch_size (32) caps a batch's sentences on the CPU; on CUDA the token budget alone cuts them,
+    and a batch_size that is set caps there too."""
+    from probes.settings.run_settings import RunSettings
+
+    assert RunSettings().batch_cap(cuda=False) == 32 and RunSettings().batch_cap(cuda=True) is None
+    assert RunSettings(batch_size=8).batch_cap(cuda=True) == 8 == RunSettings(batch_size=8).batch_cap(cuda=False)
+    assert RunSettings(batch_size=None).batch_cap(cuda=False) is None
+    given = RunSettings(batch_size=32)  # 32 given caps on CUDA too; the default stays the default through replace
+    assert given.batch_cap(cuda=True) == 32 and RunSettings().replace(limit=5).batch_cap(cuda=True) is None
+    assert RunSettings().batch_size == 32 and json.dumps(RunSettings().batch_size) == "32"
+    assert pickle.loads(pickle.dumps(RunSettings())).batch_cap(cuda=True) is None  # to a study's worker process
+    assert "batch_size" not in RunSettings().study_settings() and given.study_settings()["batch_size"] == 32
 
 
 def _meminfo(path, total_kb: int, available_kb: int) -> str:

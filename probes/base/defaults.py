@@ -22,6 +22,10 @@ def default_model() -> str:
 
 
 def corpora_dir() -> Path:
+    """The bundled samples: the package probes.corpora, which an install maps to the checkout's corpora/ folder
+    (pyproject's package-dir), or that folder itself where probes runs from a checkout on PYTHONPATH, uninstalled."""
+    if importlib.util.find_spec("probes.corpora") is None:
+        return Path(__file__).resolve().parents[2] / "corpora"
     return Path(str(importlib.resources.files("probes.corpora")))
 
 

@@ -23,8 +23,8 @@ def read_token_ids(path: str | Path) -> Corpus:
         fields = line.split()
         if not fields or fields[0].startswith("#"):
             continue
-        if not all(f.isdigit() for f in fields):
-            bad = next(f for f in fields if not f.isdigit())
+        if not all(f.isascii() and f.isdigit() for f in fields):  # isdigit alone takes "²", which int() refuses
+            bad = next(f for f in fields if not (f.isascii() and f.isdigit()))
             raise InputError(f"token ids must be whole numbers of at least 0, not {bad!r}", path, number)
         sentences.append(Sentence(words=fields, ann={"token_ids": [int(f) for f in fields]},
                                   sent_id=f"{Path(path).stem}:{number}", source=str(path), line=number))

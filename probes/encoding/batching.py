@@ -28,11 +28,11 @@ PAD_COLUMN = -1
 MAP_COPIES = 8  # [B,H,T,T] float32 tensors alive at once per layer held: scores, probabilities, probes' temporaries
 ACTIVATION_COPIES = 16  # [B,T,hidden] float32 tensors alive at once in a layer (q, k, v, context, 4× FFN, ...)
 MEMORY_SHARE = 0.25
-# On a CUDA device the default budget is at most DEVICE_TOKENS padded positions: by then a batch keeps the device
-# busy (the bare pass within 10% of its best throughput, kernel launches a small share of each batch's time), and
-# a bigger one takes memory without adding speed. benchmarks/gpu_bench.py measures the bare pass's throughput over
-# budgets and reports the smallest within 10% of the best, against which this constant is checked.
-DEVICE_TOKENS = 65536
+# On a CUDA device the default budget is at most DEVICE_TOKENS padded positions: the bare pass's throughput over
+# budgets rises to a plateau and falls beyond it (bigger batches of length-sorted sentences are slower), and this
+# budget lies on the plateau of both the BERT-base and the BERT-large shape, within 10% of each one's best.
+# benchmarks/gpu_bench.py measures that curve and checks this constant against it (docs/benchmarks.md, GPU).
+DEVICE_TOKENS = 8192
 MEMINFO = "/proc/meminfo"  # the system's memory, MemTotal read from it
 # the memory limit of the process' control group (cgroup v2, then v1): "max" or a huge number where none is set
 CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")

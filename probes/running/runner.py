@@ -78,7 +78,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
     select_paths = list(settings.select_on)
     plan = plan_fit(classes, list(settings.fit), settings.fit_on, select_paths)
     format, limit, invalid_trees, tokenize = settings.format, settings.limit, settings.invalid_trees, settings.tokenize
-    batch_size, max_tokens, shard = settings.batch_size, settings.max_tokens, settings.shard
+    max_tokens, shard = settings.max_tokens, settings.shard
 
     paths = [str(p) for p in _as_list(corpus)] or [bundled_corpus()]
     reader_options: dict[str, Any] = {}
@@ -111,6 +111,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         p.to(encoder.device)
     data.start(active, encoder, tokenize)
     feed = Feed(encoder, pool, settings.weights)
+    batch_size = settings.batch_cap(encoder.device.type == "cuda")
     if max_tokens is None:
         layers_held = encoder.layers if encoder.backend.all_layers else 1
         max_tokens = feed.rows(active) * default_max_tokens(encoder.heads, encoder.heads * encoder.head_dim,
@@ -151,7 +152,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
                    sentences=data.scoring.scored, units=data.scoring.units, unit=data.scoring.unit,
                    skipped=data.skipped(),
                    settings=settings.recorded(
-                       format=format, max_tokens=max_tokens, pool=pool, max_length=encoder.max_length,
+                       format=format, batch_size=batch_size, max_tokens=max_tokens, pool=pool,
+                       max_length=encoder.max_length,
                        device=str(encoder.device), dtype=encoder.dtype,
                        fit=fit_settings, select_on=split_settings(select_source.counts.files, selection.scored,
                                                                   select_skipped) if selecting else None),

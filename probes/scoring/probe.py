@@ -337,8 +337,8 @@ class LabelSums:
         device = self.sums.device
         target = self.sums[(slice(None), *at)]  # a view: [labels, *values.shape[1:]]
         rows, values = rows.to(device), values.to(device, self.sums.dtype).reshape(len(rows), -1)
-        onehot = torch.zeros(len(self.names), len(rows), dtype=self.sums.dtype, device=device)
-        onehot[rows, torch.arange(len(rows), device=device)] = 1
+        onehot = torch.zeros(len(self.names), len(rows), dtype=self.sums.dtype, device=device)  # [labels,N]
+        onehot.scatter_(0, rows.view(1, -1), 1.0)  # onehot[rows[i], i] = 1
         target += (onehot @ values).reshape(target.shape)
         if self.replicates and weights is None and batch is not None:
             weights = self.bootstrap.weights(batch, device)

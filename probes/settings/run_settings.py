@@ -47,6 +47,14 @@ GROUPS = {  # the sections of `probes run --help`, in order: title -> what its f
 }
 
 
+class DefaultBatchSize(int):
+    """The default batch_size, 32, told apart from a batch_size of 32 that was given (``RunSettings.batch_cap``
+    lifts the default on a CUDA device, never a given one). Equal to 32 and written as 32 everywhere."""
+
+
+DEFAULT_BATCH_SIZE = DefaultBatchSize(32)
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """How a run reads its corpus, batches it, captures the maps and scores them (``probes.run``'s settings).
@@ -72,7 +80,8 @@ class RunSettings:
     annotate: str | None = setting(
         "reading", None, "read --corpus (and --fit) as raw text, one passage a line, annotated by spaCy (silver "
         "UPOS, XPOS, dependencies, entities); needs attention-probes[spacy]", metavar="spacy[:PIPELINE]")
-    batch_size: int | None = setting("batching", 32, "most sentences per forward pass (default 32)",
+    batch_size: int | None = setting("batching", DEFAULT_BATCH_SIZE, "most sentences per forward pass (default 32; on a CUDA device "
+                                     "no cap unless given: the token budget alone cuts the batches)",
                                      study=(int, type(None)), recorded="always", type=int, metavar="N")
     max_tokens: int | None = setting(
         "batching", None, "most padded subword positions (sentences × longest length) per forward pass (default: a "
@@ -188,6 +197,12 @@ class RunSettings:
         default = RunSettings()
         return {f.name for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)}
 
+    def batch_cap(self, cuda: bool) -> int | None:
+        """The most sentences per forward pass: batch_size, except on a CUDA device (`cuda`) where it is not set
+        (the default): there none, and the token budget alone cuts the batches (a cap of 32 short sentences leaves
+        the device idle; benchmarks/gpu_bench.py, dep_no_batch_cap)."""
+        return None if cuda and isinstance(self.batch_size, DefaultBatchSize) else self.batch_size
+
     def replace(self, **changes: Any) -> RunSettings:
         """These settings with some fields changed (checked again)."""
         return dataclasses.replace(self, **changes)
@@ -202,17 +217,19 @@ class RunSettings:
             value = resolved.get(f.name, getattr(self, f.name))
             if f.name == "shard":
                 value = str(value) if value.count > 1 else None
+            if isinstance(value, DefaultBatchSize):
+                value = int(value)
             if how == "always" or (how == "given" and value):
                 out[f.name] = value
         return out
 
     def study_settings(self) -> dict[str, Any]:
         """The fields a study file may set (its [settings] table), where they differ from the default; batch_size
-        always (a study's default is probes.run's)."""
+        wherever it was given, 32 included (a study's default is probes.run's)."""
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if "study" in f.metadata and (value != f.default or f.name == "batch_size"):
+            if "study" in f.metadata and (not isinstance(value, DefaultBatchSize) if f.name == "batch_size" else value != f.default):
                 out[f.name] = [list(h) for h in value] if f.name == "view_heads" else value
         return out
 
