@@ -60,12 +60,13 @@ class Cluster:
 
     def start(self, name: str, cpus: int) -> str:
         """Start node `name` (the first one: the head) with `cpus` CPUs; its node id."""
-        node, agent, grpc, runtime, metrics, *workers = free_ports(21)
+        # every port of the node drawn at once and none the head's: two draws can return one port twice
+        node, agent, grpc, runtime, metrics, objects, *workers = [p for p in free_ports(23) if p != self.port][:22]
         where = ["--head", "--port", str(self.port), "--include-dashboard", "false"] if name == "head" \
             else ["--address", self.address]
         subprocess.run([str(RAY), "start", *where, "--num-cpus", str(cpus), "--temp-dir", str(self.root / name),
                         "--disable-usage-stats", "--node-manager-port", str(node), "--object-manager-port",
-                        str(free_ports(1)[0]), "--dashboard-agent-listen-port", str(agent),
+                        str(objects), "--dashboard-agent-listen-port", str(agent),
                         "--dashboard-agent-grpc-port", str(grpc), "--runtime-env-agent-port", str(runtime),
                         "--metrics-export-port", str(metrics), "--worker-port-list", ",".join(map(str, workers))],
                        env=self.env, check=True, capture_output=True, timeout=120)
