@@ -237,14 +237,14 @@ def test_a_tied_output_embedding_left_empty_is_tied_and_any_other_empty_tensor_i
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from probes.base.errors import InputError
-    from probes.capture.model import _check_weights_fit, _tie_output_embedding
+    from probes.capture.model import check_weights_fit, tie_output_embedding
 
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(vocab_size=16, n_embd=8, n_layer=1, n_head=2, n_positions=8))
     model.lm_head.weight = torch.nn.Parameter(torch.empty(16, 8, device="meta"))  # as such a load leaves it
-    _tie_output_embedding(model)
+    tie_output_embedding(model)
     assert model.lm_head.weight is model.transformer.wte.weight
     assert not any(t.is_meta for t in model.state_dict().values())
     with pytest.raises(InputError, match=r"1 of the model's tensors are missing \(e.g. transformer.h.0.mlp.c_fc.weight\)"):
-        _check_weights_fit({"missing_keys": set()}, "m", tied=True, empty=["transformer.h.0.mlp.c_fc.weight"])
-    _check_weights_fit({"missing_keys": {"lm_head.weight"}}, "m", tied=True, empty=[])  # tied, filled: fine
+        check_weights_fit({"missing_keys": set()}, "m", tied=True, empty=["transformer.h.0.mlp.c_fc.weight"])
+    check_weights_fit({"missing_keys": {"lm_head.weight"}}, "m", tied=True, empty=[])  # tied, filled: fine

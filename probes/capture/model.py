@@ -279,8 +279,8 @@ def load_encoder(name: str | None = None, *, device: str = "cpu", max_length: in
             raise
     tied = bool(getattr(model.config, "tie_word_embeddings", False))
     if tied:
-        _tie_output_embedding(model)
-    _check_weights_fit(loading, where, tied=tied, empty=[n for n, t in model.state_dict().items() if t.is_meta])
+        tie_output_embedding(model)
+    check_weights_fit(loading, where, tied=tied, empty=[n for n, t in model.state_dict().items() if t.is_meta])
     _check_half_capture(model, name, capture, dtype)
     dev = to_device(model, device)
     config = model.config
@@ -440,7 +440,7 @@ def _fit_tokenizer(tokenizer, family: Family | None, with_prefix_space: Callable
     return tokenizer
 
 
-def _tie_output_embedding(model: torch.nn.Module) -> None:
+def tie_output_embedding(model: torch.nn.Module) -> None:
     """The output embedding of a model whose config ties it to the input one (tie_word_embeddings) made that one
     where loading left it empty (on "meta"): transformers lists it as missing and, in some runs of a process, leaves
     it so (tests/test_token_ids.py's GPT-2 met it in full test runs, never alone)."""
@@ -450,7 +450,7 @@ def _tie_output_embedding(model: torch.nn.Module) -> None:
         output.weight = embedding.weight
 
 
-def _check_weights_fit(loading: dict, where, tied: bool = False, empty: list[str] | None = None) -> None:
+def check_weights_fit(loading: dict, where, tied: bool = False, empty: list[str] | None = None) -> None:
     """Weights that lack some of the model's tensors (or have them in other shapes) leave those randomly
     initialised, or empty (`empty`: the tensors left on the "meta" device): refused. A missing pooler is fine (MLM
     checkpoints have none; the probes never use it)."""
