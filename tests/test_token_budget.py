@@ -74,6 +74,14 @@ def test_on_a_cuda_device_no_sentence_cap_unless_one_is_given():
     assert pickle.loads(pickle.dumps(RunSettings())).batch_cap(cuda=True) is None  # to a study's worker process
     assert "batch_size" not in RunSettings().study_settings() and given.study_settings()["batch_size"] == 32
 
+    from probes.cli import build_parser
+    from probes.tools.arguments import chosen_settings
+
+    def cap(*flags: str) -> int | None:  # the cap `probes run dep FLAGS` takes on CUDA
+        return RunSettings(**chosen_settings(build_parser().parse_args(["run", "dep", *flags]))).batch_cap(cuda=True)
+
+    assert cap() is None and cap("--batch-size", "32") == 32 and cap("--batch-size", "8") == 8
+
 
 def _meminfo(path, total_kb: int, available_kb: int) -> str:
     path.write_text(f"MemTotal:       {total_kb} kB\nMemFree:        {available_kb // 2} kB\n"

@@ -80,9 +80,10 @@ class RunSettings:
     annotate: str | None = setting(
         "reading", None, "read --corpus (and --fit) as raw text, one passage a line, annotated by spaCy (silver "
         "UPOS, XPOS, dependencies, entities); needs attention-probes[spacy]", metavar="spacy[:PIPELINE]")
-    batch_size: int | None = setting("batching", DEFAULT_BATCH_SIZE, "most sentences per forward pass (default 32; on a CUDA device "
-                                     "no cap unless given: the token budget alone cuts the batches)",
-                                     study=(int, type(None)), recorded="always", type=int, metavar="N")
+    batch_size: int | None = setting(
+        "batching", DEFAULT_BATCH_SIZE, "most sentences per forward pass (default 32; on a CUDA device no cap unless "
+        "given: the token budget alone cuts the batches)", study=(int, type(None)), recorded="always", type=int,
+        metavar="N")
     max_tokens: int | None = setting(
         "batching", None, "most padded subword positions (sentences × longest length) per forward pass (default: a "
         "quarter of the device's total memory at the model's cost per position, the same on every run; see "
@@ -200,7 +201,7 @@ class RunSettings:
     def batch_cap(self, cuda: bool) -> int | None:
         """The most sentences per forward pass: batch_size, except on a CUDA device (`cuda`) where it is not set
         (the default): there none, and the token budget alone cuts the batches (a cap of 32 short sentences leaves
-        the device idle; benchmarks/gpu_bench.py, dep_no_batch_cap)."""
+        the device idle; benchmarks/gpu_bench.py, dep against dep_batch32)."""
         return None if cuda and isinstance(self.batch_size, DefaultBatchSize) else self.batch_size
 
     def replace(self, **changes: Any) -> RunSettings:
