@@ -65,6 +65,18 @@ def batch(generator: torch.Generator) -> torch.Tensor:
     return x.gather(1, torch.arange(LENGTH) % n)  # [B,T] position k reads position k mod n
 
 
+def with_output_embedding(folder: Path) -> None:
+    """The output embedding written into folder/model.safetensors beside the input one it is tied to (the same
+    values): save_pretrained leaves it out, and a load then depends on transformers tying a missing tensor, which
+    in some test runs it did not (the model's lm_head left empty on "meta")."""
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "model.safetensors"
+    weights = load_file(path)
+    weights["lm_head.weight"] = weights["transformer.wte.weight"].clone()
+    save_file(weights, path, metadata={"format": "pt"})
+
+
 def main(out: Path) -> None:
     torch.manual_seed(SEED)
     torch.set_num_threads(1)
@@ -72,6 +84,7 @@ def main(out: Path) -> None:
     tok = tokenizer()
     net.save_pretrained(out / "init")
     tok.save_pretrained(out / "init")
+    with_output_embedding(out / "init")
     generator = torch.Generator().manual_seed(SEED)
     optimiser = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=1e-3, weight_decay=0.0)
     net.train()
@@ -86,6 +99,7 @@ def main(out: Path) -> None:
     net.eval()
     net.save_pretrained(out)
     tok.save_pretrained(out)
+    with_output_embedding(out)
 
 
 if __name__ == "__main__":
