@@ -46,8 +46,6 @@ import argparse
 import contextlib
 import dataclasses
 import inspect
-import json
-import os
 import sys
 import tempfile
 import time
@@ -59,7 +57,8 @@ import numpy as np
 import torch
 
 import probes
-from benchmarks.gpu_check import EWT_DEV, batches_seen, ewt_dev, long_corpus
+from benchmarks.gpu_check import (EWT_DEV, batches_seen, build_bert, ewt_dev, long_corpus, save_random,
+                                   write_report)
 from benchmarks.harness import PeakRSS, bare_forward_over
 from probes.encoding.batching import DEVICE_TOKENS
 from probes.tools.detect import DETECTORS, detect
@@ -183,24 +182,6 @@ def run_record(bench: Bench, names: list[str], encoder: probes.Encoder | None, c
             "batch_size": info.settings["batch_size"], "settings": dict(settings)}
 
 
-def build_bert(out: Path, shape: dict, device: torch.device, tokenizer_folder: str) -> Path:
-    """A BERT of `shape` (random init, seed 0, made on `device`) with the tokenizer of `tokenizer_folder` (MiniLM's)
-    in `out`."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
-    tokenizer.model_max_length = shape["length"]
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
-                        num_attention_heads=shape["heads"], intermediate_size=4 * shape["hidden"],
-                        max_position_embeddings=shape["length"])
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = BertModel(config)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
-
-
 def build_decoder(out: Path, shape: dict, device: torch.device) -> Path:
     """A Llama of `shape` (random init, seed 0, made on `device`) with a word-level tokenizer over t1..t{vocab - 1}
     (id 0 the end of sequence, no start token: a sequence of T tokens is T positions) in `out`."""
@@ -219,12 +200,7 @@ def build_decoder(out: Path, shape: dict, device: torch.device) -> Path:
                          num_attention_heads=shape["heads"], num_key_value_heads=shape["kv_heads"],
                          max_position_embeddings=positions,
                          bos_token_id=None, eos_token_id=0, pad_token_id=0, tie_word_embeddings=True)
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = LlamaForCausalLM(config)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return save_random(LlamaForCausalLM, config, tokenizer, out, device)
 
 
 def measure(report: dict, path: tuple[str, ...], out: Path, what: Callable[[], Any]) -> Any:
@@ -239,7 +215,7 @@ def measure(report: dict, path: tuple[str, ...], out: Path, what: Callable[[], A
     except Exception:  # noqa: BLE001 - a benchmark: record the failure, go on to the next measurement
         owner[path[-1]] = {"error": "".join(traceback.format_exc().splitlines(keepends=True)[-12:])}
         print(owner[path[-1]]["error"], file=sys.stderr, flush=True)
-    write(report, out)
+    write_report(report, out / "gpu_bench.json")
     return None if "error" in owner[path[-1]] else owner[path[-1]]
 
 
@@ -509,16 +485,6 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
-def write(report: dict, out: Path) -> None:
-    """The report as it stands, atomically, to out/gpu_bench.json."""
-    out.mkdir(parents=True, exist_ok=True)
-    target = out / "gpu_bench.json"
-    partial = target.with_suffix(".json.partial")
-    partial.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    os.replace(partial, target)
-
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true",
@@ -559,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         "float32_matmul_precision": torch.get_float32_matmul_precision(),  # "highest": no TF32
         "repeats": repeats, "corpus": corpus or bundled_corpus(), "limit": LIMIT_REHEARSAL if args.dry_run else None,
         "dtype_available": dtype_available(), "device_tokens": DEVICE_TOKENS, "steps": list(only)}
-    write(report, args.out)
+    write_report(report, args.out / "gpu_bench.json")
     long = LONG_REHEARSAL if args.dry_run else LONG_512
     shapes = SHAPES_REHEARSAL if args.dry_run else SHAPES
     with tempfile.TemporaryDirectory(prefix="gpu-bench-") as folder:

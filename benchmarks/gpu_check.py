@@ -41,7 +41,6 @@ import contextlib
 import io
 import json
 import math
-import os
 import re
 import subprocess
 import sys
@@ -58,6 +57,7 @@ from benchmarks.harness import bare_forward_seconds
 from probes.encoding.batching import default_max_tokens, total_memory
 from probes.tools.detect import detect
 from probes.base.defaults import bundled_corpus, default_model
+from probes.base.files import write_atomic
 from probes.capture.model import Encoder
 from probes.results.probe_result import best_head
 from probes.running.runner import Feed
@@ -156,19 +156,27 @@ def device_speed(device: str, dry_run: bool, corpus: str | None) -> dict:
             "simulated": dry_run}
 
 
-def build_large(out: Path, shape: dict) -> Path:
-    """A BERT-large-shaped checkpoint (random init, seed 0) with the MiniLM tokenizer in `out`."""
+def save_random(model_class, config, tokenizer, out: Path, device: torch.device) -> Path:
+    """A `model_class` of `config`, randomly initialised (seed 0) on `device`, saved with `tokenizer` in `out`."""
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = model_class(config)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def build_bert(out: Path, shape: dict, device: torch.device, tokenizer_folder: str) -> Path:
+    """A BERT of `shape` (random init, seed 0, made on `device`) with the tokenizer of `tokenizer_folder` (MiniLM's)
+    in `out`."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    tokenizer = AutoTokenizer.from_pretrained(default_model())
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
     tokenizer.model_max_length = shape["length"]
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=shape["hidden"], num_hidden_layers=shape["layers"],
                         num_attention_heads=shape["heads"], intermediate_size=4 * shape["hidden"],
                         max_position_embeddings=shape["length"])
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return save_random(BertModel, config, tokenizer, out, device)
 
 
 def long_corpus(path: Path, sentences: int, length: int) -> Path:
@@ -269,10 +277,7 @@ def build_decoder(out: Path, shape: dict) -> Path:
     config = GPT2Config(vocab_size=len(tokenizer), n_embd=shape["hidden"], n_layer=shape["layers"],
                         n_head=shape["heads"], n_positions=2 * shape["length"],
                         bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
-    torch.manual_seed(0)
-    GPT2LMHeadModel(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return save_random(GPT2LMHeadModel, config, tokenizer, out, torch.device("cpu"))
 
 
 def decoders(device: str, dry_run: bool, tmp: Path) -> dict:
@@ -389,13 +394,10 @@ def table(report: dict) -> str:
                  f"{h[d]['speedup']:.2f}× float32's speed" for d in ("bfloat16", "float16")))])
 
 
-def write(report: dict, out: Path) -> None:
-    """The report as it stands, atomically, to out/gpu_check.json."""
-    out.mkdir(parents=True, exist_ok=True)
-    target = out / "gpu_check.json"
-    partial = target.with_suffix(".json.partial")
-    partial.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    os.replace(partial, target)
+def write_report(report: dict, path: Path) -> None:
+    """The report as it stands, atomically, to `path` (its folder made): gpu_check.json, gpu_bench.json."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, (json.dumps(report, indent=2) + "\n").encode("utf-8"))
 
 
 def step(report: dict, key: str, out: Path, measure) -> None:
@@ -406,7 +408,7 @@ def step(report: dict, key: str, out: Path, measure) -> None:
     except Exception:  # noqa: BLE001 - a check: record the failure, go on to the next step
         report[key] = {"error": "".join(traceback.format_exc().splitlines(keepends=True)[-12:])}
         print(report[key]["error"], file=sys.stderr, flush=True)
-    write(report, out)
+    write_report(report, out / "gpu_check.json")
 
 
 def ewt_dev() -> str | None:
@@ -441,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def made() -> tuple[Path, Path]:
             if not built:
-                built["model"] = build_large(tmp / "large", shape)
+                built["model"] = build_bert(tmp / "large", shape, torch.device("cpu"), default_model())
                 built["long"] = long_corpus(tmp / "long.conllu", shape["sentences"], shape["length"])
             return built["model"], built["long"]
 
