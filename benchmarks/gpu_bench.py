@@ -20,8 +20,9 @@ Steps (each a key of the report; inside one, each measurement its own key):
     token budgets, no sentence cap: seconds and sentences/s at each, the best, and the smallest budget within 10%
     of the best, against which probes.encoding.batching.DEVICE_TOKENS is checked), dep_batch32 (dep with
     batch_size=32: the sentence cap that the CPU's default keeps), alone (each of the six probes in a run of its
-    own: which one costs the six-probe run its time), and summary (every run's time over the bare pass at batch 32
-    and over the best bare pass).
+    own: which one costs the six-probe run its time; and trees_on_device, trees with ``tree_decoding="device"``),
+    six_trees_on_device (the six-probe run with trees decoded on the device: issue 44 item 1's "measure which is
+    faster"), and summary (every run's time over the bare pass at batch 32 and over the best bare pass).
  3. large_512: the BERT-large shape on sentences of 512 subwords (LONG_512), batch 32: dep's sentences/s against
     the bare pass's.
  4. decoder: a Llama-shaped decoder (16 layers × 32 heads, 8 KV heads, width 2048; --dry-run: 2 × 4, 2 KV heads,
@@ -263,6 +264,8 @@ def encoder_shape(bench: Bench, report: dict, key: str, shape: dict, out: Path) 
     measure(report, (key, "dep_no_intervals"), out,
             lambda: run_record(bench, ["dep"], encoder, corpus, limit, replicates=0, views=0))
     measure(report, (key, "six"), out, lambda: run_record(bench, SIX, encoder, corpus, limit))
+    measure(report, (key, "six_trees_on_device"), out,
+            lambda: run_record(bench, SIX, encoder, corpus, limit, tree_decoding="device"))
     if dep is not None:
         measure(report, (key, "bare_budget"), out,
                 lambda: bare_record(bench, bare, sentences, batch_size=None, max_tokens=dep["max_tokens"]))
@@ -271,6 +274,8 @@ def encoder_shape(bench: Bench, report: dict, key: str, shape: dict, out: Path) 
             lambda: run_record(bench, ["dep"], encoder, corpus, limit, batch_size=32))
     for name in SIX:
         measure(report, (key, "alone", name), out, lambda: run_record(bench, [name], encoder, corpus, limit))
+    measure(report, (key, "alone", "trees_on_device"), out,
+            lambda: run_record(bench, ["trees"], encoder, corpus, limit, tree_decoding="device"))
     measure(report, (key, "summary"), out, lambda: summary(report[key]))
     return made["folder"], encoder
 
@@ -284,7 +289,7 @@ def summary(step: dict) -> dict:
         bares.append(step["curve"]["best"]["seconds"])
     best = min(bares, default=None)
     ratios = {}
-    for run in ("dep", "dep_no_intervals", "six", "dep_batch32"):
+    for run in ("dep", "dep_no_intervals", "six", "six_trees_on_device", "dep_batch32"):
         seconds = seconds_of(step, run)
         if seconds is not None:
             ratios[run] = {"over_bare_batch32": None if bare32 is None else seconds / bare32,
@@ -450,7 +455,10 @@ def table(report: dict) -> str:
         lines.append(f"| {key} | {' | '.join(cells)} |")
         alone = step.get("alone", {})
         if alone:
-            lines.append("    alone: " + ", ".join(f"{name} {cell(alone, name, best)}" for name in SIX if name in alone))
+            lines.append("    alone: " + ", ".join(f"{name} {cell(alone, name, best)}" for name in [*SIX, "trees_on_device"]
+                                                if name in alone))
+        if "six_trees_on_device" in step:
+            lines.append(f"    six probes, trees decoded on the device: {cell(step, 'six_trees_on_device', best)}")
         if "knee" in knee:
             within = "yes" if knee["device_tokens_within"] else "NO"
             lines.append(f"    curve: smallest budget within {knee['within']:.0%} of the best: {knee['knee']}; "

@@ -22,6 +22,8 @@ from causal_models import CONFIGS, make_checkpoint
 from probe_corpora import CORPORA, probe_run_arguments
 from probes.encoding.batching import transfer
 from probes.capture.masking import HeadMasker
+from probes.builtin.trees import batched
+from probes.builtin.trees.decoders import decode
 from probes.tools.detect import detect
 from probes.capture.model import Encoder
 
@@ -202,8 +204,10 @@ def test_a_batch_goes_to_the_device_without_a_host_synchronisation():
     assert sent.device.type == torch.device(DEVICE).type and sent.cpu().tolist() == ids.tolist()
 
 
-def test_capture_and_update_never_wait_on_the_device_between_layers(deep_bert, monkeypatch):
-    """dep, pos (fitted on the same sentences: its fit pass too), trees, mass, entropy and positional in one run
+@pytest.mark.parametrize("decoding", ["host", "device"])
+def test_capture_and_update_never_wait_on_the_device_between_layers(deep_bert, monkeypatch, decoding):
+    """dep, pos (fitted on the same sentences: its fit pass too), trees (decoding on the host or on the device: at the
+    last layer), mass, entropy and positional in one run
     on the bundled sample (40 sentences, batches of 8): from the end of each batch's first layer to the start of
     its last, the model's pass, the capture and every probe's update run under set_sync_debug_mode("error"), so
     any host synchronisation raises. Allowed, under "warn": before and at the first layer (each batch's inputs and
@@ -228,10 +232,24 @@ def test_capture_and_update_never_wait_on_the_device_between_layers(deep_bert, m
             layerwise(self, input_ids, attention_mask, checked, **kwargs)
 
     monkeypatch.setattr(Encoder, "layerwise", strict)
-    results = probes.run(SIX, encoder=deep_bert, limit=40, batch_size=8, fit_on="same", progress=False)
+    results = probes.run(SIX, encoder=deep_bert, limit=40, batch_size=8, fit_on="same", progress=False,
+                         tree_decoding=decoding)
     assert set(results) == set(SIX) and all(r.info.sentences == 40 for r in results.values())
     # the fit pass' 5 batches, then the scoring pass' 5: layers 1 and 2 of each under "error"
     assert modes == [(layer, "error" if layer in (1, 2) else "warn") for _ in range(10) for layer in range(4)]
+
+
+def test_trees_decoded_on_the_device_are_the_hosts_without_a_synchronisation():
+    """--tree-decoding device: the batched decoders on the device give the compiled decoders' trees (CPU), ties
+    included (attention rounded to quarters), and never wait for the host (set_sync_debug_mode("error"))."""
+    generator = torch.Generator().manual_seed(0)
+    attention = (torch.softmax(3 * torch.randn(300, 18, 18, generator=generator), -1) * 4).round() / 4
+    lengths = torch.randint(1, 17, (300,), generator=generator)
+    on_device = attention.to(DEVICE)
+    with sync_debug("error"):
+        heads = batched.decode(on_device, lengths)
+    assert heads.device.type == torch.device(DEVICE).type
+    assert torch.equal(heads.cpu(), decode(attention, lengths))
 
 
 SYNC_FREE = ["dep", "pos", "ner", "con", "srl", "frames", "coref", "mass", "entropy"]  # issue 44's first group

@@ -29,6 +29,9 @@ SITES = {
     # the gold arcs; the trees are decoded from the host copies on the probe's own thread, which the count (this
     # thread's) leaves out
     "trees": (("probes/builtin/trees/",), 1),
+    # --tree-decoding device: the units' lengths, host tensors (each decoder's list of them, their repetition over
+    # layers and heads); on CUDA no synchronisation (tests/test_cuda.py)
+    "trees_device": (("probes/builtin/trees/",), 6),
     "positional": (("probes/builtin/analyses/positional.py",), 0),
     "patterns": (("probes/builtin/analyses/patterns.py",), 0),
     "rare": (("probes/builtin/analyses/rare.py",), 0),
@@ -112,3 +115,12 @@ def test_seg_reads_no_more_with_more_layers(berts, monkeypatch, tmp_path, shared
     counts = {layers: reads_per_batch(monkeypatch, ["seg"], folder, seg_examples=0, **arguments)
               for layers, folder in berts.items()}
     assert_few_and_layer_free(counts, "seg")
+
+
+def test_trees_decoded_on_the_device_read_no_more_with_more_layers(berts, monkeypatch, tmp_path):
+    """``--tree-decoding device``: the trees are decoded on the thread that runs the model, at each batch's last layer,
+    and the count holds that decoding too: the gold arcs and the lengths of the units, read from host tensors."""
+    arguments = probe_run_arguments("dep", tmp_path, lambda: None)
+    counts = {layers: reads_per_batch(monkeypatch, ["trees"], folder, tree_decoding="device", **arguments)
+              for layers, folder in berts.items()}
+    assert_few_and_layer_free(counts, "trees_device")

@@ -1,4 +1,5 @@
-"""trees on hand-built attention: every expected number below is worked out in the comments."""
+"""trees on hand-built attention: every expected number below is worked out in the comments, with the trees
+decoded on the host and on the maps' device (--tree-decoding; here the CPU's: probes.builtin.trees.batched)."""
 from __future__ import annotations
 
 import numpy as np
@@ -39,6 +40,9 @@ ONE_BATCH = [([S1, S2], [C1, C2], [[H0_S1, H1_S1], [H0_S2, H1_S2]])]
 TWO_BATCHES = [([S1], [C1], [[H0_S1, H1_S1]]), ([S2], [C2], [[H0_S2, H1_S2]])]
 
 
+DECODING = pytest.mark.parametrize("decoding", ["host", "device"])
+
+
 def _run(groups, **options):
     probe = TreesProbe(1, 2, **options)
     hands = _hand(groups)
@@ -49,8 +53,9 @@ def _run(groups, **options):
     return probe.compute(info(1, 2))
 
 
-def test_uas_per_head_worked_out_by_hand():
-    r = _run(ONE_BATCH)
+@DECODING
+def test_uas_per_head_worked_out_by_hand(decoding):
+    r = _run(ONE_BATCH, tree_decoding=decoding)
     assert r.overall.count == 4
     # head 0: 4 of 4 in every variant; head 1: Hi only directed (1/4), Hi and cat–playing undirected (2/4)
     np.testing.assert_array_equal(r.overall.scores, [[1.0, 0.25]])
@@ -62,8 +67,9 @@ def test_uas_per_head_worked_out_by_hand():
     assert "cle_attention" not in r.overall.extra and r.extra["main"] == "cle_attention"
 
 
-def test_per_relation():
-    r = _run(ONE_BATCH)
+@DECODING
+def test_per_relation(decoding):
+    r = _run(ONE_BATCH, tree_decoding=decoding)
     assert {k: v.count for k, v in r.labels.items()} == {"det": 1, "amod": 1, "root": 2}
     np.testing.assert_array_equal(r.labels["det"].scores, [[1.0, 0.0]])
     np.testing.assert_array_equal(r.labels["amod"].scores, [[1.0, 0.0]])
@@ -78,15 +84,17 @@ def test_baselines():
     assert r.baselines["left_branching"] == {"uas": 0.75, "undirected_uas": 0.75, "count": 4}
 
 
-def test_ensemble():
-    r = _run(ONE_BATCH)
+@DECODING
+def test_ensemble(decoding):
+    r = _run(ONE_BATCH, tree_decoding=decoding)
     # on the sample (both sentences): head 0 alone scores 4/4; adding head 1 cannot improve on 1.0: one head.
     e = r.extra["ensemble"]
     assert e["heads"] == [[0, 0]] and e["selection_uas"] == [1.0]
     assert e["uas"] == 1.0 and e["undirected_uas"] == 1.0 and e["count"] == 4 and e["sample_sentences"] == 2
 
 
-def test_ensemble_of_two_heads():
+@DECODING
+def test_ensemble_of_two_heads(decoding):
     # Sentence 1 alone, two heads each right on two of its three arcs:
     # head A: The → cat (1), playing → The (0.6, 0.4 on itself), cat → CLS (1): arcs 3→1 (1), 1→2 (.6), 0→3 (1),
     #   the only positive ones: tree [3, 1, 0], 2 of 3 right.
@@ -96,7 +104,7 @@ def test_ensemble_of_two_heads():
     #   1.8 for [3, 1, 0] or [2, 3, 0]: the gold tree, 3 of 3 > 2/3, so B joins; no third head.
     a = attention(6, {1: {4: 1.0}, 2: {1: 0.6, 2: 0.4}, 3: {1: 0.6, 3: 0.4}, 4: {0: 1.0}})
     b = attention(6, {1: {2: 0.6, 1: 0.4}, 2: {4: 1.0}, 3: {4: 1.0}, 4: {0: 1.0}})
-    r = _run([([S1], [C1], [[a, b]])])
+    r = _run([([S1], [C1], [[a, b]])], tree_decoding=decoding)
     e = r.extra["ensemble"]
     assert e["heads"] == [[0, 0], [0, 1]]
     assert e["selection_uas"] == [2 / 3, 1.0] and e["uas"] == 1.0 and e["count"] == 3
@@ -104,8 +112,11 @@ def test_ensemble_of_two_heads():
 
 
 def test_batching_changes_nothing():
-    """Both sentences in one padded batch, or one per batch: the same result."""
+    """Both sentences in one padded batch, or one per batch, decoded on the host or the device: the same result."""
     assert_same(_run(ONE_BATCH), _run(TWO_BATCHES))
+    host, device = _run(ONE_BATCH), _run(TWO_BATCHES, tree_decoding="device")
+    assert host.options.pop("tree_decoding") == "host" and device.options.pop("tree_decoding") == "device"
+    assert_same(host, device)
 
 
 def test_no_ensemble_needs_no_selection():
@@ -136,17 +147,19 @@ def test_selection_sample_is_bounded_and_order_free():
     assert_same(forward.sample.state_dict(), backward.sample.state_dict())
 
 
-def test_state():
-    make = lambda: TreesProbe(2, 2)  # noqa: E731
+@DECODING
+def test_state(decoding):
+    make = lambda: TreesProbe(2, 2, tree_decoding=decoding)  # noqa: E731
     hands = [two_layers(h) for h in _hand(TWO_BATCHES)]
     r = check_state(make, hands, info(2, 2), fit=tuple(hands))
     np.testing.assert_array_equal(r.overall.scores, [[1.0, 0.25], [0.25, 1.0]])
 
 
-def test_the_state_holds_whole_batches_only():
+@DECODING
+def test_the_state_holds_whole_batches_only(decoding):
     """A batch's trees are decoded beside the model's pass and scored at the next batch's last layer, or when the state
     is read: it never holds part of a batch (one that runs out of memory half way leaves it as it was)."""
-    probe = TreesProbe(2, 2, ensemble_heads=0)
+    probe = TreesProbe(2, 2, ensemble_heads=0, tree_decoding=decoding)
     hand = two_layers(_hand(ONE_BATCH)[0])
     probe.update(hand.batch, LayerMaps(hand.batch, 0, hand.attentions[0]))
     assert int(probe.state_dict()["arcs"]) == 0
@@ -178,6 +191,23 @@ def test_view_marks_are_the_main_trees_of_their_layer():
         np.testing.assert_array_equal(marks["head"].numpy(), expected_heads[:, swap])
         np.testing.assert_array_equal(marks["right"].numpy(), expected_right[:, swap])
         assert set(marks) == {"right", "head"}
+
+
+def test_view_marks_of_trees_decoded_on_the_device():
+    """On the device a batch's trees are decoded at its last layer, where the examples read every layer's marks
+    (probes.results.examples): the same marks as the host's (``test_view_marks_are_the_main_trees_of_their_layer``)."""
+    probe = TreesProbe(2, 2, ensemble_heads=0, tree_decoding="device")
+    hand = two_layers(_hand(ONE_BATCH)[0])
+    kept = []
+    for layer in (0, 1):
+        probe.update(hand.batch, LayerMaps(hand.batch, layer, hand.attentions[layer]))
+        kept.append(probe.kept_view)
+    heads = np.array([[3, 0], [3, 1], [0, 2], [0, 0]])  # [N,H] at layer 0; layer 1 the heads swapped
+    for layer, (kept_layer, rows, marks) in enumerate(kept):
+        assert kept_layer == layer and rows.tolist() == [0, 0, 0, 1]
+        np.testing.assert_array_equal(marks["head"].numpy(), heads[:, ::-1] if layer else heads)
+        np.testing.assert_array_equal(marks["right"].numpy(), (heads == [[3], [3], [0], [0]])[:, ::-1] if layer
+                                      else heads == [[3], [3], [0], [0]])
 
 
 def test_host_copies_are_copies():

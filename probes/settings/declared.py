@@ -76,7 +76,10 @@ TREES = Declaration("trees", "probes.builtin.trees.probe", "dependency trees dec
     Option("ensemble_heads", 4, "trees: most heads in the greedy head ensemble, chosen on the selection split "
            "(--select-on); 0: no ensemble and no selection pass", int),
     Option("select_sentences", 500, "trees: most sentences of the selection split kept to choose the ensemble "
-           "on (a hash-chosen sample)", int)),
+           "on (a hash-chosen sample)", int),
+    Option("tree_decoding", "host", "trees: where the trees are decoded: host = compiled decoders on the CPU's "
+           "threads, beside the model's pass; device = batched tensor code on the model's device, a batch's trees at "
+           "its last layer (the same trees)", str, ("host", "device"))),
     presentation="probes.builtin.trees.details:TreesPresentation",
     score="UAS (decoded trees)")
 

@@ -19,7 +19,11 @@ selection split (the fit phase: ``--select-on FILE``, else the scored corpus its
 averaged per sentence and decoded with the main variant (probes.builtin.trees.ensemble, .sample).
 
 Sentences of different lengths share a batch: each is decoded over its own n+1 nodes only, so padding
-changes no tree. Decoding is host work (probes.builtin.trees.decoders), done beside the model's pass: each
+changes no tree. Where (``--tree-decoding``): on the host (the default; probes.builtin.trees.decoders) or on the
+model's device (probes.builtin.trees.batched: the same trees, as batched tensor code): there each layer's word
+attention is kept on the device as it comes, and at the batch's last layer every tree of the batch is decoded at
+once, the heads copied to the host without waiting (``DeviceTrees``). On the host, decoding is done beside the
+model's pass: each
 layer's word attention is copied into host memory as the layer comes (pinned, without waiting, on CUDA) and
 decoded on a thread of the probe's own (all B×H trees of the layer, both forms and both decoders, in one
 compiled call that leaves Python free; then the head ensemble's average), while the model computes the next
@@ -30,20 +34,23 @@ half a batch. The view's marks of a layer (``keep_view``) wait for that layer's 
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
 import torch
 
 from probes.encoding.batching import Batch
 from probes.results.bootstrap import attach_intervals
 from probes.settings.declared import TREES
+from probes.builtin.trees import batched
 from probes.builtin.trees.decoders import DECODERS, decode
 from probes.builtin.trees.details import TreesPresentation
 from probes.builtin.trees.ensemble import decode_main, select_heads
 from probes.builtin.trees.sample import SelectionSample, sentence_keys
 from probes.builtin.trees.scoring import FORMS, attached
 from probes.builtin.trees.stash import HostCopy
+from probes.base.devices import to_device
 from probes.base.errors import InputError
 from probes.capture.maps import LayerMaps
 from probes.corpus.sentence import Sentence
@@ -86,8 +93,8 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         # the batch in progress, from its layer 0 to its last: the fit's sampled rows and their host copies; the
         # scored batch's trees, decoding
         self._sampled: tuple[list[int], torch.Tensor | None, list[HostCopy]] | None = None
-        self._decoding: LayerTrees | None = None
-        self._unsettled: tuple[Batch, LayerTrees, bool] | None = None  # the last batch, its trees decoding: settle
+        self._decoding: LayerTrees | DeviceTrees | None = None
+        self._unsettled: tuple[Batch, LayerTrees | DeviceTrees, bool] | None = None  # the last batch, its trees decoding: settle
         self._worker: ThreadPoolExecutor | None = None  # the thread that decodes, in order of submission
 
     def view_items(self, sentence: Sentence) -> list[dict]:
@@ -111,14 +118,17 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
         if maps.layer == 0:
-            if self._worker is None:  # the probe's own thread, for its life: a thread's first parallel call costs
-                self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trees-decode")
-            self._decoding = LayerTrees(self._worker, self.layers, batch.n_words, self.ensemble())
+            if self.config["tree_decoding"] == "device":
+                self._decoding = DeviceTrees(self.layers, batch.n_words, self.ensemble())
+            else:
+                if self._worker is None:  # the probe's own thread, for its life: a thread's first parallel call costs
+                    self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trees-decode")
+                self._decoding = LayerTrees(self._worker, self.layers, batch.n_words, self.ensemble())
         decoding = self._decoding
-        # [B,H,C,C]: root, words and the end column (never read), decoded on the probe's thread once copied
-        decoding.submit(maps.layer, HostCopy(maps.word_attention))
+        # [B,H,C,C]: root, words and the end column (never read)
+        decoding.submit(maps.layer, maps.word_attention)
         # the view's marks of this layer, made only if read: set as keep_view would (its **marks would read them)
-        marks = LayerMarks(decoding.trees[maps.layer], self.heads, (rows, dependents, heads))
+        marks = LayerMarks(partial(decoding.main, maps.layer), self.heads, (rows, dependents, heads))
         self.kept_view = (maps.layer, rows, marks)
         if maps.layer < self.layers - 1:
             return
@@ -136,7 +146,7 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         with torch.inference_mode(inference):  # as the batch's update was (the runner's is): its state's tensors
             self._score(batch, decoding)
 
-    def _score(self, batch: Batch, decoding: LayerTrees) -> None:
+    def _score(self, batch: Batch, decoding: LayerTrees | DeviceTrees) -> None:
         rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
         predicted, ensemble = decoding.result()  # [D,L,B·H,F,C], [B,M] or None
         b, h, c = len(batch.sentences), self.heads, predicted.shape[-1]
@@ -228,8 +238,9 @@ class LayerTrees:
         self.trees: list[Future | None] = [None] * layers  # per layer, its trees [D,B·H,F,C] and ensemble part
         self.ensemble: Future | None = None  # the ensemble's average's main tree [B,M]
 
-    def submit(self, layer: int, copy: HostCopy) -> None:
-        self.trees[layer] = self.worker.submit(_decode_layer, copy, self.n_words, self.mine[layer])
+    def submit(self, layer: int, attention: torch.Tensor) -> None:
+        """Decode the layer's word attention [B,H,C,C] on the probe's thread, once copied into host memory."""
+        self.trees[layer] = self.worker.submit(_decode_layer, HostCopy(attention), self.n_words, self.mine[layer])
 
     def submit_ensemble(self) -> None:
         if self.count:
@@ -239,6 +250,57 @@ class LayerTrees:
         """[D,L,B·H,F,C] every layer's trees and the ensemble's [B,M] (None without one), once decoded."""
         return (torch.stack([layer.result()[0] for layer in self.trees], 1),
                 None if self.ensemble is None else self.ensemble.result())
+
+    def main(self, layer: int) -> torch.Tensor:
+        """[B·H,C] the main variant's trees of a layer, once decoded (waiting for them)."""
+        return self.trees[layer].result()[0][0, :, 0]
+
+
+class DeviceTrees:
+    """A batch's trees decoded on the maps' device (probes.builtin.trees.batched), as LayerTrees' are on the host:
+    ``submit`` keeps each layer's word attention there ([L,B,H,C,C], a copy: the maps' buffer is the next layer's),
+    ``submit_ensemble`` at the last layer decodes every tree of the batch at once and the head ensemble's average,
+    then copies the heads to the host without waiting (HostCopy, as int16); ``result`` reads them there."""
+
+    def __init__(self, layers: int, n_words: torch.Tensor, chosen: list[tuple[int, int, float]]):
+        self.layers, self.n_words, self.chosen = layers, n_words, chosen
+        self.kept: torch.Tensor | None = None  # [L,B,H,C,C] until decoded
+        self.heads: torch.Tensor | None = None  # [D,L,B·H,F,C] on the device, once decoded
+        self.copies: tuple[HostCopy, HostCopy | None] | None = None  # the heads and the ensemble's [B,M] on the host
+
+    def submit(self, layer: int, attention: torch.Tensor) -> None:
+        if self.kept is None:
+            self.kept = attention.new_empty((self.layers, *attention.shape))
+        self.kept[layer].copy_(attention)
+
+    def submit_ensemble(self) -> None:
+        """Decode every tree of the batch (all layers, heads, forms and both decoders) and the ensemble's."""
+        layers, b, h, c = self.kept.shape[:4]
+        lengths = self.n_words.repeat_interleave(h).repeat(layers)  # [L·B·H] in the order of the units
+        heads = batched.decode(self.kept.view(-1, c, c), lengths)  # [D,L·B·H,F,C]
+        self.heads = heads.view(len(DECODERS), layers, b * h, len(FORMS), c)
+        ensemble = None
+        if self.chosen:  # each layer's chosen heads summed in float64, then the layers in order (as _decode_layer)
+            total = None
+            for layer in range(layers):
+                mine = [head for lay, head, _ in self.chosen if lay == layer]
+                if mine:
+                    chosen = to_device(torch.tensor(mine), self.kept.device)
+                    part = self.kept[layer][:, chosen][..., :-1, :-1].double().sum(1)  # [B,M,M]
+                    total = part if total is None else total.add_(part)
+            average = batched.arc_scores(total / len(self.chosen), FORMS[0])
+            ensemble = HostCopy(batched.chu_liu_edmonds(average, self.n_words).to(torch.int16))  # [B,M]
+        self.copies = (HostCopy(self.heads.to(torch.int16)), ensemble)
+        self.kept = None
+
+    def result(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """[D,L,B·H,F,C] every layer's trees and the ensemble's [B,M] (None without one), on the host."""
+        heads, ensemble = self.copies
+        return heads.landed().long(), None if ensemble is None else ensemble.landed().long()
+
+    def main(self, layer: int) -> torch.Tensor:
+        """[B·H,C] the main variant's trees of a layer (on the device), once the batch is decoded."""
+        return self.heads[0, layer, :, 0]
 
 
 def _decode_layer(copy: HostCopy, n_words: torch.Tensor, mine: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -268,14 +330,15 @@ class LayerMarks(Mapping):
     from the layer's trees (waiting for them): only the batches whose sentences the examples record read them
     (probes.results.examples)."""
 
-    def __init__(self, trees: Future, heads: int, arcs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]):
-        self._trees, self._heads, self._arcs = trees, heads, arcs
+    def __init__(self, main: Callable[[], torch.Tensor], heads: int,
+                 arcs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]):
+        self._main, self._heads, self._arcs = main, heads, arcs
         self._marks: dict[str, torch.Tensor] | None = None
 
     def _made(self) -> dict[str, torch.Tensor]:
         if self._marks is None:
             rows, dependents, heads = self._arcs
-            main = self._trees.result()[0][0, :, 0]  # [B·H,C] the main variant's
+            main = self._main()  # [B·H,C] the main variant's trees of the layer
             predicted = main.view(-1, self._heads, main.shape[-1]).transpose(0, 1)  # [H,B,C]
             head = predicted[:, rows, dependents]  # [H,N]
             self._marks = {"right": (head == heads).T, "head": head.T}

@@ -4,8 +4,8 @@ A layer's word attention [B,H,C,C] (or some of its rows) is copied into host mem
 a reference, as the batch's word attention is reused by its next layer (probes.capture.maps). On CUDA the copy goes
 into pinned memory without the host waiting (``non_blocking``), an event marking its end, so the device goes on
 with the next layer; ``landed`` waits for it where it is read: in the thread that decodes the layer, never in the one
-that runs the model. The copy is float32 (float64 kept as it is): the decoders read float32 or float64
-(probes.builtin.trees.decoders).
+that runs the model. Floats are copied as float32 (float64 kept as it is): the decoders read float32 or float64
+(probes.builtin.trees.decoders); integers (heads decoded on the device) as they are.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ class HostCopy:
 
     def __init__(self, tensor: torch.Tensor):
         asynchronous = tensor.is_cuda  # a pinned host copy the device makes without the host waiting
-        dtype = tensor.dtype if tensor.dtype == torch.float64 else torch.float32
+        dtype = tensor.dtype if tensor.dtype == torch.float64 or not tensor.is_floating_point() else torch.float32
         self.tensor = torch.empty(tensor.shape, dtype=dtype, pin_memory=asynchronous)
         self.tensor.copy_(tensor, non_blocking=asynchronous)
         self.copied: torch.cuda.Event | None = None  # on CUDA, the end of the copy
