@@ -22,7 +22,8 @@ Steps (each a key of the report; inside one, each measurement its own key):
     batch_size=32: the sentence cap that the CPU's default keeps), alone (each of the six probes in a run of its
     own: which one costs the six-probe run its time; and trees_on_device, trees with ``tree_decoding="device"``),
     six_trees_on_device (the six-probe run with trees decoded on the device: issue 44 item 1's "measure which is
-    faster"), and summary (every run's time over the bare pass at batch 32 and over the best bare pass).
+    faster"), phases (bert_base only: where dep's, trees' (both ways) and the six probes' time goes, and the top
+    operations under torch.profiler: benchmarks/gpu_phases.py), and summary (every run's time over the bare pass at batch 32 and over the best bare pass).
  3. large_512: the BERT-large shape on sentences of 512 subwords (LONG_512), batch 32: dep's sentences/s against
     the bare pass's.
  4. decoder: a Llama-shaped decoder (16 layers × 32 heads, 8 KV heads, width 2048; --dry-run: 2 × 4, 2 KV heads,
@@ -58,6 +59,7 @@ import numpy as np
 import torch
 
 import probes
+from benchmarks import gpu_phases
 from benchmarks.gpu_check import (EWT_DEV, batches_seen, build_bert, ewt_dev, long_corpus, save_random,
                                    write_report)
 from benchmarks.harness import PeakRSS, bare_forward_over
@@ -266,6 +268,9 @@ def encoder_shape(bench: Bench, report: dict, key: str, shape: dict, out: Path) 
     measure(report, (key, "six"), out, lambda: run_record(bench, SIX, encoder, corpus, limit))
     measure(report, (key, "six_trees_on_device"), out,
             lambda: run_record(bench, SIX, encoder, corpus, limit, tree_decoding="device"))
+    if key == "bert_base":
+        measure(report, (key, "phases"), out, lambda: gpu_phases.measured(encoder, corpus, limit, bench.device,
+                                                                          bench.sync))
     if dep is not None:
         measure(report, (key, "bare_budget"), out,
                 lambda: bare_record(bench, bare, sentences, batch_size=None, max_tokens=dep["max_tokens"]))
@@ -459,6 +464,7 @@ def table(report: dict) -> str:
                                                 if name in alone))
         if "six_trees_on_device" in step:
             lines.append(f"    six probes, trees decoded on the device: {cell(step, 'six_trees_on_device', best)}")
+        lines.extend(phase_lines(step.get("phases")))
         if "knee" in knee:
             within = "yes" if knee["device_tokens_within"] else "NO"
             lines.append(f"    curve: smallest budget within {knee['within']:.0%} of the best: {knee['knee']}; "
@@ -491,6 +497,22 @@ def table(report: dict) -> str:
         met = {None: "-", True: "met", False: "NOT met"}[check["met"]]
         lines.append(f"acceptance {name}: {value} {check['sense']} {check['limit']}: {met}")
     return "\n".join(lines)
+
+
+def phase_lines(phases: dict | None) -> list[str]:
+    """A line per run of the phases step (benchmarks/gpu_phases.py): its seconds cut into phases, trees' parts."""
+    if phases is None:
+        return []
+    if "error" in phases:
+        return ["    phases: FAILED " + phases["error"].strip().splitlines()[-1]]
+    lines = []
+    for name, record in phases.items():
+        p = record["phases"]
+        parts = ", ".join(f"{part} {p[part]['seconds']:.3g}" for part in
+                          ("ensemble", "decode_host", "decode_device", "waiting") if p[part]["calls"])
+        lines.append(f"    phases {name}: {p['seconds']:.3g} s = fit pass {p['fit_pass']['seconds']:.3g} + scoring pass "
+                     f"{p['scoring_pass']['seconds']:.3g} + rest {p['rest']:.3g}" + (f"; trees: {parts}" if parts else ""))
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

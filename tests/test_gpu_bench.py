@@ -85,6 +85,23 @@ def test_dry_run_measures_every_step(tmp_path):
             assert summary["ratios"][run] == {"over_bare_batch32": pytest.approx(seconds / bare32["seconds"]),
                                               "over_best_bare": pytest.approx(seconds / best)}, run
 
+    phases = report["bert_base"]["phases"]  # benchmarks/gpu_phases.py: one run each, timed in parts
+    assert set(phases) == {"dep", "trees", "trees_on_device", "six"} and "phases" not in report["bert_large"]
+    for name, record in phases.items():
+        p = record["phases"]
+        assert p["seconds"] > p["scoring_pass"]["seconds"] > 0 and p["scoring_pass"]["calls"] == 1
+        assert p["rest"] == pytest.approx(p["seconds"] - p["fit_pass"]["seconds"] - p["scoring_pass"]["seconds"])
+        fits = "trees" in record["probes"]  # trees' ensemble, pos' centroids: a fit pass
+        assert p["fit_pass"]["calls"] == fits and p["ensemble"]["calls"] == fits
+        assert (p["decode_host"]["calls"] > 0) is (fits and record["settings"] == {})
+        assert (p["decode_device"]["calls"] > 0) is (record["settings"] == {"tree_decoding": "device"})
+        assert p["waiting"]["calls"] == fits  # a batch's trees read once: the 24 sentences are one batch on the CPU
+        if name != "six":
+            profile = record["profile"]
+            assert profile["operations"] > 100 and len(profile["by_host"]) == 15 and "by_device" not in profile
+            assert all(row["calls"] > 0 and row["self_host_ms"] >= 0 for row in profile["by_host"])
+    assert sum(line.startswith("    phases ") for line in done.stdout.splitlines()) == 4
+
     long = report["large_512"]  # the rehearsal's "512": 12 sentences of 64 subwords, batch 4
     assert (long["length"], long["sentences"], long["batch_size"]) == (64, 12, 4)
     assert long["dep"]["sentences"] == long["bare"]["sentences"] == 12 and long["dep"]["batch_size"] == 4

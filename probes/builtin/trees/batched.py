@@ -20,7 +20,7 @@ from probes.base.devices import to_device
 from probes.builtin.trees.decoders import DECODERS
 from probes.builtin.trees.scoring import FORMS
 
-CHART_CELLS = 2**25  # most cells (units × words × words; CLE: × 4) of one chunk: 32 to 40 bytes a cell in all
+CHART_CELLS = 2**25  # most cells (units × words × words) of one chunk: about 40 bytes a cell in all
 
 
 def decode(matrices: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -62,16 +62,16 @@ def symmetric_arborescence(scores: torch.Tensor, lengths: torch.Tensor) -> torch
     return _chunked(_prim, scores, lengths)
 
 
-def _chunked(decoder, scores: torch.Tensor, lengths: torch.Tensor, nodes: int = 1) -> torch.Tensor:
+def _chunked(decoder, scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """decoder over chunks of the units of scores [N,M,M] (lengths [N], host) of at most CHART_CELLS cells (units ×
-    (`nodes` × words)²), each chunk cut to its longest unit: heads [N,M] on the scores' device."""
+    words²), each chunk cut to its longest unit: heads [N,M] on the scores' device."""
     count, m = scores.shape[0], scores.shape[-1]
     heads = torch.full((count, m), -1, dtype=torch.int64, device=scores.device)
     sizes = lengths.tolist()  # host tensor: no device read
     start = 0
     while start < count:
         longest, stop = sizes[start], start + 1
-        while stop < count and (stop - start + 1) * (nodes * max(longest, sizes[stop])) ** 2 <= CHART_CELLS:
+        while stop < count and (stop - start + 1) * max(longest, sizes[stop]) ** 2 <= CHART_CELLS:
             longest = max(longest, sizes[stop])
             stop += 1
         n = to_device(lengths[start:stop], scores.device)
@@ -89,26 +89,29 @@ def _eisner(arcs: torch.Tensor, n: torch.Tensor, longest: int) -> torch.Tensor:
     The backtrace goes the other way, widest spans first: a span in the tree marks its two parts (a complete
     span before the inner spans of its width, which it may hold), and the inner spans marked are the arcs."""
     units, words, device = arcs.shape[0], longest, arcs.device
+    arcs = arcs.contiguous()
     complete = torch.zeros((units, words, words), dtype=torch.float64, device=device)
     inner = torch.zeros_like(complete)
     split_complete = torch.zeros((units, words, words), dtype=torch.int32, device=device)
     split_inner = torch.zeros_like(split_complete)
-    spans = []  # per width: (i, j, r) [S], [S], [S,w]: the spans (i, i+w) and their split points i..j−1
+    spans = []  # per width: (i, j) [S] each, the spans (i, i+w)
     for w in range(1, words):
-        i = torch.arange(words - w, device=device)  # [S]
-        j, r = i + w, i[:, None] + torch.arange(w, device=device)  # [S], [S,w]
-        spans.append((i, j, r))
+        count, i = words - w, torch.arange(words - w, device=device)  # S spans of width w, their starts
+        spans.append((i, i + w))
         # inner: complete[i, r] + complete[j, r+1], r = i..j−1, plus the arc either way
-        best, arg = (complete[:, i[:, None], r] + complete[:, j[:, None], r + 1]).max(-1)  # [U,S]
-        inner[:, i, j] = best + arcs[:, i + 1, j + 1]
-        inner[:, j, i] = best + arcs[:, j + 1, i + 1]
-        split_inner[:, i, j] = split_inner[:, j, i] = (arg + i).int()
+        best, arg = (_bands(complete, count, w, 0, 0) + _bands(complete, count, w, w, 1)).max(-1)  # [U,S]
+        _bands(inner, count, 1, 0, w)[..., 0].copy_(best + _bands(arcs, count, 1, 1, w + 1)[..., 0])
+        _bands(inner, count, 1, w, 0)[..., 0].copy_(best + _bands(arcs, count, 1, w + 1, 1)[..., 0])
+        _bands(split_inner, count, 1, 0, w)[..., 0].copy_(arg + i)
+        _bands(split_inner, count, 1, w, 0)[..., 0].copy_(arg + i)
         # complete[j, i] (leftwards): complete[r, i] + inner[j, r], r = i..j−1
-        best, arg = (complete[:, r, i[:, None]] + inner[:, j[:, None], r]).max(-1)
-        complete[:, j, i], split_complete[:, j, i] = best, (arg + i).int()
+        best, arg = (_bands(complete, count, w, 0, 0, down=True) + _bands(inner, count, w, w, 0)).max(-1)
+        _bands(complete, count, 1, w, 0)[..., 0].copy_(best)
+        _bands(split_complete, count, 1, w, 0)[..., 0].copy_(arg + i)
         # complete[i, j] (rightwards): inner[i, r] + complete[r, j], r = i+1..j
-        best, arg = (inner[:, i[:, None], r + 1] + complete[:, r + 1, j[:, None]]).max(-1)
-        complete[:, i, j], split_complete[:, i, j] = best, (arg + i + 1).int()
+        best, arg = (_bands(inner, count, w, 0, 1) + _bands(complete, count, w, 1, w, down=True)).max(-1)
+        _bands(complete, count, 1, 0, w)[..., 0].copy_(best)
+        _bands(split_complete, count, 1, 0, w)[..., 0].copy_(arg + i + 1)
     rows, word = torch.arange(units, device=device), torch.arange(words, device=device)
     last = (n - 1)[:, None]  # [U,1]
     # the root takes one word a: complete[a, 0] + complete[a, n−1] + score(0 → a)
@@ -119,7 +122,7 @@ def _eisner(arcs: torch.Tensor, n: torch.Tensor, longest: int) -> torch.Tensor:
     used_complete.index_put_((rows, root * words), torch.ones_like(root, dtype=torch.int32), accumulate=True)
     used_complete.index_put_((rows, root * words + n - 1), torch.ones_like(root, dtype=torch.int32), accumulate=True)
     flat_complete, flat_inner = split_complete.view(units, -1), split_inner.view(units, -1)
-    for i, j, _ in reversed(spans):
+    for i, j in reversed(spans):
         for a, b in ((i, j), (j, i)):  # complete[a, b]: inner[a, r] and complete[r, b]
             cell = a * words + b  # [S]
             used = (used_complete[:, cell] > 0).int()  # [U,S]
@@ -137,6 +140,14 @@ def _eisner(arcs: torch.Tensor, n: torch.Tensor, longest: int) -> torch.Tensor:
     heads = torch.full((units, words + 1), -1, dtype=torch.int64, device=device)
     heads[:, 1:] = torch.where(word < n[:, None], head, -1)
     return heads
+
+
+def _bands(chart: torch.Tensor, count: int, length: int, row: int, column: int, down: bool = False) -> torch.Tensor:
+    """[U,count,length] view (no copy) of the cells of chart [U,N,N] (contiguous) along `count` diagonals: element
+    (i, t) is chart[:, row + i, column + i + t], or chart[:, row + i + t, column + i] where `down`."""
+    units, side = chart.shape[0], chart.shape[-1]
+    return chart.as_strided((units, count, length), (side * side, side + 1, side if down else 1),
+                            chart.storage_offset() + row * side + column)
 
 
 def _prim(scores: torch.Tensor, n: torch.Tensor, longest: int) -> torch.Tensor:
@@ -164,99 +175,104 @@ def _prim(scores: torch.Tensor, n: torch.Tensor, longest: int) -> torch.Tensor:
 
 def chu_liu_edmonds(scores: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """[N,M] heads of the maximum spanning arborescence of each matrix of arc scores [N,M,M] (float64; lengths [N],
-    on the host) with one root arc, in chunks of CHART_CELLS / 4 units × words²."""
-    return _chunked(_cle, scores, lengths, nodes=2)
+    on the host) with one root arc, in chunks of CHART_CELLS."""
+    return _chunked(_cle, scores, lengths)
 
 
 def _cle(arcs: torch.Tensor, n: torch.Tensor, longest: int) -> torch.Tensor:
     """[U,W+1] heads (W = `longest`) of the maximum spanning arborescences, one root arc, of arcs [U,W+1,W+1]
-    (lengths n [U], device): decoders._cle, every unit's k-th contraction at once, W − 1 rounds (a unit of n words
-    contracts at most n − 1 times; one with no cycle left waits).
+    (lengths n [U], device): decoders._cle, every unit's k-th contraction in round k, all units at once.
 
-    Nodes: the root, the words, then each contraction's new node (ids W+1 ..): S = 2W in all. Each round, every
-    node's best incoming arc among the nodes alive (the first best: lowest id), the cycle reached from the lowest
-    node that does not reach the root (decoders._find_cycle's), and its contraction: arcs into the new node scored
-    by their gain over the arc they replace (the first best member), arcs out of it by the best member's. Arcs keep
-    the original arc they stand for (`origin`, head · (W+1) + dependent). Then the contractions are undone newest
-    first: the member of each that holds the dependent of the arc entering it (``_holder``) keeps that arc, the
-    others their arc of the cycle."""
+    Nodes: the root, the words, then each contraction's new node (ids n+1, n+2, ..., as the compiled decoder numbers
+    them). The nodes alive sit in slots in ascending id order (the new node after the others), so the first best
+    slot is the lowest id, the compiled decoder's tie rule; the arcs between them are a [U,S,S] matrix, S = W+1−k in
+    round k, with `origin` the original arc each stands for (head · (W+1) + dependent). Each round, every node's best
+    incoming arc, the cycle reached from the lowest node that does not reach the root (decoders._find_cycle's),
+    and its contraction: arcs into the new node scored by their gain over the arc they replace (the first best
+    member), arcs out of it by the best member's; then the slots are packed again, one fewer. A unit with no
+    cycle left is done: its arcs are read then, and its slots emptied. A unit contracts once a round while it is
+    not done, so round k holds at most W+1−k nodes of any unit. The contractions are undone newest first: the
+    member of each that holds the dependent of the arc entering it (``_holder``) keeps that arc, the others their
+    arc of the cycle."""
     units, words, device = arcs.shape[0], longest, arcs.device
-    size, side = 2 * words, words + 1
-    rows, node = torch.arange(units, device=device), torch.arange(2 * words, device=device)
-    real = node[:side]
-    valid = ((real[:, None] <= n[:, None, None]) & (real <= n[:, None, None]) & (real >= 1)
-             & (real[:, None] != real))  # [U,W+1,W+1] the arcs h → d of each unit
-    score = torch.full((units, size, size), -torch.inf, dtype=torch.float64, device=device)
-    score[:, :side, :side] = arcs.masked_fill(~valid, -torch.inf)
+    side, ids_space = words + 1, 2 * words  # slots at first; node ids (the root, the words, W − 1 new nodes at most)
+    rows, slot = torch.arange(units, device=device), torch.arange(side, device=device)
+    valid = ((slot[:, None] <= n[:, None, None]) & (slot <= n[:, None, None]) & (slot >= 1)
+             & (slot[:, None] != slot))  # [U,W+1,W+1] the arcs h → d of each unit
+    score = arcs.masked_fill(~valid, -torch.inf)
     low = arcs.masked_fill(~valid, torch.inf).amin((1, 2))
     high = arcs.masked_fill(~valid, -torch.inf).amax((1, 2))
     score[:, 0] -= ((high - low) * n + 1.0)[:, None]  # more than the spread of all tree scores
-    origin = torch.full((units, size, size), -1, dtype=torch.int32, device=device)
-    origin[:, :side, :side] = (real[:, None] * side + real).int()
-    alive = (node <= n[:, None])  # [U,S]
-    parent = torch.full((units, size), -1, dtype=torch.int64, device=device)
-    cycle_in = torch.zeros_like(parent)
-    nodes = n + 1  # [U] the next new node's id
-    best_in = _best_incoming(score, alive)
-    steps = max(1, (size - 1).bit_length())  # walks of 2^steps ≥ S nodes reach every cycle
-    for _ in range(words - 1):
-        # the cycle of each unit: walk 2^steps arcs up from every node (the root and the dead stay put)
-        up = torch.where(alive & (node > 0), best_in, 0)
-        low_id = torch.minimum(node.expand_as(up), up)  # the lowest id on each walk so far
-        for _ in range(steps):
-            low_id = torch.minimum(low_id, low_id.gather(1, up))
-            up = up.gather(1, up)
-        reaching = (up != 0) & alive  # [U,S] nodes whose walk ends on a cycle
-        cycling = reaching.any(1)  # [U] units with a cycle left
-        start = reaching.int().argmax(1)  # the lowest such node
-        on_cycle = torch.zeros_like(alive).scatter_(1, up, True) & (node > 0)
-        label = low_id.gather(1, up.gather(1, start[:, None]))  # [U,1] the cycle's lowest id
-        members = on_cycle & (low_id == label) & cycling[:, None]  # [U,S]
-        new = torch.where(cycling, nodes, size - 1)[:, None]  # [U,1] (a unit without a cycle writes nothing)
-        replaced = score.gather(1, best_in[:, None]).squeeze(1)  # [U,S] score[best_in[v], v]
-        outside = alive & ~members  # [U,S]
-        gains = (score - replaced[:, None]).masked_fill(~members[:, None] | (score == -torch.inf), -torch.inf)
-        into, into_from = gains.max(2)  # [U,S] each node's best arc into the cycle, its first best member
-        out, out_from = score.masked_fill(~members[:, :, None], -torch.inf).max(1)  # [U,S] from the best member
-        write = cycling[:, None] & outside  # [U,S]
-        column = score.gather(2, new[:, :, None].expand(units, size, 1)).squeeze(2)
-        score.scatter_(2, new[:, :, None].expand(units, size, 1), torch.where(write, into, column)[..., None])
-        row = score.gather(1, new[:, :, None].expand(units, 1, size)).squeeze(1)
-        score.scatter_(1, new[:, :, None].expand(units, 1, size), torch.where(write, out, row)[:, None])
-        column = origin.gather(2, new[:, :, None].expand(units, size, 1)).squeeze(2)
-        from_into = origin.gather(2, into_from[..., None]).squeeze(2)  # origin[u, into_from[u]]
-        origin.scatter_(2, new[:, :, None].expand(units, size, 1), torch.where(write, from_into, column)[..., None])
-        row = origin.gather(1, new[:, :, None].expand(units, 1, size)).squeeze(1)
-        from_out = origin.gather(1, out_from[:, None]).squeeze(1)  # origin[out_from[u], u]
-        origin.scatter_(1, new[:, :, None].expand(units, 1, size), torch.where(write, from_out, row)[:, None])
-        parent = torch.where(members, new, parent)
-        cycle_in = torch.where(members, best_in, cycle_in)
-        alive = (alive & ~members) | ((node == new) & cycling[:, None])
-        nodes = nodes + cycling.long()
-        best_in = _best_incoming(score, alive)
-    # the arcs into the nodes left alive, then the contractions undone newest first
+    origin = (slot[:, None] * side + slot).int().repeat(units, 1, 1)
+    ids = torch.where(slot <= n[:, None], slot, -1)  # [U,S] the node in each slot (−1: empty)
+    # per node id (column 2W: a sink): the contraction it went into, its arc of that cycle (origin)
+    parent = torch.full((units, ids_space + 1), -1, dtype=torch.int64, device=device)
+    cycle_arc = torch.zeros_like(parent)
+    entering = torch.zeros((units, ids_space + 1), dtype=torch.int64, device=device)  # its arc's original dependent
     heads = torch.full((units, side + 1), -1, dtype=torch.int64, device=device)  # column W+1: a sink
-    entering = torch.zeros((units, size), dtype=torch.int64, device=device)  # the original dependent of its arc
-    arc = origin.gather(1, best_in[:, None]).squeeze(1).long()  # [U,S] origin[best_in[v], v]
-    kept = alive & (node > 0)
-    heads.scatter_(1, torch.where(kept, arc % side, side), torch.where(kept, arc // side, -1))
-    entering = torch.where(kept, arc % side, entering)
-    ladder = _ladder(parent, steps)
-    arc = origin.gather(1, cycle_in[:, None]).squeeze(1).long()  # [U,S] origin[cycle_in[v], v]
-    for c in range(size - 1, 1, -1):  # a unit of n words numbers its new nodes from n + 1
-        made = (c < nodes) & (c > n)  # [U] the units that made node c
+    made = torch.zeros_like(n)  # [U] contractions so far
+    for k in range(words):
+        size = side - k
+        slot = slot[:size]
+        alive = ids >= 0  # [U,S]
+        best_in = score.argmax(1)  # [U,S] the first best head of each slot (empty slots' arcs are −inf)
+        up = torch.where(alive & (slot > 0), best_in, 0)  # walks up the best arcs (the root and the empty stay put)
+        low_slot = torch.minimum(slot.expand_as(up), up)  # the lowest slot on each walk so far
+        for _ in range(max(1, (size - 1).bit_length())):  # walks of ≥ S arcs reach every cycle
+            low_slot = torch.minimum(low_slot, low_slot.gather(1, up))
+            up = up.gather(1, up)
+        reaching = (up != 0) & alive  # [U,S] slots whose walk ends on a cycle
+        cycling = reaching.any(1)  # [U]
+        arc = origin.gather(1, best_in[:, None]).squeeze(1).long()  # [U,S] origin[best_in[v], v]
+        done = alive & (slot > 0) & ~cycling[:, None]  # the nodes of units with no cycle left: their arcs are read
+        heads.scatter_(1, torch.where(done, arc % side, side), torch.where(done, arc // side, -1))
+        entering.scatter_(1, torch.where(done, ids, ids_space), arc % side)
+        if k == words - 1:
+            break
+        start = reaching.int().argmax(1)  # [U] the lowest slot reaching a cycle
+        on_cycle = torch.zeros_like(alive).scatter_(1, up, True) & (slot > 0)
+        first = low_slot.gather(1, up.gather(1, start[:, None]))  # [U,1] the cycle's lowest slot
+        members = on_cycle & (low_slot == first) & cycling[:, None]  # [U,S]
+        replaced = torch.where(members, score.gather(1, best_in[:, None]).squeeze(1), torch.inf)  # score[best_in[v], v]
+        into, into_from = (score - replaced[:, None]).max(2)  # [U,S] each node's best arc into the cycle (its gain)
+        out, out_from = score.masked_fill(~members[:, :, None], -torch.inf).max(1)  # [U,S] out of it: the best member's
+        new = (n + 1 + made)[:, None]  # [U,1] the new node's id
+        parent.scatter_(1, torch.where(members, ids, ids_space), new.expand_as(ids))
+        cycle_arc.scatter_(1, torch.where(members, ids, ids_space), arc)
+        # the new node in the cycle's lowest slot: its arcs in and out, then the slots packed (kept ones in order)
+        from_into = origin.gather(2, into_from[..., None]).squeeze(2)  # origin[u, into_from[u]]
+        from_out = origin.gather(1, out_from[:, None]).squeeze(1)  # origin[out_from[u], u]
+        column = first[:, :, None].expand(units, size, 1)
+        row = first[:, :, None].expand(units, 1, size)
+        score.scatter_(2, column, into[..., None]).scatter_(1, row, out[:, None])
+        origin.scatter_(2, column, from_into[..., None]).scatter_(1, row, from_out[:, None])
+        kept = alive & ~members & cycling[:, None]  # [U,S]
+        place = torch.where(kept, kept.cumsum(1) - 1, size - 1)  # each kept slot's new place (the last: a sink)
+        source = torch.full((units, size), -1, dtype=torch.int64, device=device).scatter_(1, place, slot.expand_as(place))
+        count = kept.sum(1, keepdim=True)  # [U,1] where the new node goes
+        source = torch.where((slot == count) & cycling[:, None], first, source)[:, :size - 1]  # [U,S−1]
+        filled = source >= 0
+        pick = source.clamp(min=0)
+        score = score.gather(1, pick[:, :, None].expand(units, size - 1, size)).gather(
+            2, pick[:, None, :].expand(units, size - 1, size - 1))
+        score = score.masked_fill(~filled[:, :, None] | ~filled[:, None, :], -torch.inf)
+        score.diagonal(dim1=1, dim2=2).fill_(-torch.inf)  # the new node's arc to itself
+        origin = origin.gather(1, pick[:, :, None].expand(units, size - 1, size)).gather(
+            2, pick[:, None, :].expand(units, size - 1, size - 1))
+        ids = torch.where(filled, torch.where(slot[:size - 1] == count, new, ids.gather(1, pick)), -1)
+        made = made + cycling.long()
+    parent, cycle_arc = parent[:, :ids_space], cycle_arc[:, :ids_space]
+    ladder = _ladder(parent, max(1, (ids_space - 1).bit_length()))
+    node = torch.arange(ids_space, device=device)
+    for c in range(ids_space - 1, 1, -1):  # a unit of n words numbers its new nodes from n + 1
+        undo = (c > n) & (c <= n + made)  # [U] the units that made node c
         inside = _holder(ladder, entering[:, c], c)  # [U] the member of c holding its entering arc's dependent
-        others = (parent == c) & (node != inside[:, None]) & made[:, None]  # [U,S]
-        heads.scatter_(1, torch.where(others, arc % side, side), torch.where(others, arc // side, -1))
-        entering = torch.where(others, arc % side, entering)
-        entering[rows, inside] = torch.where(made, entering[:, c], entering[rows, inside])
+        others = (parent == c) & (node != inside[:, None]) & undo[:, None]  # [U,ids]
+        heads.scatter_(1, torch.where(others, cycle_arc % side, side), torch.where(others, cycle_arc // side, -1))
+        entering[:, :ids_space] = torch.where(others, cycle_arc % side, entering[:, :ids_space])
+        entering[rows, inside] = torch.where(undo, entering[:, c], entering[rows, inside])
     heads[:, 0] = -1
     return heads[:, :side]
-
-
-def _best_incoming(score: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
-    """[U,S] each node's best head among the nodes alive (the first best: lowest id) in score [U,S,S]."""
-    return score.masked_fill(~alive[:, :, None], -torch.inf).argmax(1)
 
 
 def _ladder(parent: torch.Tensor, steps: int) -> list[torch.Tensor]:
