@@ -9,6 +9,8 @@ Seven steps, one JSON report (DIR/gpu_check.json) and a short table on stdout:
     bundled sample, 20 sentences) on the device and on the CPU, each side timed: per probe the largest |Δscore|
     over every label's [L,H] grid, the cells that differ at all and those beyond TOLERANCE (a cell moves only where
     a near-tie's argmax flipped between the two devices' float32 maps; see tests/test_invariance_and_minilm.py).
+    Then trees again on the device with its trees decoded there (``tree_decoding="device"``): against the host's
+    decoding of the same maps (every cell equal: the same trees) and against the CPU's run.
  3. large_model: a randomly initialised BERT-large-shaped model (24 layers × 16 heads, hidden 1024; --dry-run: 2
     layers, sentences of 128 subwords) with the MiniLM tokenizer, on sentences of 512 subwords: the default
     max_tokens the run recorded (probes.encoding.batching.default_max_tokens of its shape), the largest batch run, and
@@ -135,8 +137,14 @@ def cuda_vs_cpu(device: str, dry_run: bool, corpus: str | None) -> dict:
         runs.append(probes.run(STEP2, corpus=corpus, limit=limit, device=d, progress=False))
         seconds.append(time.perf_counter() - start)
     ours, cpu = runs
+    start = time.perf_counter()
+    trees = probes.run(["trees"], corpus=corpus, limit=limit, device=device, progress=False, tree_decoding="device")
+    trees_seconds = time.perf_counter() - start
     return {"corpus": corpus or "bundled sample", "devices": [device, "cpu"], "seconds": seconds,
             "sentences": cpu["dep"].info.sentences, "probes": score_delta(ours, cpu),
+            "trees_on_device": {"seconds": trees_seconds,
+                                "against_host_decoding": score_delta(trees, {"trees": ours["trees"]})["trees"],
+                                "against_cpu": score_delta(trees, {"trees": cpu["trees"]})["trees"]},
             "simulated": dry_run}
 
 
@@ -356,12 +364,13 @@ def table(report: dict) -> str:
         return f"{number} {say(step)}" + "".join(f"\n    {f}" for f in step.get("failures", []))
 
     def devices(d: dict) -> str:
-        dep = d["probes"]["dep"]
+        dep, trees = d["probes"]["dep"], d["trees_on_device"]["against_host_decoding"]
         worst = max(d["probes"].items(), key=lambda kv: kv[1]["max_abs_delta"])
         return (f"{d['devices'][0]} vs cpu{mark[d['simulated']]}: dep max |Δ| {dep['max_abs_delta']:.3g}, "
                 f"{dep['cells_differ']} of {dep['cells']} cells differ, {dep['cells_beyond_tolerance']} beyond "
                 f"{TOLERANCE}; largest over {len(d['probes'])} probes {worst[1]['max_abs_delta']:.3g} ({worst[0]}); "
-                f"{d['seconds'][0]:.1f} s against {d['seconds'][1]:.1f} s")
+                f"{d['seconds'][0]:.1f} s against {d['seconds'][1]:.1f} s; trees decoded on the device: "
+                f"{trees['cells_differ']} of {trees['cells']} cells differ from the host's decoding")
 
     def decoded(d: dict) -> str:
         worst = max(d["trained"]["probes"].items(), key=lambda kv: kv[1]["max_abs_delta"])

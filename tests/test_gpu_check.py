@@ -39,6 +39,9 @@ def test_dry_run_reports_every_step(tmp_path):
     assert devices["simulated"] and devices["devices"] == ["cpu", "cpu"] and devices["sentences"] == 20
     dep = devices["probes"]["dep"]
     assert dep["max_abs_delta"] == 0 and dep["cells_differ"] == 0 and dep["cells"] > 0
+    trees = devices["trees_on_device"]  # the same maps decoded by the batched decoders: the same trees
+    assert trees["against_host_decoding"]["cells_differ"] == trees["against_cpu"]["cells_differ"] == 0
+    assert trees["against_host_decoding"]["cells"] == devices["probes"]["trees"]["cells"] > 0
 
     large = report["large_model"]  # 2 layers x 16 heads, hidden 1024, 20 sentences of 128 subwords, one batch
     assert (large["layers"], large["heads"], large["hidden"], large["length"]) == (2, 16, 1024, 128)
