@@ -5,12 +5,16 @@ Greedy choice: the first head is the one whose own trees score best (directed UA
 while the ensemble has fewer than `most` heads, the head whose addition gives the best UAS is added, if it
 improves on the ensemble without it (strictly); ties go to the lowest (layer, head). The paper chooses an
 ensemble per relation by that relation's accuracy; here one ensemble is chosen for the whole tree by UAS.
-Trees are decoded with the probe's main variant: Chu–Liu–Edmonds on the attention form.
+Trees are decoded with the probe's main variant: Chu–Liu–Edmonds on the attention form, by the compiled decoder on
+the host, or on a device by the batched one (probes.builtin.trees.batched: the same trees), the sample's stacks
+sent there once.
 """
 from __future__ import annotations
 
 import torch
 
+from probes.base.devices import to_device
+from probes.builtin.trees import batched
 from probes.builtin.trees.decoders import decode
 from probes.builtin.trees.sample import SelectionSample
 from probes.builtin.trees.scoring import attached
@@ -27,21 +31,36 @@ def decode_main(attention: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return heads.view(*lead, attention.shape[-1])
 
 
-def select_heads(sample: SelectionSample, most: int) -> list[tuple[int, int, float]]:
-    """The greedy ensemble on the sample: (layer, head, sample UAS of the ensemble up to this head) per head."""
+def decode_main_on(attention: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """decode_main on attention's device (lengths on the host): the batched decoder's trees, the same."""
+    lead = attention.shape[:-2]
+    flat = attention.reshape(-1, *attention.shape[-2:])  # [N,M,M]
+    heads = batched.chu_liu_edmonds(batched.arc_scores(flat, "attention"), lengths.expand(lead).reshape(-1))
+    return heads.view(*lead, attention.shape[-1])
+
+
+def select_heads(sample: SelectionSample, most: int,
+                 device: torch.device | None = None) -> list[tuple[int, int, float]]:
+    """The greedy ensemble on the sample: (layer, head, sample UAS of the ensemble up to this head) per head; its
+    trees decoded on the host, or on `device` (the sample's stacks sent there once)."""
     if not len(sample) or most < 1:
         return []
     chunks = list(_chunks(sample))
+    decoder = decode_main
+    if device is not None:
+        chunks = [(to_device(maps, device), tuple(to_device(t, device) for t in gold), lengths)
+                  for maps, gold, lengths in chunks]
+        decoder = decode_main_on
     arcs = sum(len(g) for g in sample.gold)
     heads = sample.layers * sample.heads
     chosen: list[int] = []
     trace: list[tuple[int, int, float]] = []
     while len(chosen) < most:
-        hits = torch.zeros(heads, dtype=torch.float64)
+        hits = torch.zeros(heads, dtype=torch.float64, device=device)
         for maps, gold, lengths in chunks:  # maps [b,LH,M,M]
             base = maps[:, chosen].sum(1, keepdim=True)  # [b,1,M,M] the ensemble so far
             candidates = (base + maps) / (len(chosen) + 1)  # [b,LH,M,M]
-            predicted = decode_main(candidates, lengths[:, None])  # [b,LH,M]
+            predicted = decoder(candidates, lengths[:, None])  # [b,LH,M]
             dependents, gold_heads, rows = gold
             directed, _ = attached(predicted.transpose(0, 1), rows, dependents, gold_heads)  # [LH,N]
             hits += directed.sum(1)

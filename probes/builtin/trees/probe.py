@@ -119,7 +119,7 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
         if maps.layer == 0:
             if self.config["tree_decoding"] == "device":
-                self._decoding = DeviceTrees(self.layers, batch.n_words, self.ensemble())
+                self._decoding = DeviceTrees(self.layers, batch.n_words, self.ensemble(maps.device))
             else:
                 if self._worker is None:  # the probe's own thread, for its life: a thread's first parallel call costs
                     self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trees-decode")
@@ -165,10 +165,12 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
             directed, undirected = attached(ensemble, rows, dependents, heads)
             self.ensemble_hits += torch.stack([directed.sum(), undirected.sum()])
 
-    def ensemble(self) -> list[tuple[int, int, float]]:
-        """The greedy head ensemble on the selection sample: (layer, head, sample UAS so far) per head."""
+    def ensemble(self, device: torch.device | None = None) -> list[tuple[int, int, float]]:
+        """The greedy head ensemble on the selection sample: (layer, head, sample UAS so far) per head; with
+        ``--tree-decoding device``, chosen on `device` (the maps' device) where one is given."""
         if self._ensemble is None:
-            self._ensemble = select_heads(self.sample, self.config["ensemble_heads"])
+            on = device if self.config["tree_decoding"] == "device" else None
+            self._ensemble = select_heads(self.sample, self.config["ensemble_heads"], on)
         return self._ensemble
 
     def merge(self, other: "TreesProbe") -> None:
