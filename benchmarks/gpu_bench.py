@@ -23,7 +23,8 @@ Steps (each a key of the report; inside one, each measurement its own key):
     own: which one costs the six-probe run its time; and trees_on_device, trees with ``tree_decoding="device"``),
     six_trees_on_device (the six-probe run with trees decoded on the device: issue 44 item 1's "measure which is
     faster"), phases (bert_base only: where dep's, trees' (both ways) and the six probes' time goes, and the top
-    operations under torch.profiler: benchmarks/gpu_phases.py), and summary (every run's time over the bare pass at batch 32 and over the best bare pass).
+    operations under torch.profiler: benchmarks/gpu_phases.py), and summary (every run's time over the bare pass
+    at batch 32 and over the best bare pass).
  3. large_512: the BERT-large shape on sentences of 512 subwords (LONG_512), batch 32: dep's sentences/s against
     the bare pass's.
  4. decoder: a Llama-shaped decoder (16 layers × 32 heads, 8 KV heads, width 2048; --dry-run: 2 × 4, 2 KV heads,
@@ -460,8 +461,8 @@ def table(report: dict) -> str:
         lines.append(f"| {key} | {' | '.join(cells)} |")
         alone = step.get("alone", {})
         if alone:
-            lines.append("    alone: " + ", ".join(f"{name} {cell(alone, name, best)}" for name in [*SIX, "trees_on_device"]
-                                                if name in alone))
+            names = [name for name in [*SIX, "trees_on_device"] if name in alone]
+            lines.append("    alone: " + ", ".join(f"{name} {cell(alone, name, best)}" for name in names))
         if "six_trees_on_device" in step:
             lines.append(f"    six probes, trees decoded on the device: {cell(step, 'six_trees_on_device', best)}")
         lines.extend(phase_lines(step.get("phases")))
@@ -510,8 +511,9 @@ def phase_lines(phases: dict | None) -> list[str]:
         p = record["phases"]
         parts = ", ".join(f"{part} {p[part]['seconds']:.3g}" for part in
                           ("ensemble", "decode_host", "decode_device", "waiting") if p[part]["calls"])
-        lines.append(f"    phases {name}: {p['seconds']:.3g} s = fit pass {p['fit_pass']['seconds']:.3g} + scoring pass "
-                     f"{p['scoring_pass']['seconds']:.3g} + rest {p['rest']:.3g}" + (f"; trees: {parts}" if parts else ""))
+        lines.append(f"    phases {name}: {p['seconds']:.3g} s = fit pass {p['fit_pass']['seconds']:.3g} + scoring "
+                     f"pass {p['scoring_pass']['seconds']:.3g} + rest {p['rest']:.3g}"
+                     + (f"; trees: {parts}" if parts else ""))
     return lines
 
 

@@ -21,8 +21,9 @@ def _scores(n: int, arcs: dict[tuple[int, int], float]) -> torch.Tensor:
 # Four words, the arcs 0→2, 2→4, 4→1 and 1→3 scoring 1, all others 0. The best arborescence is those four arcs
 # (score 4; every word's one positive arc into it), and it is not projective: 4→1 spans words 2 and 3, and 2 does
 # not descend from 4. No projective tree holds three of them: with 4→1, word 2 (between) must descend from 4, so
-# 0→2 and 2→4 go; with 1→3, word 2 must descend from 1, so 0→2 goes, and then 2→4 with 4→1 makes a cycle. Eisner's
-# best scores 2: 0→2 and 2→4, words 1 and 3 from 2 and 4 (0 each) without crossing: [2, 0, 4, 2].
+# 0→2 and 2→4 go; with 1→3, word 2 must descend from 1, so 0→2 goes, and then 2→4 with 4→1 makes a cycle.
+# Eisner's best scores 2 (0→2 and 2→4, the other two arcs 0); of those trees, the first best split points give
+# [2, 0, 4, 2] (word 3 from 4: the compiled decoder's, test_equal_to_the_compiled_decoders).
 CROSSING = _scores(4, {(0, 2): 1.0, (2, 4): 1.0, (4, 1): 1.0, (1, 3): 1.0})
 
 
@@ -33,8 +34,8 @@ def test_the_crossing_tree_by_hand():
 
 
 def test_the_symmetric_tree_by_hand():
-    """Three words; symmetric scores 0→2 = 1 (the best root arc), 2–1 = 0.5, 1–3 = 0.4, 2–3 = 0.3: Prim's joins 1
-    from 2 (0.5), then 3 from 1 (0.4 > 0.3): [2, 0, 1]."""
+    """Three words; symmetric scores 0→2 = 1 (the best root arc), 2–1 = 0.5, 1–3 = 0.4, 2–3 = 0.3: Prim's joins
+    1 from 2 (0.5), then 3 from 1 (0.4 > 0.3): [2, 0, 1]."""
     m = _scores(3, {(0, 2): 1.0, (0, 1): 0.2, (0, 3): 0.1})
     for (u, v), s in {(2, 1): 0.5, (1, 3): 0.4, (2, 3): 0.3}.items():
         m[0, u, v] = m[0, v, u] = s

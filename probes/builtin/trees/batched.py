@@ -1,5 +1,6 @@
-"""Tree decoders as batched tensor code, on the matrices' own device: Eisner's best projective tree and the
-symmetric form's best one-root arborescence (Prim's), the same trees as probes.builtin.trees.decoders gives.
+"""Tree decoders as batched tensor code, on the matrices' own device (``--tree-decoding device``): the maximum
+spanning arborescence (Chu–Liu–Edmonds; on the symmetric form, Prim's) and Eisner's best projective tree, each
+with one root arc, the same trees as probes.builtin.trees.decoders gives.
 
 Input: matrices [N,M,M] of word attention (node 0 the root, nodes 1..n_i the words of matrix i, lengths [N]
 holding n_i, 1 ≤ n_i ≤ M−1; rows and columns past n_i never read), read in a form of
@@ -8,8 +9,9 @@ Output: heads [N,M] (int64), the head of each word (0 for the root), −1 at nod
 
 Every unit is decoded by the same arithmetic as the compiled decoders, in the same order of operations and
 in float64, and ties go the same way (each maximum's first index: torch.max), so the trees are equal, ties
-included. The work is one loop over span widths (Eisner) or over the words joined (Prim's), each step one set
-of tensor operations over every unit at once: the host never reads the device (the lengths are host tensors).
+included. The work is one loop over span widths (Eisner), over the words joined (Prim's) or over contractions
+(Chu–Liu–Edmonds), each step one set of tensor operations over every unit at once: the host never reads the
+device (the lengths are host tensors).
 Units are taken in chunks of at most CHART_CELLS chart cells, so the charts' memory is bounded.
 """
 from __future__ import annotations
@@ -248,7 +250,8 @@ def _cle(arcs: torch.Tensor, n: torch.Tensor, longest: int) -> torch.Tensor:
         origin.scatter_(2, column, from_into[..., None]).scatter_(1, row, from_out[:, None])
         kept = alive & ~members & cycling[:, None]  # [U,S]
         place = torch.where(kept, kept.cumsum(1) - 1, size - 1)  # each kept slot's new place (the last: a sink)
-        source = torch.full((units, size), -1, dtype=torch.int64, device=device).scatter_(1, place, slot.expand_as(place))
+        source = torch.full((units, size), -1, dtype=torch.int64, device=device)
+        source.scatter_(1, place, slot.expand_as(place))
         count = kept.sum(1, keepdim=True)  # [U,1] where the new node goes
         source = torch.where((slot == count) & cycling[:, None], first, source)[:, :size - 1]  # [U,S−1]
         filled = source >= 0

@@ -94,7 +94,8 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         # scored batch's trees, decoding
         self._sampled: tuple[list[int], torch.Tensor | None, list[HostCopy]] | None = None
         self._decoding: LayerTrees | DeviceTrees | None = None
-        self._unsettled: tuple[Batch, LayerTrees | DeviceTrees, bool] | None = None  # the last batch, its trees decoding: settle
+        # the last batch, its trees decoding: settle
+        self._unsettled: tuple[Batch, LayerTrees | DeviceTrees, bool] | None = None
         self._worker: ThreadPoolExecutor | None = None  # the thread that decodes, in order of submission
 
     def view_items(self, sentence: Sentence) -> list[dict]:
