@@ -84,9 +84,8 @@ def reads_per_batch(name: str, model: Path, tmp: Path, shared, monkeypatch, **se
 
 
 # not yet within the bound (tests/test_host_reads_probes.py checks their own sites): seg scores each batch on the host
-# (28 reads a batch, the same at any depth); trees chooses its ensemble once a run, inside a batch (6 reads, once)
-OVER_BOUND = {"seg": "seg scores each batch on the host: 28 reads a batch, none a layer",
-              "trees": "trees chooses its ensemble once a run inside a batch: 6 reads, once"}
+# (28 reads a batch, the same at any depth)
+OVER_BOUND = {"seg": "seg scores each batch on the host: 28 reads a batch, none a layer"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=OVER_BOUND[n]))

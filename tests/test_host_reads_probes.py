@@ -8,8 +8,8 @@ on a thread of its own, which waits there for the layer's host copy.
 Run with tiny random BERTs of 2 and 4 layers on the corpora of tests/probe_corpora.py, 8 sentences in batches of
 4, with replicates (the bootstrap paths) and without example views (``views=0``: where the examples read a layer's
 marks, trees waits for that layer's trees, in the batches holding the first sentences of the corpus alone).
-trees' head ensemble is chosen once per run, on its selection sample, before the first scored batch; the test
-chooses it outside the count."""
+trees' head ensemble is chosen once per run, on its selection sample, after the fit phase and before the first
+scored batch (``Probe.fitted``): outside the count."""
 from __future__ import annotations
 
 from collections import Counter
@@ -68,10 +68,6 @@ def reads_per_batch(monkeypatch, names: list[str], model, **arguments) -> list[C
     batches: list[Counter] = []
 
     def counted(self, batch_probes, method, sentences, items, *built):
-        if method == "update":
-            for probe in batch_probes:  # trees' ensemble: chosen once per run, outside the count
-                if hasattr(probe, "ensemble"):
-                    probe.ensemble()
         with HostReads() as reads:
             FEED_BATCH(self, batch_probes, method, sentences, items, *built)
         if method == "update":

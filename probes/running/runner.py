@@ -124,6 +124,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
         chunks = data.fit_chunks(fitting, active, encoder, tokenize)
         feed.all(fitting, "fit_update", chunks, batch_size, max_tokens, progress, data.fit_total())
         fit_settings = data.fit_settings(plan)
+        for p in fitting:
+            p.fitted(encoder.device)
     selecting: list[Probe] = []  # fresh probes scored on the selection split, the fitted ones with the run's fit
     if select_source is not None:
         selecting = [cls(encoder.layers, encoder.heads, **_own(cls, options)) for cls in classes]
@@ -133,6 +135,7 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
             p.prepare(select_source)
             if p.needs_fit:
                 p.merge_fit(fitted)
+                p.fitted(encoder.device)
         selection = Pass(select_source)
         selection.start(selecting, encoder, tokenize)
         feed.all(selecting, "update", selection, batch_size, max_tokens, progress, data.total(selection))

@@ -176,6 +176,11 @@ class Probe(Presentation, ABC):
         """Fit phase, for probes with ``needs_fit``: add one layer of a batch of the fit corpus. The runner
         feeds every fit batch before the first ``update``; probes without ``needs_fit`` never get fit batches."""
 
+    def fitted(self, device: torch.device) -> None:
+        """After the fit phase (every fit batch fed, before the first ``update``): work done once on the fit's state,
+        outside any batch, on the run's `device` where it is device work (trees chooses its head ensemble). Nothing
+        by default; state merged in later (``merge_fit``) must not rely on it."""
+
     @abstractmethod
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         """Add layer ``maps.layer`` of `batch` to the state (see the module docstring)."""

@@ -166,6 +166,10 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
             directed, undirected = attached(ensemble, rows, dependents, heads)
             self.ensemble_hits += torch.stack([directed.sum(), undirected.sum()])
 
+    def fitted(self, device: torch.device) -> None:
+        """The head ensemble, chosen once the fit phase is over, before the first scored batch."""
+        self.ensemble(device)
+
     def ensemble(self, device: torch.device | None = None) -> list[tuple[int, int, float]]:
         """The greedy head ensemble on the selection sample: (layer, head, sample UAS so far) per head; with
         ``--tree-decoding device``, chosen on `device` (the maps' device) where one is given."""
