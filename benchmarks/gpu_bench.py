@@ -22,9 +22,11 @@ Steps (each a key of the report; inside one, each measurement its own key):
     batch_size=32: the sentence cap that the CPU's default keeps), alone (each of the six probes in a run of its
     own: which one costs the six-probe run its time; and trees_on_device, trees with ``tree_decoding="device"``),
     six_trees_on_device (the six-probe run with trees decoded on the device: issue 44 item 1's "measure which is
-    faster"), phases (bert_base only: where dep's, trees' (both ways) and the six probes' time goes, and the top
-    operations under torch.profiler: benchmarks/gpu_phases.py), and summary (every run's time over the bare pass
-    at batch 32 and over the best bare pass).
+    faster"), dep_sdpa_qk and six_sdpa_qk (dep and the six probes with capture sdpa-qk: the model run by SDPA, the
+    maps computed from its queries and keys, against the default eager hooks: issue 44 item 4), phases (bert_base
+    only: where dep's, trees' (both ways) and the six probes' time goes, and the top operations under
+    torch.profiler: benchmarks/gpu_phases.py), and summary (every run's time over the bare pass at batch 32 and over
+    the best bare pass).
  3. large_512: the BERT-large shape on sentences of 512 subwords (LONG_512), batch 32: dep's sentences/s against
     the bare pass's.
  4. decoder: a Llama-shaped decoder (16 layers × 32 heads, 8 KV heads, width 2048; --dry-run: 2 × 4, 2 KV heads,
@@ -183,7 +185,8 @@ def run_record(bench: Bench, names: list[str], encoder: probes.Encoder | None, c
     info = results[names[0]].info
     return {**record, "probes": names, "sentences": info.sentences,
             "sentences_per_second": info.sentences / record["seconds"], "max_tokens": info.settings["max_tokens"],
-            "batch_size": info.settings["batch_size"], "settings": dict(settings)}
+            "batch_size": info.settings["batch_size"], "settings": dict(settings),
+            "capture": None if encoder is None else encoder.capture}
 
 
 def build_decoder(out: Path, shape: dict, device: torch.device) -> Path:
@@ -269,6 +272,16 @@ def encoder_shape(bench: Bench, report: dict, key: str, shape: dict, out: Path) 
     measure(report, (key, "six"), out, lambda: run_record(bench, SIX, encoder, corpus, limit))
     measure(report, (key, "six_trees_on_device"), out,
             lambda: run_record(bench, SIX, encoder, corpus, limit, tree_decoding="device"))
+    sdpa: dict[str, probes.Encoder] = {}  # the same checkpoint loaded for capture sdpa-qk (SDPA runs the model)
+
+    def sdpa_qk() -> probes.Encoder:
+        if "encoder" not in sdpa:
+            sdpa["encoder"] = probes.load_encoder(str(made["folder"]), device=str(bench.device), capture="sdpa-qk")
+        return sdpa["encoder"]
+
+    measure(report, (key, "dep_sdpa_qk"), out, lambda: run_record(bench, ["dep"], sdpa_qk(), corpus, limit))
+    measure(report, (key, "six_sdpa_qk"), out, lambda: run_record(bench, SIX, sdpa_qk(), corpus, limit))
+    sdpa.clear()
     if key == "bert_base":
         measure(report, (key, "phases"), out, lambda: gpu_phases.measured(encoder, corpus, limit, bench.device,
                                                                           bench.sync))
@@ -295,7 +308,7 @@ def summary(step: dict) -> dict:
         bares.append(step["curve"]["best"]["seconds"])
     best = min(bares, default=None)
     ratios = {}
-    for run in ("dep", "dep_no_intervals", "six", "six_trees_on_device", "dep_batch32"):
+    for run in ("dep", "dep_no_intervals", "six", "six_trees_on_device", "dep_sdpa_qk", "six_sdpa_qk", "dep_batch32"):
         seconds = seconds_of(step, run)
         if seconds is not None:
             ratios[run] = {"over_bare_batch32": None if bare32 is None else seconds / bare32,
@@ -465,6 +478,9 @@ def table(report: dict) -> str:
             lines.append("    alone: " + ", ".join(f"{name} {cell(alone, name, best)}" for name in names))
         if "six_trees_on_device" in step:
             lines.append(f"    six probes, trees decoded on the device: {cell(step, 'six_trees_on_device', best)}")
+        if "dep_sdpa_qk" in step:
+            lines.append(f"    capture sdpa-qk (the maps from SDPA's queries and keys): dep "
+                         f"{cell(step, 'dep_sdpa_qk', best)}, six probes {cell(step, 'six_sdpa_qk', best)}")
         lines.extend(phase_lines(step.get("phases")))
         if "knee" in knee:
             within = "yes" if knee["device_tokens_within"] else "NO"

@@ -58,10 +58,13 @@ def test_dry_run_measures_every_step(tmp_path):
         assert capped["batch_size"] == 32 and capped["max_tokens"] == dep["max_tokens"]  # the same budget
         assert capped["settings"] == {"batch_size": 32}
         assert set(step["alone"]) == {*SIX, "trees_on_device"} and all(step["alone"][n]["probes"] == [n] for n in SIX)
+        sdpa = step["dep_sdpa_qk"], step["six_sdpa_qk"]  # capture sdpa-qk against the default hooks
+        assert [r["capture"] for r in sdpa] == ["sdpa-qk", "sdpa-qk"] and dep["capture"] == "hooks"
+        assert [r["probes"] for r in sdpa] == [["dep"], SIX] and all(r["sentences"] == 24 for r in sdpa)
         on_device = step["six_trees_on_device"]
         assert on_device["probes"] == SIX and on_device["settings"] == {"tree_decoding": "device"}
         assert step["alone"]["trees_on_device"]["settings"] == {"tree_decoding": "device"}
-        for run in (dep, plain, six, on_device, capped, *step["alone"].values()):
+        for run in (dep, plain, six, on_device, *sdpa, capped, *step["alone"].values()):
             assert run["sentences_per_second"] == pytest.approx(24 / timing(run))
         budget = step["bare_budget"]  # the bare pass at dep's own budget, no sentence cap
         assert (budget["max_tokens"], budget["batch_size"]) == (dep["max_tokens"], None)
@@ -80,7 +83,8 @@ def test_dry_run_measures_every_step(tmp_path):
         summary = step["summary"]  # every ratio from the figures above
         best = min(bare32["seconds"], budget["seconds"], curve["best"]["seconds"])
         assert summary["bare_batch32_seconds"] == bare32["seconds"] and summary["best_bare_seconds"] == best
-        for run in ("dep", "dep_no_intervals", "six", "six_trees_on_device", "dep_batch32"):
+        for run in ("dep", "dep_no_intervals", "six", "six_trees_on_device", "dep_sdpa_qk", "six_sdpa_qk",
+                    "dep_batch32"):
             seconds = step[run]["seconds"]
             assert summary["ratios"][run] == {"over_bare_batch32": pytest.approx(seconds / bare32["seconds"]),
                                               "over_best_bare": pytest.approx(seconds / best)}, run
