@@ -108,6 +108,36 @@ def test_a_batch_out_of_memory_is_split_and_retried_without_counting_twice(minil
         same(grids(undisturbed[name]), grids(split[name]), f"{name}: split", atol=0, rtol=FLOAT32_ROUNDING)
 
 
+@pytest.mark.parametrize("decoding", ["host", "device"])
+def test_trees_split_and_retried_scores_every_batch_once(minilm, monkeypatch, capsys, decoding):
+    """trees scores a batch at the next batch's last layer; a batch that runs out of memory in between is undone back
+    to before it (the runner's retry point), the batch before it still to score: every batch scored once, the
+    result that of an undisturbed run (batches of 4, each failing at layer 2 and run as 2 + 2)."""
+    settings = {"limit": 12, "batch_size": 4, "fit_on": "same", "tree_decoding": decoding}
+    undisturbed = probes.run(["trees"], encoder=minilm, progress=False, batch_size=2,
+                             **{k: v for k, v in settings.items() if k != "batch_size"})
+    layerwise = Encoder.layerwise
+    tried: list[int] = []
+
+    def short_of_memory(self, input_ids, attention_mask, on_layer, **kwargs):
+        tried.append(input_ids.shape[0])
+
+        def failing(layer, attention, context):
+            on_layer(layer, attention, context)
+            if layer == 2 and input_ids.shape[0] > 2:
+                raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+        return layerwise(self, input_ids, attention_mask, failing, **kwargs)
+
+    monkeypatch.setattr(Encoder, "layerwise", short_of_memory)
+    monkeypatch.setattr(Feed, "retry_on_cpu", True)
+    split = probes.run(["trees"], encoder=minilm, progress=False, **settings)
+    assert tried == [4, 2, 2] * 6  # the fit pass' 3 batches, then the scoring pass' 3
+    assert capsys.readouterr().err.count("ran out of memory") == 1
+    assert split["trees"].overall.count == undisturbed["trees"].overall.count
+    same(grids(undisturbed["trees"]), grids(split["trees"]), "trees: split", atol=0, rtol=FLOAT32_ROUNDING)
+
+
 def test_a_failed_pass_is_freed_before_its_halves_run(minilm, monkeypatch, capsys):
     """The halves of a batch that ran out of memory need its memory back: when they run, the failed pass's maps are
     gone (inside the except block its exception's traceback still held them: on a real GPU, filled but 2 GiB,

@@ -156,6 +156,24 @@ def test_state(decoding):
 
 
 @DECODING
+def test_a_retry_point_leaves_the_last_batch_decoding(decoding):
+    """The runner's snapshot before each batch (out-of-memory retry) does not wait for the last batch's trees: that
+    batch stays to score (the state still without it). A batch that fails half way is undone back to the point, and
+    the last batch is then scored as without the failure: 4 arcs, the hits of test_state's layers."""
+    probe = TreesProbe(2, 2, ensemble_heads=0, tree_decoding=decoding)
+    hand = two_layers(_hand(ONE_BATCH)[0])
+    for layer in (0, 1):
+        probe.update(hand.batch, LayerMaps(hand.batch, layer, hand.attentions[layer]))
+    point = probe.retry_point()
+    assert int(probe.arcs) == 0  # not scored by the snapshot
+    probe.update(hand.batch, LayerMaps(hand.batch, 0, hand.attentions[0]))  # the next batch fails after layer 0
+    probe.restore(point)
+    state = probe.state_dict()  # the last batch scored now
+    assert int(state["arcs"]) == 4
+    np.testing.assert_array_equal(state["hits"][0, 0, 0], [[4, 1], [1, 4]])
+
+
+@DECODING
 def test_the_state_holds_whole_batches_only(decoding):
     """A batch's trees are decoded beside the model's pass and scored at the next batch's last layer, or when the state
     is read: it never holds part of a batch (one that runs out of memory half way leaves it as it was)."""

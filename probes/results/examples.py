@@ -197,13 +197,12 @@ class ExampleRecorder:
         keep = np.r_[0:n + 1, width - 1]  # [n+2] the root, the words, the end special (padding columns between)
         return block[np.ix_(keep, keep)]
 
-    def state_dict(self) -> dict[str, Any]:
+    def retry_point(self) -> None:
         """Nothing to snapshot: a batch fed again (after an out-of-memory split, see probes.running.runner.Feed)
         writes the same entries again."""
-        return {}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """See state_dict."""
+    def restore(self, point: None) -> None:
+        """See retry_point."""
 
     def chosen_heads(self, result: ProbeResult) -> list[tuple[int, int]]:
         """The named heads and the best head of every label and of overall (where one is named), sorted."""

@@ -179,8 +179,8 @@ def run(probes: str | Iterable[str], model: str | None = None, corpus: str | Pat
 
 
 class Feed:
-    """Feeds batches to probes (or anything with the probes' ``update``/``fit_update`` and ``state_dict``/
-    ``load_state_dict``) one layer at a time: `method` of each, called with (batch, LayerMaps) per layer.
+    """Feeds batches to probes (or anything with the probes' ``update``/``fit_update`` and ``retry_point``/
+    ``restore``) one layer at a time: `method` of each, called with (batch, LayerMaps) per layer.
 
     A batch and its word-shuffled twin run in one forward pass (rows concatenated, split per layer), so
     each layer of the twin arrives with the same layer of the batch. One Feed serves a whole run (fit and
@@ -232,7 +232,7 @@ class Feed:
         """One batch (`built`: already built, else built here); one that runs out of memory is split in two and
         retried, the state restored first (on an accelerator: see retry_on_cpu)."""
         retry = self.retry_on_cpu or self.encoder.device.type != "cpu"
-        before = [p.state_dict() for p in probes] if retry else None
+        before = [p.retry_point() for p in probes] if retry else None
         try:
             if built is None:
                 built = self.build(sentences, items, _twin_seed(probes))
@@ -246,8 +246,8 @@ class Feed:
         built = None
         if self.encoder.device.type == "cuda":
             torch.cuda.empty_cache()  # the failed pass's cached blocks, for the halves' other shapes
-        for p, state in zip(probes, before):
-            p.load_state_dict(state)
+        for p, point in zip(probes, before):
+            p.restore(point)
         if not self.split_told:
             print(f"probes: a batch of {len(items)} sentences ran out of memory on {self.encoder.device}; "
                   "splitting such batches in two and retrying (a lower --max-tokens avoids this)", file=sys.stderr)

@@ -213,6 +213,17 @@ class Probe(Presentation, ABC):
         return {name: (value.clone() if isinstance(value := getattr(self, name), torch.Tensor) else value.state_dict())
                 for name in self._defaults}
 
+    def retry_point(self) -> Any:
+        """What ``restore`` takes to bring the state back to now, should the next batch fail: the runner takes one
+        before every batch on an accelerator (its out-of-memory split, probes.running.runner.Feed). The state_dict by
+        default; a probe with an earlier batch's work still pending (trees' decoding) keeps it pending instead of
+        waiting for it here."""
+        return self.state_dict()
+
+    def restore(self, point: Any) -> None:
+        """Back to a ``retry_point``."""
+        self.load_state_dict(point)
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Replace the state by a ``state_dict()`` of the same probe (from any device: copied to the state's)."""
         if set(state) != set(self._defaults):

@@ -29,7 +29,8 @@ decoded on a thread of the probe's own (all B×H trees of the layer, both forms 
 compiled call that leaves Python free; then the head ensemble's average), while the model computes the next
 layers and the next batch. A batch is scored (``settle``) at the next batch's last layer, its trees decoded by
 then, or as soon as the state is read, merged, computed or replaced, waiting for them: the state never shows
-half a batch. The view's marks of a layer (``keep_view``) wait for that layer's trees only where they are read
+half a batch. The runner's retry point before each batch (``retry_point``: its out-of-memory split) does not wait:
+it keeps the last batch still to score. The view's marks of a layer (``keep_view``) wait for that layer's trees only where they are read
 (the batches whose sentences the examples record).
 """
 from __future__ import annotations
@@ -194,6 +195,16 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
     def state_dict(self) -> dict:
         self.settle()
         return super().state_dict()
+
+    def retry_point(self) -> tuple:
+        """The state as it is, without scoring the last batch first (its trees may still be decoding: waiting for them
+        here would stop the model until they are), that batch still to score, and the ensemble chosen."""
+        return super().state_dict(), self._unsettled, self._ensemble
+
+    def restore(self, point: tuple) -> None:
+        state, unsettled, ensemble = point
+        self.load_state_dict(state)
+        self._unsettled, self._ensemble = unsettled, ensemble
 
     def load_state_dict(self, state) -> None:
         """Replace the state; a batch not scored yet, or not finished (one that ran out of memory), is dropped."""
