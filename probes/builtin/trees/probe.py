@@ -30,8 +30,8 @@ compiled call that leaves Python free; then the head ensemble's average), while 
 layers and the next batch. A batch is scored (``settle``) at the next batch's last layer, its trees decoded by
 then, or as soon as the state is read, merged, computed or replaced, waiting for them: the state never shows
 half a batch. The runner's retry point before each batch (``retry_point``: its out-of-memory split) does not wait:
-it keeps the last batch still to score. The view's marks of a layer (``keep_view``) wait for that layer's trees only where they are read
-(the batches whose sentences the examples record).
+it keeps the last batch still to score. The view's marks of a layer (``keep_view``) wait for that layer's trees
+only where they are read (the batches whose sentences the examples record).
 """
 from __future__ import annotations
 
