@@ -77,6 +77,28 @@ def test_given_the_same_maps_every_probe_gives_the_same_numbers_however_captured
             same(grids(reference[name]), grids(runs[name]), f"{name}: {what}", atol=0, rtol=FLOAT32_ROUNDING)
 
 
+def short_of_memory(monkeypatch, most_rows: int) -> list[int]:
+    """Every forward pass of more than `most_rows` rows fails after its layer 2 (its updates up to there made), as
+    an accelerator's out-of-memory error, which the runner then catches on the CPU too; returns the rows of every
+    pass tried, filled as the runs go."""
+    layerwise = Encoder.layerwise
+    tried: list[int] = []
+
+    def failing_pass(self, input_ids, attention_mask, on_layer, **kwargs):
+        tried.append(input_ids.shape[0])
+
+        def failing(layer, attention, context):
+            on_layer(layer, attention, context)
+            if layer == 2 and input_ids.shape[0] > most_rows:
+                raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+        return layerwise(self, input_ids, attention_mask, failing, **kwargs)
+
+    monkeypatch.setattr(Encoder, "layerwise", failing_pass)
+    monkeypatch.setattr(Feed, "retry_on_cpu", True)  # the CPU's memory errors are not caught: pretend an accelerator
+    return tried
+
+
 @pytest.mark.slow
 def test_a_batch_out_of_memory_is_split_and_retried_without_counting_twice(minilm, monkeypatch, capsys):
     """A forward pass of more than 3 sentences fails after its first layers (their updates already made):
@@ -85,21 +107,7 @@ def test_a_batch_out_of_memory_is_split_and_retried_without_counting_twice(minil
     settings = {"limit": 12, "batch_size": 12, "fit_on": "same"}
     rows_alone(monkeypatch)  # the same maps in the batches of 12 and their halves
     undisturbed = probes.run(names, encoder=minilm, progress=False, **settings)
-    layerwise = Encoder.layerwise
-    tried: list[int] = []
-
-    def short_of_memory(self, input_ids, attention_mask, on_layer, **kwargs):
-        tried.append(input_ids.shape[0])
-
-        def failing(layer, attention, context):
-            on_layer(layer, attention, context)
-            if layer == 2 and input_ids.shape[0] > 6:  # more than 6 rows (3 sentences and their twins)
-                raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
-
-        return layerwise(self, input_ids, attention_mask, failing, **kwargs)
-
-    monkeypatch.setattr(Encoder, "layerwise", short_of_memory)
-    monkeypatch.setattr(Feed, "retry_on_cpu", True)  # the CPU's memory errors are not caught: pretend an accelerator
+    tried = short_of_memory(monkeypatch, 6)  # more than 6 rows (3 sentences and their twins) fail
     split = probes.run(names, encoder=minilm, progress=False, **settings)
     # pos's fit (no twin): 12 → 6 + 6; scoring (with twin rows): 24 → 12 → 6 + 6, each half
     assert tried == [12, 6, 6, 24, 12, 6, 6, 12, 6, 6]
@@ -116,21 +124,7 @@ def test_trees_split_and_retried_scores_every_batch_once(minilm, monkeypatch, ca
     settings = {"limit": 12, "batch_size": 4, "fit_on": "same", "tree_decoding": decoding}
     undisturbed = probes.run(["trees"], encoder=minilm, progress=False, batch_size=2,
                              **{k: v for k, v in settings.items() if k != "batch_size"})
-    layerwise = Encoder.layerwise
-    tried: list[int] = []
-
-    def short_of_memory(self, input_ids, attention_mask, on_layer, **kwargs):
-        tried.append(input_ids.shape[0])
-
-        def failing(layer, attention, context):
-            on_layer(layer, attention, context)
-            if layer == 2 and input_ids.shape[0] > 2:
-                raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
-
-        return layerwise(self, input_ids, attention_mask, failing, **kwargs)
-
-    monkeypatch.setattr(Encoder, "layerwise", short_of_memory)
-    monkeypatch.setattr(Feed, "retry_on_cpu", True)
+    tried = short_of_memory(monkeypatch, 2)
     split = probes.run(["trees"], encoder=minilm, progress=False, **settings)
     assert tried == [4, 2, 2] * 6  # the fit pass' 3 batches, then the scoring pass' 3
     assert capsys.readouterr().err.count("ran out of memory") == 1

@@ -304,7 +304,7 @@ class DeviceTrees:
                 mine = [head for lay, head, _ in self.chosen if lay == layer]
                 if mine:
                     chosen = to_device(torch.tensor(mine), self.kept.device)
-                    part = self.kept[layer][:, chosen][..., :-1, :-1].double().sum(1)  # [B,M,M]
+                    part = _heads_summed(self.kept[layer], chosen)  # [B,M,M]
                     total = part if total is None else total.add_(part)
             average = batched.arc_scores(total / len(self.chosen), FORMS[0])
             ensemble = HostCopy(batched.chu_liu_edmonds(average, self.n_words).to(torch.int16))  # [B,M]
@@ -327,8 +327,14 @@ def _decode_layer(copy: HostCopy, n_words: torch.Tensor, mine: list[int]) -> tup
     `mine` over the root and the words (None where none is the layer's). The copy is dropped with the job."""
     attention = copy.landed()  # [B,H,C,C]
     b, h, c = attention.shape[:3]
-    part = attention[:, mine][..., :-1, :-1].double().sum(1) if mine else None  # [B,M,M]
+    part = _heads_summed(attention, mine) if mine else None  # [B,M,M]
     return decode(attention.view(b * h, c, c), n_words.repeat_interleave(h)), part
+
+
+def _heads_summed(attention: torch.Tensor, heads) -> torch.Tensor:
+    """[B,M,M] the sum in float64 of word attention [B,H,C,C]'s `heads` (a list, or an index on its device) over the
+    root and the words (the end column dropped): a layer's part of the head ensemble's average."""
+    return attention[:, heads][..., :-1, :-1].double().sum(1)
 
 
 def _decode_ensemble(layers: list[Future], count: int, n_words: torch.Tensor) -> torch.Tensor:
