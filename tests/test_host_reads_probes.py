@@ -37,7 +37,7 @@ SITES = {
     "rare": (("probes/builtin/analyses/rare.py",), 0),
     "head_distance": (("probes/builtin/analyses/head_distance.py",), 2),  # the drawn rows, the batch's sums
     "word_order": (("probes/builtin/analyses/word_order.py", "probes/encoding/shuffle.py"), 1),  # the twin's layout
-    "causal": (("probes/builtin/causal/",), 8),  # the token pairs, from the ids on the host
+    "causal": (("probes/builtin/causal/",), 10),  # the token pairs and their rows, from the ids on the host
     "pos": (("probes/builtin/clustering.py", "probes/builtin/pos.py"), 1),  # the units' rows
     "term_matching": (("probes/builtin/analyses/term_matching.py",), 0),
     "seg": (("probes/builtin/seg/",), 13),  # the ends; the units and their counts (tally), from the host's units

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from probes.builtin.trees.probe import TreesProbe
-from probes.builtin.trees.stash import HostCopy
+from probes.base.devices import HostCopy
 from probes.capture.maps import LayerMaps
 from probes.base.errors import InputError
 from helpers import CAT, CAT_COLUMNS, CAT_TO_HEADS, HI, HI_COLUMNS, HI_TO_HEADS, attention, batch, feed
@@ -228,13 +228,26 @@ def test_view_marks_of_trees_decoded_on_the_device():
                                       else heads == [[3], [3], [0], [0]])
 
 
+def test_view_marks_are_made_on_the_device_of_the_trees():
+    """Trees decoded on the device are read there, while a batch's gold arcs are made on the host (Batch.memo): the
+    marks come out on the trees' device (an accelerator's, here the meta device), never a mix of the two."""
+    from probes.builtin.trees.probe import LayerMarks
+
+    main = torch.empty(2 * 2, 4, dtype=torch.int16, device="meta")  # [B·H,C]: 2 sentences, 2 heads
+    arcs = (torch.tensor([0, 0, 1]), torch.tensor([1, 2, 1]), torch.tensor([2, 0, 0]))  # rows, dependents, heads
+    marks = LayerMarks(lambda: main, 2, arcs)
+    assert marks["head"].device.type == marks["right"].device.type == "meta"
+    assert marks["head"].shape == marks["right"].shape == (3, 2)
+
+
 def test_host_copies_are_copies():
-    """A layer's host copy is a copy (the batch's word attention is rewritten by the next layer), in float32 where
-    the maps are in half precision."""
+    """A layer's host copy is a copy (the batch's word attention is rewritten by the next layer), in the dtype asked
+    for (trees' decoders read float32), else the tensor's."""
     attention = torch.arange(2 * 3 * 2 * 2, dtype=torch.float32).view(2, 3, 2, 2)  # [B,H,C,C]
     copy = HostCopy(attention)
     attention += 100  # the next layer, in the same memory
     np.testing.assert_array_equal(copy.landed().numpy(), (attention - 100).numpy())
-    half = HostCopy(attention.to(torch.bfloat16))
+    assert HostCopy(attention.to(torch.int16)).landed().dtype == torch.int16
+    half = HostCopy(attention.to(torch.bfloat16), torch.float32)
     assert half.landed().dtype == torch.float32
     np.testing.assert_array_equal(half.landed().numpy(), attention.numpy())  # small integers: exact

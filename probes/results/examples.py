@@ -16,9 +16,10 @@ model and 20 sentences of 400 words, 1.2 GB): they go to an unnamed temporary fi
 recorder is), one block per sentence and layer, and only the chosen heads' maps are read back, so that
 memory holds only the predictions (24·16·401·2 B ≈ 0.3 MB a sentence for that model) and stays flat
 in depth across the run. Within a batch, both stay on the run's device layer by layer (the batch's R recorded
-rows, every layer: [R,L,H,C] and [R,L,H,C,C], R·L·H·C² bytes of maps, R at most N) and come to the host once,
-at its last layer, so that a GPU run never waits for the host per layer (issue 44). Batches without a recorded
-sentence cost nothing.
+rows, every layer: [R,L,H,C] and [R,L,H,C,C], R·L·H·C² bytes of maps, R at most N) and leave for the host once,
+at its last layer, in a copy the host does not wait for; they are read a batch later, at the next batch's last layer
+(or when the kept sentences are first read), so that a GPU run never waits for the host per layer nor between
+batches (issue 44). Batches without a recorded sentence cost nothing.
 
 Each probe with a view of its own (probes.results.presentation: ``Presentation.view``; dep and trees: gold arcs, srl:
 predicate → argument, frames: target → frame element, pos/ner/con: units) also gives, at every layer, what each
@@ -55,6 +56,7 @@ import torch
 
 from probes.encoding.batching import Batch
 from probes.base.choices import DEFAULT_SENTENCES
+from probes.base.devices import HostCopy
 from probes.base.errors import InputError
 from probes.capture.maps import LayerMaps
 from probes.base.packing import FALLBACK_SPECIALS, MARK_TYPES, pack
@@ -85,8 +87,15 @@ class ExampleRecorder:
             if not (0 <= layer < layers and 0 <= head < heads):
                 raise InputError(f"no head L{layer}-H{head}: the model has {layers} layers × {heads} heads "
                                  "(0-indexed)")
-        self.kept: dict[int, dict[str, Any]] = {}  # sentence index -> sentence, predictions, maps_at
+        self._kept: dict[int, dict[str, Any]] = {}  # sentence index -> sentence, predictions, maps_at (``kept``)
+        self._pending: dict[str, Any] | None = None  # the last batch's recorded rows, on their way to the host
         self._store: IO[bytes] | None = None  # the kept maps (an unnamed temporary file), opened at the first one
+
+    @property
+    def kept(self) -> dict[int, dict[str, Any]]:
+        """Sentence index -> what is kept of it: sentence, predictions, maps_at, widths, views (every batch fed)."""
+        self.settle()
+        return self._kept
 
     def shuffle_seed(self) -> None:
         return None
@@ -135,45 +144,54 @@ class ExampleRecorder:
                 "marks": {}}  # probe -> [L] of (rows [N], {mark: [N,H]}) where it kept them
 
     def _keep(self, batch: Batch, rows: list[int], held: dict[str, Any]) -> None:
-        """The batch's recorded rows, every layer, read to the host: predictions and maps in one copy (as bytes),
-        and each viewing probe's marks (one copy a probe)."""
+        """The batch's recorded rows, every layer, on their way to the host: predictions and maps in one copy (as
+        bytes), and each viewing probe's marks (one copy a probe), copied without the host waiting (probes.base.devices.
+        HostCopy); then the previous batch's, landed meanwhile, kept (``settle``). So the host reads a batch's copies
+        once the device has the next batch's layers queued, and never stops it between batches."""
         predictions, maps = held["predictions"], held["maps"]  # [R,L,H,C] int16, [R,L,H,C,C] uint8 or None
-        both = torch.cat([predictions.view(torch.uint8).reshape(-1),
-                          *([] if maps is None else [maps.reshape(-1)])]).cpu().numpy()
-        split = 2 * predictions.numel()
-        predictions = both[:split].view(np.int16).reshape(predictions.shape)
-        if maps is not None:
-            maps = both[split:].reshape(maps.shape)
-        for k, b in enumerate(rows):
-            sentence = batch.sentences[b]
-            entry = self.kept.setdefault(batch.indices[b], {
+        both = HostCopy(torch.cat([predictions.view(torch.uint8).reshape(-1),
+                                   *([] if maps is None else [maps.reshape(-1)])]), given=True)
+        marks = {name: _marks_copy(per_layer) for name, per_layer in held["marks"].items()}
+        self.settle()
+        self._pending = {"sentences": [batch.sentences[b] for b in rows], "indices": [batch.indices[b] for b in rows],
+                         "rows": rows, "width": batch.width, "both": both, "shapes": (predictions.shape,
+                         None if maps is None else maps.shape), "maps_at": held["maps_at"], "marks": marks}
+
+    def settle(self) -> None:
+        """Keep the batch whose copies were on their way, if any (waiting for them here): at the next batch's last
+        layer, and before the kept sentences are read."""
+        if self._pending is None:
+            return
+        pending, self._pending = self._pending, None
+        (predictions_shape, maps_shape), both = pending["shapes"], pending["both"].landed().numpy()
+        split = 2 * int(np.prod(predictions_shape))
+        predictions = both[:split].view(np.int16).reshape(predictions_shape)
+        maps = None if maps_shape is None else both[split:].reshape(maps_shape)
+        for k, (sentence, index) in enumerate(zip(pending["sentences"], pending["indices"])):
+            entry = self._kept.setdefault(index, {
                 "sentence": sentence,
                 "predictions": np.zeros((self.layers, self.heads, len(sentence.words) + 1), dtype=np.int16),
                 "maps_at": np.full(self.layers, -1, dtype=np.int64),  # [L] each layer's block in the store
                 "widths": np.zeros(self.layers, dtype=np.int64),  # [L] its side: the batch's C columns
                 "views": {}})  # probe -> {"items": [...], "marks": {name: [L] of [items,H]}}
             entry["predictions"][:] = predictions[k, :, :, : len(sentence.words) + 1]
-            entry["maps_at"][:] = (held["maps_at"][k] if maps is None
+            entry["maps_at"][:] = (pending["maps_at"][k] if maps is None
                                    else [self._write(maps[k, layer]) for layer in range(self.layers)])
-            entry["widths"][:] = batch.width
-        for name, per_layer in held["marks"].items():
-            self._keep_marks(name, self.viewing[name], per_layer, batch, rows)
+            entry["widths"][:] = pending["width"]
+        for name, copied in pending["marks"].items():
+            self._keep_marks(name, self.viewing[name], copied, pending)
 
-    def _keep_marks(self, name: str, probe: Any, per_layer: list, batch: Batch, rows: list[int]) -> None:
-        """The marks [items,H] that `probe` kept (``kept_view``) at the layers of `per_layer` (rows [N], {mark: [N,H]};
-        None where it kept none), for each recorded row of the batch, read to the host in one copy (as float64, which
-        holds a bool, an index and a float32 weight exactly; ``_packed_view`` casts them to their packed types)."""
-        layers = [layer for layer, kept in enumerate(per_layer) if kept is not None]
-        of_item, first = per_layer[layers[0]]
-        names, n = list(first), len(of_item)
-        stacked = torch.stack([torch.stack([per_layer[layer][1][mark].double() for mark in names])
-                               for layer in layers])  # [layers kept, marks, N, H]
-        flat = torch.cat([stacked.reshape(-1), of_item.to(stacked.device).double()]).cpu().numpy()
-        grids, of_item = flat[: flat.size - n].reshape(stacked.shape), flat[flat.size - n:]
-        for b in rows:
-            views = self.kept[batch.indices[b]]["views"]
+    def _keep_marks(self, name: str, probe: Any, copied: tuple, pending: dict[str, Any]) -> None:
+        """The marks [items,H] of `probe`'s view (``_marks_copy``: its copy, the layers it kept marks at, their names,
+        [layers kept, marks, N, H]) for each recorded row of the pending batch."""
+        copy, layers, names, shape = copied
+        flat = copy.landed().numpy()
+        n = shape[2]
+        grids, of_item = flat[: flat.size - n].reshape(shape), flat[flat.size - n:]
+        for b, sentence, index in zip(pending["rows"], pending["sentences"], pending["indices"]):
+            views = self._kept[index]["views"]
             if name not in views:
-                views[name] = {"items": probe.view_items(batch.sentences[b]), "marks": {}}
+                views[name] = {"items": probe.view_items(sentence), "marks": {}}
             mine = of_item == b  # [N] this sentence's items
             for i, layer in enumerate(layers):
                 for j, mark in enumerate(names):
@@ -232,6 +250,20 @@ class ExampleRecorder:
         if self.kept:
             result.extra["sentence_views"] = self.view(result)
         return result
+
+
+def _marks_copy(per_layer: list) -> tuple[HostCopy, list[int], list[str], tuple[int, ...]]:
+    """A probe's marks (``kept_view``) at the layers of `per_layer` (rows [N], {mark: [N,H]}; None where it kept none)
+    on their way to the host in one copy, as float64 (which holds a bool, an index and a float32 weight exactly;
+    ``_packed_view`` casts them to their packed types), the rows last: (the copy, the layers kept, the marks' names,
+    [layers kept, marks, N, H])."""
+    layers = [layer for layer, kept in enumerate(per_layer) if kept is not None]
+    of_item, first = per_layer[layers[0]]
+    names = list(first)
+    stacked = torch.stack([torch.stack([per_layer[layer][1][mark].double() for mark in names])
+                           for layer in layers])  # [layers kept, marks, N, H]
+    flat = torch.cat([stacked.reshape(-1), of_item.to(stacked.device).double()])
+    return HostCopy(flat, given=True), layers, names, tuple(stacked.shape)
 
 
 def _packed_view(view: dict | None, layers: int, heads: int) -> dict[str, Any]:

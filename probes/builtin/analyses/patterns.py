@@ -45,7 +45,7 @@ def classify(v: torch.Tensor, d: torch.Tensor, w: torch.Tensor, pair: torch.Tens
     block = ~vertical & ~diagonal & ~both & pair & (w >= major)
     out = torch.full(v.shape, CLASSES.index("heterogeneous"), dtype=torch.long, device=v.device)
     for name, mask in (("vertical", vertical), ("diagonal", diagonal), ("vertical+diagonal", both), ("block", block)):
-        out[mask] = CLASSES.index(name)
+        out.masked_fill_(mask, CLASSES.index(name))
     return out
 
 

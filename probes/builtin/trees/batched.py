@@ -162,7 +162,7 @@ def _prim(scores: torch.Tensor, n: torch.Tensor, longest: int) -> torch.Tensor:
     root = scores[:, 0].masked_fill(~word, -torch.inf).argmax(-1)  # [U] the first best root word
     key = scores[rows, root]  # [U,W+1] the best arc from the tree into each word
     heads = torch.where(word, root[:, None], -1)
-    heads[rows, root] = 0
+    heads.scatter_(1, root[:, None], 0)  # the root word's head: a kernel's argument (an indexed 0 is a host copy)
     joined = ~word | (node == root[:, None])  # [U,W+1] in the tree, or not a word
     for step in range(longest - 1):
         active = step < n - 1  # [U]

@@ -50,8 +50,7 @@ from probes.builtin.trees.details import TreesPresentation
 from probes.builtin.trees.ensemble import decode_main, select_heads
 from probes.builtin.trees.sample import SelectionSample, sentence_keys
 from probes.builtin.trees.scoring import FORMS, attached
-from probes.builtin.trees.stash import HostCopy
-from probes.base.devices import to_device
+from probes.base.devices import HostCopy, to_device
 from probes.base.errors import InputError
 from probes.capture.maps import LayerMaps
 from probes.corpus.sentence import Sentence
@@ -111,7 +110,7 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         rows, index, copies = self._sampled
         if not rows:
             return
-        copies.append(HostCopy(maps.word_attention[index]))  # [k,H,C,C] the sampled rows' alone
+        copies.append(HostCopy(maps.word_attention[index], torch.float32))  # [k,H,C,C] the sampled rows' alone
         if maps.layer == self.layers - 1:
             attention = torch.stack([copy.landed() for copy in copies])  # [L,k,H,C,C]
             self.sample.fill([keys[b] for b in rows], attention, [len(batch.sentences[b].words) for b in rows])
@@ -258,7 +257,8 @@ class LayerTrees:
 
     def submit(self, layer: int, attention: torch.Tensor) -> None:
         """Decode the layer's word attention [B,H,C,C] on the probe's thread, once copied into host memory."""
-        self.trees[layer] = self.worker.submit(_decode_layer, HostCopy(attention), self.n_words, self.mine[layer])
+        self.trees[layer] = self.worker.submit(_decode_layer, HostCopy(attention, torch.float32), self.n_words,
+                                               self.mine[layer])
 
     def submit_ensemble(self) -> None:
         if self.count:
@@ -361,8 +361,8 @@ class LayerMarks(Mapping):
 
     def _made(self) -> dict[str, torch.Tensor]:
         if self._marks is None:
-            rows, dependents, heads = self._arcs
-            main = self._main()  # [B·H,C] the main variant's trees of the layer
+            main = self._main()  # [B·H,C] the main variant's trees of the layer: on the host, or the maps' device
+            rows, dependents, heads = (arc.to(main.device) for arc in self._arcs)  # [N] each
             predicted = main.view(-1, self._heads, main.shape[-1]).transpose(0, 1)  # [H,B,C]
             head = predicted[:, rows, dependents]  # [H,N]
             self._marks = {"right": (head == heads).T, "head": head.T}

@@ -1,0 +1,83 @@
+"""A GPU session's short first call (issue 44): where the BERT-base-shaped runs spend their time, before any change
+is measured with benchmarks/gpu_bench.py.
+
+    python benchmarks/gpu_diagnose.py [--dry-run] [--out DIR] [--corpus FILE] [--tokenizer DIR]
+
+The random BERT-base shape of gpu_bench (--dry-run: its rehearsal shape on the bundled sample's first 24 sentences)
+loaded three ways: float32 with the default capture, float32 with capture sdpa-qk, and bfloat16. The bare SDPA pass
+in float32 and in bfloat16 at the run's token budget (no sentence cap); then every run of benchmarks/gpu_phases.py's
+RUNS (ORDER), each once to warm up and once timed in phases, and those of its PROFILED under torch.profiler (the dep runs'
+Chrome traces written beside the report). Report: DIR/gpu_diagnose.json, written after every measurement.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import probes
+from benchmarks import gpu_phases
+from benchmarks.gpu_bench import (LIMIT_REHEARSAL, SHAPES, SHAPES_REHEARSAL, Bare, Bench, bare_record, measure)
+from benchmarks.gpu_check import build_bert, ewt_dev, write_report
+from probes.base.defaults import bundled_corpus, default_model
+from probes.corpus import read_corpus
+from probes.encoding.batching import DEVICE_TOKENS
+
+REPORT = "gpu_diagnose.json"
+ORDER = ["dep", "dep_bfloat16", "six", "trees_on_device", "trees", "dep_sdpa_qk", "six_bfloat16"]  # gpu_phases.RUNS,
+# the most wanted first (a call cut short keeps those measured)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="the CPU rehearsal at tiny sizes (not figures)")
+    parser.add_argument("--out", type=Path, default=Path("gpu_diagnose"), help="folder for gpu_diagnose.json")
+    parser.add_argument("--corpus", help="default: EWT dev under ../shared or ./shared; --dry-run: the bundled sample")
+    parser.add_argument("--tokenizer", help="a folder with MiniLM's tokenizer files (default: the packaged MiniLM)")
+    args = parser.parse_args(argv)
+    if not args.dry_run and not torch.cuda.is_available():
+        print("no CUDA device: run with --dry-run for the CPU rehearsal", file=sys.stderr)
+        return 2
+    corpus = args.corpus or (bundled_corpus() if args.dry_run else ewt_dev())
+    if corpus is None:
+        print("EWT dev not found under ../shared or ./shared: pass --corpus", file=sys.stderr)
+        return 2
+    device = torch.device("cpu" if args.dry_run else "cuda")
+    limit = LIMIT_REHEARSAL if args.dry_run else None
+    shape = (SHAPES_REHEARSAL if args.dry_run else SHAPES)["bert_base"]
+    report: dict[str, Any] = {"dry_run": args.dry_run, "device": torch.cuda.get_device_name() if device.type == "cuda"
+                              else "cpu", "torch": torch.__version__, "corpus": corpus, "limit": limit,
+                              "shape": shape, "device_tokens": DEVICE_TOKENS}
+    write_report(report, args.out / REPORT)
+    with tempfile.TemporaryDirectory(prefix="gpu-diagnose-") as folder:
+        bench = Bench(device, args.dry_run, corpus, limit, 2, Path(folder), args.tokenizer or default_model())
+        built = build_bert(bench.tmp / "bert_base", shape, device, bench.tokenizer)
+        encoders = {"float32": probes.load_encoder(str(built), device=str(device)),
+                    "sdpa-qk": probes.load_encoder(str(built), device=str(device), capture="sdpa-qk"),
+                    "bfloat16": probes.load_encoder(str(built), device=str(device), dtype="bfloat16")}
+        sentences = read_corpus([corpus]).sentences[:limit]
+        for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+            measure(report, ("bare", name), args.out,
+                    lambda dtype=dtype: bare_record(bench, Bare(built, encoders["float32"], dtype), sentences,
+                                                    batch_size=None, max_tokens=DEVICE_TOKENS), REPORT)
+        for name in ORDER:
+            measure(report, ("phases", name), args.out,
+                    lambda name=name: gpu_phases.measured(encoders, corpus, limit, device, bench.sync, warm=True,
+                                                          traces=args.out, names=[name])[name], REPORT)
+    for name, record in (report.get("phases") or {}).items():
+        if isinstance(record, dict) and "phases" in record:
+            p = record["phases"]
+            print(f"{name:16} {p['seconds']:7.3f} s = fit {p['fit_pass']['seconds']:.3f} + scoring "
+                  f"{p['scoring_pass']['seconds']:.3f} + rest {p['rest']:.3f} ("
+                  + ", ".join(f"{part} {p[part]['seconds']:.3f}" for part in gpu_phases.PARTS[2:] if p[part]["calls"])
+                  + ")")
+    print({k: round(v["seconds"], 4) for k, v in report.get("bare", {}).items() if "seconds" in v})
+    return 0 if all("error" not in v for v in report.values() if isinstance(v, dict)) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
