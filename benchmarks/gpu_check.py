@@ -43,6 +43,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -331,7 +332,9 @@ def half_precision(device: str, dry_run: bool, corpus: str | None) -> dict:
     full = runs["float32"]
     grids = [("overall", full.overall)] + [(n, c) for n, c in full.labels.items() if c.count >= HALF_COUNT]
     report = {"corpus": corpus or "bundled sample", "sentences": full.info.sentences, "labels": len(grids) - 1,
-              "min_count": HALF_COUNT, "tolerance": HALF_TOLERANCE, "seconds": seconds, "simulated": dry_run}
+              "min_count": HALF_COUNT, "tolerance": HALF_TOLERANCE, "seconds": seconds, "simulated": dry_run,
+              # the SDPA order the runs had (probes.cli.sdpa_order sets it for the command): "1" puts cuDNN last
+              "cudnn_sdpa_deprioritized": os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED")}
     for dtype in ("bfloat16", "float16"):
         half = runs[dtype]
         largest, over, arcs, cells, moved, worst = 0.0, 0, 0.0, 0, [], None

@@ -10,7 +10,8 @@
 #                                        BERT-base-shaped runs spend their time, with profiles and the dep runs' traces)
 #                                        under $OUT, in TOTAL_S (default 240) seconds.
 #   benchmarks/gpu_session.sh run        there, from the checkout, with the folder .gpu carried and $OUT set: the CUDA
-#                                        tests, then benchmarks/gpu_bench.py, then benchmarks/gpu_check.py, each
+#                                        tests, then benchmarks/gpu_bench.py, then benchmarks/gpu_check.py (with the
+#                                        SDPA order the probes command sets: probes.cli.sdpa_order), each
 #                                        report under $OUT and a log beside it; TOTAL_S (default 570) seconds in all,
 #                                        BENCH_S (default 330) of them for gpu_bench. GPU_BENCH_ARGS, e.g.
 #                                        "--only bert_base,large_512", are handed to gpu_bench.py.
@@ -85,7 +86,8 @@ run)
         --out "$OUT/bench" > "$OUT/bench.log" 2>&1
     echo "gpu_bench rc=$? at $(( $(date +%s) - start )) s"; grep -v '^\.\.\. ' "$OUT/bench.log" | tail -25
     left=$(( ${TOTAL_S:-570} - ($(date +%s) - start) ))
-    timeout "$left" python3 benchmarks/gpu_check.py --corpus "$SHARED/ud-english-ewt/en_ewt-ud-dev.conllu" \
+    TORCH_CUDNN_SDPA_DEPRIORITIZED=1 timeout "$left" python3 benchmarks/gpu_check.py \
+        --corpus "$SHARED/ud-english-ewt/en_ewt-ud-dev.conllu" \
         --out "$OUT/check" > "$OUT/check.log" 2>&1
     echo "gpu_check rc=$? at $(( $(date +%s) - start )) s"; tail -10 "$OUT/check.log"
     ;;

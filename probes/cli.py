@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import gc
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -233,12 +234,22 @@ def entry() -> None:
     400,000 tracked objects and next to no garbage, so they are imported with the garbage collector paused and what
     they made is frozen (``import_heavy``), and everything left is frozen at the end, so that neither the
     collector's passes during the imports nor the interpreter's exit collection walk them (the cost:
-    docs/benchmarks.md). The collector runs as usual while the command works."""
+    docs/benchmarks.md). The collector runs as usual while the command works. And the SDPA order (``sdpa_order``)."""
+    sdpa_order()
     try:
         code = main(before_heavy=import_heavy)
     finally:
         gc.freeze()  # the process ends: the exit collection skips what is left (atexit handlers and finalizers run)
     sys.exit(code)
+
+
+def sdpa_order() -> None:
+    """torch's cuDNN attention put after its other SDPA kernels for this process (``TORCH_CUDNN_SDPA_DEPRIORITIZED``),
+    unless the user's environment says otherwise. On Hopper and later GPUs torch runs a half-precision SDPA call with
+    a padding mask through cuDNN first, and cuDNN builds an execution plan for every new (batch, length) shape, some
+    tenths of a second each, while a run's batches come in many shapes (docs/gpu.md, Half precision). torch reads the
+    variable at its first SDPA call: set here, before the command imports it."""
+    os.environ.setdefault("TORCH_CUDNN_SDPA_DEPRIORITIZED", "1")
 
 
 def import_heavy() -> None:

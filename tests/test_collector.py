@@ -1,9 +1,10 @@
-"""The `probes` command's garbage-collector policy (probes.cli.entry, import_heavy): torch and transformers imported
-with the collector paused and what they made frozen, the collector back on after; a library call or main() alone
-leaves the collector as it is."""
+"""The `probes` command's process policy (probes.cli.entry): the garbage collector's (import_heavy): torch and
+transformers imported with the collector paused and what they made frozen, the collector back on after; a library
+call or main() alone leaves the collector as it is. And its SDPA order (sdpa_order)."""
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 
@@ -53,3 +54,16 @@ def test_the_command_runs_in_its_own_process_and_exits_as_before(tmp_path):
     assert done.returncode == 2 and done.stdout == "" and done.stderr.startswith("probes: error: ")
     done = subprocess.run([sys.executable, "-m", "probes", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("probes ")
+
+
+def test_the_command_puts_cudnn_attention_last_unless_the_user_chose(monkeypatch):
+    """probes.cli.sdpa_order (the command's, before torch is imported): TORCH_CUDNN_SDPA_DEPRIORITIZED set to 1 where
+    the environment has no value, a user's own value kept."""
+    from probes.cli import sdpa_order
+
+    monkeypatch.delenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", raising=False)
+    sdpa_order()
+    assert os.environ["TORCH_CUDNN_SDPA_DEPRIORITIZED"] == "1"
+    monkeypatch.setenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", "0")
+    sdpa_order()
+    assert os.environ["TORCH_CUDNN_SDPA_DEPRIORITIZED"] == "0"
