@@ -132,6 +132,25 @@ def test_trees_split_and_retried_scores_every_batch_once(minilm, monkeypatch, ca
     same(grids(undisturbed["trees"]), grids(split["trees"]), "trees: split", atol=0, rtol=FLOAT32_ROUNDING)
 
 
+@pytest.mark.filterwarnings("ignore::probes.encoding.subwords.UnknownTokensWarning")  # MiniLM reads few Chinese characters
+def test_seg_split_and_retried_adds_every_batch_once(minilm, monkeypatch, capsys, tmp_path, request):
+    """seg adds a batch's part (scored on its own thread) at the next batch's last layer; a batch that runs out of
+    memory in between is undone back to before it, the batch before it still to add: every batch added once, the
+    result that of an undisturbed run (batches of 4, each failing at layer 2 and run as 2 + 2)."""
+    arguments = {**probe_run_arguments("seg", tmp_path, lambda: request.getfixturevalue("shared_corpora")),
+                 "limit": 12}
+    undisturbed = probes.run(["seg"], encoder=minilm, progress=False, batch_size=2, **arguments)
+    tried = short_of_memory(monkeypatch, 2)
+    split = probes.run(["seg"], encoder=minilm, progress=False, batch_size=4, **arguments)
+    scored = split["seg"].info.sentences
+    assert scored == undisturbed["seg"].info.sentences and scored > 4  # the sentences MiniLM can read
+    assert tried == [4, 2, 2] * (scored // 4) + [scored % 4] * (scored % 4 > 0)  # the last batch fits
+    assert capsys.readouterr().err.count("ran out of memory") == 1
+    assert split["seg"].extra["units"] == undisturbed["seg"].extra["units"]
+    assert [e["index"] for e in split["seg"].extra["examples"]] == list(range(min(scored, 10)))
+    same(grids(undisturbed["seg"]), grids(split["seg"]), "seg: split", atol=0, rtol=FLOAT32_ROUNDING)
+
+
 def test_a_failed_pass_is_freed_before_its_halves_run(minilm, monkeypatch, capsys):
     """The halves of a batch that ran out of memory need its memory back: when they run, the failed pass's maps are
     gone (inside the except block its exception's traceback still held them: on a real GPU, filled but 2 GiB,

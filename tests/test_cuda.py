@@ -252,7 +252,7 @@ def test_trees_decoded_on_the_device_are_the_hosts_without_a_synchronisation():
     assert torch.equal(heads.cpu(), decode(attention, lengths))
 
 
-SYNC_FREE = ["dep", "pos", "ner", "con", "srl", "frames", "coref", "mass", "entropy"]  # issue 44's first group
+SYNC_FREE = ["dep", "pos", "ner", "con", "srl", "frames", "coref", "mass", "entropy", "seg"]  # issue 44: a group, and seg
 
 
 @pytest.mark.parametrize("name", SYNC_FREE)

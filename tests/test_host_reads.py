@@ -83,13 +83,7 @@ def reads_per_batch(name: str, model: Path, tmp: Path, shared, monkeypatch, **se
     return counted
 
 
-# not yet within the bound (tests/test_host_reads_probes.py checks their own sites): seg scores each batch on the host
-# (28 reads a batch, the same at any depth)
-OVER_BOUND = {"seg": "seg scores each batch on the host: 28 reads a batch, none a layer"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=OVER_BOUND[n]))
-                                  if n in OVER_BOUND else n for n in sorted(probes.available())])
+@pytest.mark.parametrize("name", sorted(probes.available()))
 def test_host_reads_per_batch_do_not_grow_with_the_layers(name, models, tmp_path, request, monkeypatch):
     family = "llama" if name in DECODER_DETECTORS else "bert"
     shared = lambda: request.getfixturevalue("shared_corpora")  # noqa: E731

@@ -40,7 +40,9 @@ SITES = {
     "causal": (("probes/builtin/causal/",), 10),  # the token pairs and their rows, from the ids on the host
     "pos": (("probes/builtin/clustering.py", "probes/builtin/pos.py"), 1),  # the units' rows
     "term_matching": (("probes/builtin/analyses/term_matching.py",), 0),
-    "seg": (("probes/builtin/seg/",), 13),  # the ends; the units and their counts (tally), from the host's units
+    # the units found and scored (tally, replicates, examples) on the probe's own thread, from a copy of every layer's
+    # ends made without waiting: none on the model's
+    "seg": (("probes/builtin/seg/",), 0),
 }
 FEED_BATCH = Feed.batch  # the runner's own, wrapped anew for each run
 BUNDLED = ["trees", "positional", "patterns", "rare", "head_distance", "word_order", "prev_token", "duplicate_token",
@@ -108,7 +110,7 @@ def test_term_matching_reads_no_more_with_more_layers(berts, monkeypatch, tmp_pa
 @pytest.mark.filterwarnings("ignore::probes.encoding.subwords.UnknownTokensWarning")  # the tiny vocabulary
 def test_seg_reads_no_more_with_more_layers(berts, monkeypatch, tmp_path, shared_corpora):
     arguments = probe_run_arguments("seg", tmp_path, lambda: shared_corpora)
-    counts = {layers: reads_per_batch(monkeypatch, ["seg"], folder, seg_examples=0, **arguments)
+    counts = {layers: reads_per_batch(monkeypatch, ["seg"], folder, **arguments)
               for layers, folder in berts.items()}
     assert_few_and_layer_free(counts, "seg")
 

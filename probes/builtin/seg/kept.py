@@ -25,11 +25,15 @@ class KeptEnds:
         self.grid = grid
         self.parts: list[tuple[np.ndarray, Units]] = []  # per batch: packed ends [N, ceil(grid/8)] uint8, units
 
-    def add(self, ends: torch.Tensor, units: Units) -> None:
-        """ends: [N, grid] bool for the N units of `units`."""
+    def packed(self, ends: torch.Tensor, units: Units) -> tuple[np.ndarray, Units]:
+        """A batch's part: ends [N, grid] bool (on the host) for the N units of `units`, packed (``add`` keeps it)."""
         if tuple(ends.shape) != (len(units), self.grid):
             raise ValueError(f"ends of shape {tuple(ends.shape)}, expected ({len(units)}, {self.grid})")
-        self.parts.append((np.packbits(ends.numpy(), axis=1), units))
+        return np.packbits(ends.numpy(), axis=1), units
+
+    def add(self, part: tuple[np.ndarray, Units]) -> None:
+        """Keep a batch's part (``packed``)."""
+        self.parts.append(part)
 
     def all(self) -> tuple[torch.Tensor, Units]:
         """Every unit kept, in the order added: ends [N, grid] bool and their Units (needs at least one part)."""

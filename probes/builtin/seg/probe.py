@@ -14,7 +14,10 @@ probes.builtin.seg.scoring).
 
 State: additive counts [STATS, L*H+4] (heads, then all_ends, no_ends, union oracle, union
 any_end), counted once the batch's last layer is in (a union is over the heads of every layer): until
-then each layer's predicted ends stay on the maps' device, read to the host once per batch. The
+then each layer's predicted ends (at every position) stay on the maps' device; at the last layer they leave for the
+host in one copy the model's thread does not wait for, and the probe's own thread finds the units and scores them
+while the device runs the next batch; the batch's part is added to the state at the next batch's last layer (or
+before the state is read). The
 greedy ensembles need every head's prediction at every unit, which counts cannot give exactly; they
 are kept packed, one bit per unit per head (ensemble_size 0 keeps none), and shards merge by concatenation
 (probes.builtin.seg.kept). The segmentations of every head for the first `seg_examples` sentences
@@ -31,6 +34,7 @@ Gold segmentation: CoNLL-U FORMs or a SIGHAN file (--format segmented). For Chin
 from __future__ import annotations
 
 import math
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -42,6 +46,7 @@ from probes.builtin.seg.kept import Examples, KeptEnds
 from probes.builtin.seg.scoring import COMBINE_RULES, STATS, greedy, metrics, tally, union_ends
 from probes.builtin.seg.show import SegPresentation
 from probes.builtin.seg.units import COUNTS, LENGTH_LABELS, BatchUnits, batch_units, unit_surfaces
+from probes.base.devices import HostCopy, to_device
 from probes.base.errors import InputError
 from probes.results.intervals import SCORE_RANGES, attach_interval, interval_method, record_range
 from probes.capture.maps import LayerMaps
@@ -50,6 +55,8 @@ from probes.settings.registry import register
 from probes.results.probe_result import LabelScores, ProbeResult, RunInfo
 
 EXTRA_COLUMNS = ("all_ends", "no_ends", "union_oracle", "union_any_end")
+REPLICATED = ("replicate_right", "replicate_predicted", "replicate_gold", "replicate_bucket_right",
+              "replicate_bucket_words")  # the replicated state (probes.results.bootstrap), added batch by batch
 CAUSAL_NOTE = ("decoder-only model: a unit attends only to itself and earlier units, never to the next unit nor to an "
                "end special after the sentence, so every head predicts a word end at every unit: its scores are the "
                "all_ends baseline's, and say nothing of segmentation")
@@ -77,69 +84,83 @@ class SegmentationProbe(SegPresentation, Probe, declared=SEG):
         buckets = len(LENGTH_LABELS)  # the labels: right reachable words / reachable words, by length
         self.add_state("replicate_bucket_right", torch.zeros(buckets, layers, heads, dtype=torch.float64), replicated=True)
         self.add_state("replicate_bucket_words", torch.zeros(buckets, dtype=torch.float64), replicated=True)
-        self._ends: torch.Tensor | None = None  # [N,L,H] the current batch's ends, filled layer by layer
+        self._ends: torch.Tensor | None = None  # [L,B,H,T] the current batch's ends at every position, layer by layer
+        self._unsettled: tuple[Future, bool] | None = None  # the last batch's part, scored on the probe's thread
+        self._worker: ThreadPoolExecutor | None = None  # that thread: the probe's, for its life
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
-        found = batch.memo("seg.units", lambda: batch_units(batch))
         layer = maps.layer
-        if layer == 0:  # what does not depend on the layer is counted once
-            # every layer's ends stay on the maps' device until the last layer: one read per batch, not per layer
-            self._ends = torch.zeros(len(found.units), self.layers, self.heads, dtype=torch.bool, device=maps.device)
-            self.totals += torch.tensor([found.counts[key] for key in COUNTS])
-            self.bucket_words += torch.from_numpy(found.bucket_words)
-        self._ends[:, layer] = self._predicted_ends(batch, maps, found)
-        if layer == self.layers - 1:
-            ends = self._ends.cpu()  # [N,L,H]
-            self._ends = None
-            self._add_replicates(batch, found, ends)
-            self._add_batch(batch, found, ends.reshape(len(found.units), -1))
+        if layer == 0:  # every layer's ends stay on the maps' device until the last layer: one copy per batch
+            b, h, t = maps.attention.shape[:3]
+            self._ends = torch.empty(self.layers, b, h, t, dtype=torch.bool, device=maps.device)
+        self._ends[layer] = self._predicted_ends(batch, maps)
+        if layer < self.layers - 1:
+            return
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="seg-score")
+        part = self._worker.submit(self._part, batch, HostCopy(self._ends, given=True))  # [L,B,H,T] to the host
+        self._ends = None
+        self.settle()  # the previous batch, scored meanwhile
+        self._unsettled = (part, torch.is_inference_mode_enabled())
 
-    def _add_replicates(self, batch: Batch, found: BatchUnits, ends: torch.Tensor) -> None:
-        """Word F1's parts per sentence, weighted into the replicates: the words each head predicts and gets
-        right in each sentence (as ``tally`` counts them: a word ends after a unit where the head says so and
-        at the sentence end), and the sentence's gold words. ends [N,L,H]: every head of every layer at once."""
+    def _predicted_ends(self, batch: Batch, maps: LayerMaps) -> torch.Tensor:
+        """[B,H,T] bool on the maps' device: does each head of the layer end a word after the token at each position?
+        (Read at the units' positions alone, ``_part``.)"""
+        looks = maps.attention.argmax(-1)  # [B,H,T] the argmax position of each row
+        if self.config["end_rule"] == "sep":
+            end_special = batch.memo(("seg.end_special", maps.device), lambda: to_device(
+                (batch.columns == batch.end_column).long().argmax(1), maps.device))  # [B] the first end special
+            return looks == end_special[:, None, None]
+        return looks != torch.arange(1, looks.shape[-1] + 1, device=looks.device)
+
+    def _part(self, batch: Batch, copy: HostCopy) -> dict:
+        """What a batch adds to the state, on the probe's thread once its ends are on the host (the units found, their
+        ends [N,L,H] read from [L,B,H,T]); added by ``settle``."""
+        found = batch_units(batch)
+        ends = copy.landed()[:, found.rows, :, found.positions]  # [N,L,H]: the indexed dimensions first
+        part = {"totals": torch.tensor([found.counts[key] for key in COUNTS]),
+                "bucket_words": torch.from_numpy(found.bucket_words), "kept": None, "examples": []}
+        part.update(self._replicate_parts(batch, found, ends))
+        flat = ends.reshape(len(found.units), -1)  # [N, L*H]
+        gold = found.units.gold_end
+        extra = torch.stack([torch.ones_like(gold), torch.zeros_like(gold), union_ends(flat, gold, "oracle"),
+                             union_ends(flat, gold, "any_end")], dim=1)  # [N,4] in EXTRA_COLUMNS order
+        part["stats"] = tally(torch.cat([flat, extra], dim=1), found.units)  # every column of the state at once
+        if self.config["ensemble_size"]:
+            part["kept"] = self.kept.packed(flat, found.units)
+        part["examples"] = self._examples(batch, found, flat)
+        return part
+
+    def _replicate_parts(self, batch: Batch, found: BatchUnits, ends: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Word F1's parts per sentence, weighted into the replicates (none without them): the words each head
+        predicts and gets right in each sentence (as ``tally`` counts them: a word ends after a unit where the head
+        says so and at the sentence end), and the sentence's gold words. ends [N,L,H]: every head of every layer."""
         weights = self.bootstrap.weights(batch)  # [R,B] or None
         if weights is None:
-            return
+            return {}
+        parts = {name: torch.zeros_like(getattr(self, name)) for name in REPLICATED}
         units = found.units
         full = ends | units.final[:, None, None]  # [N,L,H] a word ends after the unit
-        add_replicates(self.replicate_predicted, found.rows, full.double(), weights)
+        add_replicates(parts["replicate_predicted"], found.rows, full.double(), weights)
         wrong = torch.cat([torch.zeros(1, *ends.shape[1:], dtype=torch.long),
                            (full ^ units.gold_end[:, None, None]).long().cumsum(0)])  # [N+1,L,H] wrong gaps so far
         start, stop = units.word_gaps()  # [W] each, as tally counts them
         right = wrong[stop] == wrong[start]  # [W,L,H] the reachable gold word predicted exactly
         sentence = found.rows[units.word_first]  # [W] each word's batch row
-        add_replicates(self.replicate_right, sentence, right.double(), weights)
+        add_replicates(parts["replicate_right"], sentence, right.double(), weights)
         buckets = len(LENGTH_LABELS)
-        self.replicate_bucket_right += weighted_sums(units.word_bucket, buckets, sentence, right.flatten(1).double(),
-                                                     weights).view(self.replicate_bucket_right.shape)  # [R,buckets,L,H]
+        parts["replicate_bucket_right"] += weighted_sums(units.word_bucket, buckets, sentence,
+                                                         right.flatten(1).double(), weights).view(
+            parts["replicate_bucket_right"].shape)  # [R,buckets,L,H]
         gold = torch.tensor([len(s.words) for s in batch.sentences], dtype=torch.float64)  # [B] gold words
-        add_replicates(self.replicate_gold, torch.arange(len(gold)), gold, weights)
-        self.replicate_bucket_words += weighted_sums(units.word_bucket, buckets, sentence,
-                                                     torch.ones(len(sentence), 1), weights)[..., 0]  # [R,buckets]
+        add_replicates(parts["replicate_gold"], torch.arange(len(gold)), gold, weights)
+        parts["replicate_bucket_words"] += weighted_sums(units.word_bucket, buckets, sentence,
+                                                         torch.ones(len(sentence), 1), weights)[..., 0]  # [R,buckets]
+        return parts
 
-    def _predicted_ends(self, batch: Batch, maps: LayerMaps, found: BatchUnits) -> torch.Tensor:
-        """[N,H] bool on the maps' device: does each head of the layer end a word after each unit?"""
-        device = maps.attention.device
-        rows, positions = batch.memo(("seg.rows", device), lambda: (found.rows.to(device), found.positions.to(device)))
-        looks = maps.attention[rows, :, positions].argmax(-1)  # [N,H] argmax position of each unit's row
-        if self.config["end_rule"] == "sep":
-            end_special = (batch.columns == batch.end_column).long().argmax(1).to(device)  # [B] first end special
-            return looks == end_special[rows][:, None]
-        return looks != (positions + 1)[:, None]
-
-    def _add_batch(self, batch: Batch, found: BatchUnits, ends: torch.Tensor) -> None:
-        """Once every layer is in, with ends [N, L*H]: the heads' counts, the baselines and unions, the ends kept for
-        the ensembles, and the examples."""
-        gold = found.units.gold_end
-        extra = torch.stack([torch.ones_like(gold), torch.zeros_like(gold), union_ends(ends, gold, "oracle"),
-                             union_ends(ends, gold, "any_end")], dim=1)  # [N,4] in EXTRA_COLUMNS order
-        self.stats += tally(torch.cat([ends, extra], dim=1), found.units)  # every column of the state at once
-        if self.config["ensemble_size"]:
-            self.kept.add(ends, found.units)
-        self._keep_examples(batch, found, ends)
-
-    def _keep_examples(self, batch: Batch, found: BatchUnits, ends: torch.Tensor) -> None:
+    def _examples(self, batch: Batch, found: BatchUnits, ends: torch.Tensor) -> list[dict]:
+        """Every head's segmentation (ends [N, L*H]) of the batch's sentences among the first ``seg_examples``."""
+        items = []
         for b, index in enumerate(batch.indices):
             if index >= self.config["seg_examples"]:
                 continue
@@ -148,12 +169,57 @@ class SegmentationProbe(SegPresentation, Probe, declared=SEG):
             if surfaces is None:
                 continue
             sentence = batch.sentences[b]
-            self.examples.items.append({"index": index, "sent_id": sentence.sent_id, "line": sentence.line,
-                                        "gold": list(sentence.words), "units": surfaces,
-                                        "gold_ends": _bits(found.units.gold_end[start:stop][:, None])[0],
-                                        "ends": _bits(ends[start:stop])})
+            items.append({"index": index, "sent_id": sentence.sent_id, "line": sentence.line,
+                          "gold": list(sentence.words), "units": surfaces,
+                          "gold_ends": _bits(found.units.gold_end[start:stop][:, None])[0],
+                          "ends": _bits(ends[start:stop])})
+        return items
+
+    def settle(self) -> None:
+        """Add the part of the batch that was being scored, if any (waiting for it here): at the next batch's last
+        layer, and before the state is read, merged, computed or replaced."""
+        if self._unsettled is None:
+            return
+        part, inference = self._unsettled
+        self._unsettled = None
+        part = part.result()
+        with torch.inference_mode(inference):  # as the batch's update was (the runner's is): its state's tensors
+            for name in ("stats", "totals", "bucket_words", *(n for n in REPLICATED if n in part)):
+                getattr(self, name).add_(part[name])
+        if part["kept"] is not None:
+            self.kept.add(part["kept"])
+        self.examples.items.extend(part["examples"])
+
+    def merge(self, other: "SegmentationProbe") -> None:
+        self.settle()
+        other.settle()
+        super().merge(other)
+
+    def reset(self) -> None:
+        super().reset()
+        self._ends = self._unsettled = None
+
+    def state_dict(self) -> dict:
+        self.settle()
+        return super().state_dict()
+
+    def retry_point(self) -> tuple:
+        """The state as it is, without adding the last batch's part first (it may still be scoring: waiting for it
+        here would stop the model), and that part still to add."""
+        return super().state_dict(), self._unsettled
+
+    def restore(self, point: tuple) -> None:
+        state, unsettled = point
+        self.load_state_dict(state)
+        self._unsettled = unsettled
+
+    def load_state_dict(self, state) -> None:
+        """Replace the state; a batch not added yet, or not finished (one that ran out of memory), is dropped."""
+        super().load_state_dict(state)
+        self._ends = self._unsettled = None
 
     def compute(self, info: RunInfo) -> ProbeResult:
+        self.settle()
         grid = self.layers * self.heads
         totals = {key: int(n) for key, n in zip(COUNTS, self.totals)}
         scores = metrics(self.stats, totals)  # name -> [L*H + 4]
