@@ -56,7 +56,7 @@ import torch
 
 from probes.encoding.batching import Batch
 from probes.base.choices import DEFAULT_SENTENCES
-from probes.base.devices import HostCopy
+from probes.base.devices import HostCopy, to_device
 from probes.base.errors import InputError
 from probes.capture.maps import LayerMaps
 from probes.base.packing import FALLBACK_SPECIALS, MARK_TYPES, pack
@@ -262,7 +262,7 @@ def _marks_copy(per_layer: list) -> tuple[HostCopy, list[int], list[str], tuple[
     names = list(first)
     stacked = torch.stack([torch.stack([per_layer[layer][1][mark].double() for mark in names])
                            for layer in layers])  # [layers kept, marks, N, H]
-    flat = torch.cat([stacked.reshape(-1), of_item.to(stacked.device).double()])
+    flat = torch.cat([stacked.reshape(-1), to_device(of_item, stacked.device).double()])
     return HostCopy(flat, given=True), layers, names, tuple(stacked.shape)
 
 

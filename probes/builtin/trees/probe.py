@@ -362,7 +362,7 @@ class LayerMarks(Mapping):
     def _made(self) -> dict[str, torch.Tensor]:
         if self._marks is None:
             main = self._main()  # [B·H,C] the main variant's trees of the layer: on the host, or the maps' device
-            rows, dependents, heads = (arc.to(main.device) for arc in self._arcs)  # [N] each
+            rows, dependents, heads = (to_device(arc, main.device) for arc in self._arcs)  # [N] each, without waiting
             predicted = main.view(-1, self._heads, main.shape[-1]).transpose(0, 1)  # [H,B,C]
             head = predicted[:, rows, dependents]  # [H,N]
             self._marks = {"right": (head == heads).T, "head": head.T}
