@@ -69,15 +69,16 @@ class Bootstrap:
     def __post_init__(self) -> None:
         check_bootstrap(self.replicates, self.seed)
 
-    def weights(self, batch: Batch, device: torch.device = CPU) -> torch.Tensor | None:
-        """[R,B] float32 replicate weights of the batch's sentences on `device` (made on the host and copied there
-        once per batch; small integers, exact in any float type), or None without replicates."""
+    def weights(self, batch: Batch, device: torch.device = CPU,
+                dtype: torch.dtype = torch.float32) -> torch.Tensor | None:
+        """[R,B] replicate weights of the batch's sentences in `dtype` on `device` (made on the host and copied there
+        once per batch and dtype; small integers, exact in any float type), or None without replicates."""
         if not self.replicates:
             return None
         made = batch.memo(("bootstrap.weights", self.replicates, self.seed), lambda: torch.from_numpy(
             replicate_weights([sentence_key(s) for s in batch.sentences], self.replicates, self.seed)).float())
-        return batch.memo(("bootstrap.weights", self.replicates, self.seed, torch.device(device)),
-                          lambda: to_device(made, device))
+        return batch.memo(("bootstrap.weights", self.replicates, self.seed, torch.device(device), dtype),
+                          lambda: to_device(made.to(dtype), device))
 
 
 def weighted_sums(groups: torch.Tensor, count: int, sentences: torch.Tensor, values: torch.Tensor,
@@ -116,15 +117,20 @@ def _per_sentence(groups: torch.Tensor, count: int, sentences: torch.Tensor, val
     return summed.view(b, -1)
 
 
-def add_replicates(table: torch.Tensor, sentences: torch.Tensor, values: torch.Tensor, weights: torch.Tensor | None,
-                   at: tuple = ()) -> None:
+def add_replicates(table: torch.Tensor, sentences: torch.Tensor | None, values: torch.Tensor,
+                   weights: torch.Tensor | None, at: tuple = ()) -> None:
     """Replicate sums without labels (a probe's float64 state [R, *shape]): table[:, at] += Σ_i weights[:,
-    sentences[i]] · values[i], values [N, ...] of the slice's shape, sentences [N] their batch rows, weights [R,B]
-    (copied to the table's device where they are elsewhere). Nothing without weights (no replicates)."""
+    sentences[i]] · values[i], values [N, ...] of the slice's shape, sentences [N] their batch rows, or None where
+    values holds one row per batch row in order ([B, ...]: the product alone, the same sums), weights [R,B] (copied
+    to the table's device where they are elsewhere). Nothing without weights (no replicates)."""
     if weights is None:
         return
     target = table[(slice(None), *at)]  # [R, ...]
-    sentences, values, weights = (t.to(table.device) for t in (sentences, values, weights))  # where given elsewhere
+    values, weights = values.to(table.device), weights.to(table.device)  # where given elsewhere
+    if sentences is None:
+        target += (weights.to(table.dtype) @ values.reshape(len(values), -1).to(table.dtype)).view(target.shape)
+        return
+    sentences = sentences.to(table.device)
     added = weighted_sums(sentences.new_zeros(len(sentences)), 1, sentences,
                           values.reshape(len(sentences), -1), weights, table.dtype)  # [R,1,F]
     target += added.reshape(target.shape)

@@ -59,6 +59,7 @@ from probes.base.choices import DEFAULT_SENTENCES
 from probes.base.devices import HostCopy, to_device
 from probes.base.errors import InputError
 from probes.capture.maps import LayerMaps
+from probes.encoding.pooling import PARTS
 from probes.base.packing import FALLBACK_SPECIALS, MARK_TYPES, pack
 from probes.results.probe_result import ProbeResult
 from probes.base.scratch import Scratch
@@ -114,18 +115,22 @@ class ExampleRecorder:
             probe.kept_view = None
         if not rows:
             return
-        for k, b in enumerate(rows):
-            # one sentence at a time: a view of the layer's pooled map where it is pooled, never a copy of the
-            # recorded rows' [R,H,C,C] (as large as the map itself for a batch of long sentences)
-            attention = maps.word_attention_of([b])[0]  # [H,C,C]
-            h, c, _ = attention.shape
-            held = batch.memo(("examples.held", id(self)), lambda: self._held(len(rows), h, c, attention.device))
-            held["predictions"][k, maps.layer] = attention[..., :-1].argmax(dim=-1)  # [H,C] as maps.predictions
-            quantized = quantize(attention, maps.scratch)  # [H,C,C] uint8; the layer's scratch holds [H,C,C]
+        h, c, device = maps.attention.shape[1], batch.width, maps.attention.device
+        held = batch.memo(("examples.held", id(self)), lambda: self._held(len(rows), h, c, device))
+        # the rows a group at a time, as many as keep a group's [g,H,C,C] (its gathered maps and their quantisation's
+        # temporaries) within an eighth of the layer's map: all of a batch of short sentences at once (a few
+        # operations a layer), one at a time where the sentences are long (never a second map)
+        step = max(1, maps.attention.numel() // PARTS // (h * c * c))
+        for start in range(0, len(rows), step):
+            group = rows[start:start + step]
+            attention = maps.word_attention_of(group)  # [g,H,C,C]: a view of the pooled map where the rows follow
+            held["predictions"][start:start + len(group), maps.layer] = attention[..., :-1].argmax(dim=-1)  # [g,H,C]
+            quantized = quantize(attention, maps.scratch)  # [g,H,C,C] uint8; the layer's scratch holds it
             if held["maps"] is None:  # too large to hold: written now (a host read a layer, bounded memory)
-                held["maps_at"][k, maps.layer] = self._write(quantized.cpu().numpy())
+                for k, one in enumerate(quantized.cpu().numpy(), start):
+                    held["maps_at"][k, maps.layer] = self._write(one)
             else:
-                held["maps"][k, maps.layer] = quantized
+                held["maps"][start:start + len(group), maps.layer] = quantized
         for name in self.viewing:
             if kept[name] is not None and kept[name][0] == maps.layer:
                 held["marks"].setdefault(name, [None] * self.layers)[maps.layer] = kept[name][1:]

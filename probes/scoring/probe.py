@@ -118,12 +118,12 @@ class Probe(Presentation, ABC):
             self._host_state.add(name)
         setattr(self, name, _moved(copy.deepcopy(default), CPU if host else self.device))
 
-    def add_replicated(self, table: torch.Tensor, sentences: torch.Tensor, values: torch.Tensor, batch: Batch,
+    def add_replicated(self, table: torch.Tensor, sentences: torch.Tensor | None, values: torch.Tensor, batch: Batch,
                        at: tuple = ()) -> None:
         """table[:, at] += Σ_i weights[:, sentences[i]] · values[i] for a tensor declared ``replicated`` ([R, ...]),
-        weights the bootstrap's of `batch` (probes.results.bootstrap.add_replicates); nothing without replicates.
-        sentences and values on the table's device."""
-        add_replicates(table, sentences, values, self.bootstrap.weights(batch, table.device), at=at)
+        weights the bootstrap's of `batch` (probes.results.bootstrap.add_replicates; sentences None: one value per
+        batch row); nothing without replicates. sentences and values on the table's device."""
+        add_replicates(table, sentences, values, self.bootstrap.weights(batch, table.device, table.dtype), at=at)
 
     def to(self, device: torch.device | str) -> "Probe":
         """Move the state (all but ``host`` state) to `device`, where the probe keeps it there (``state_on_device``;

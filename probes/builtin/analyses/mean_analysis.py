@@ -59,15 +59,14 @@ class MeanAnalysis(Probe):
         """Add layer ``maps.layer``'s per-head sums [H] of `measure`, and (at layer 0) its count.
         per_sentence: the same split by sentence, (sums [B,H], counts [B]), for the bootstrap's replicates."""
         i = self.measures.index(measure)
-        self.sums[i, maps.layer] += sums.detach().to(self.sums.device, torch.float64)
+        self.sums[i, maps.layer] += sums.detach().to(self.sums.device)  # float64 state: the sums added as float64
         if maps.layer == 0:
             self.counts[i] += _whole(count, self.counts.device)
         if per_sentence is not None and self.bootstrap.replicates:
-            values, counts = per_sentence
-            rows = torch.arange(len(counts), device=values.device)
-            self.add_replicated(self.replicate_sums, rows, values.detach(), maps.batch, at=(i, maps.layer))
+            values, counts = per_sentence  # one row per sentence of the batch
+            self.add_replicated(self.replicate_sums, None, values.detach(), maps.batch, at=(i, maps.layer))
             if maps.layer == 0:
-                self.add_replicated(self.replicate_counts, rows, counts.detach(), maps.batch, at=(i,))
+                self.add_replicated(self.replicate_counts, None, counts.detach(), maps.batch, at=(i,))
 
     def add_scalar(self, name: str, total: torch.Tensor | float, count: torch.Tensor | int) -> None:
         """Add a head-independent sum and its count (call once per batch)."""

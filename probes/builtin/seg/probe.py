@@ -153,7 +153,7 @@ class SegmentationProbe(SegPresentation, Probe, declared=SEG):
                                                          right.flatten(1).double(), weights).view(
             parts["replicate_bucket_right"].shape)  # [R,buckets,L,H]
         gold = torch.tensor([len(s.words) for s in batch.sentences], dtype=torch.float64)  # [B] gold words
-        add_replicates(parts["replicate_gold"], torch.arange(len(gold)), gold, weights)
+        add_replicates(parts["replicate_gold"], None, gold, weights)
         parts["replicate_bucket_words"] += weighted_sums(units.word_bucket, buckets, sentence,
                                                          torch.ones(len(sentence), 1), weights)[..., 0]  # [R,buckets]
         return parts
