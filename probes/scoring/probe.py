@@ -352,14 +352,14 @@ class LabelSums:
         """
         device = self.sums.device
         target = self.sums[(slice(None), *at)]  # a view: [labels, *values.shape[1:]]
-        rows, values = rows.to(device), values.to(device, self.sums.dtype).reshape(len(rows), -1)
+        rows, values = to_device(rows, device), to_device(values, device).to(self.sums.dtype).reshape(len(rows), -1)
         onehot = torch.zeros(len(self.names), len(rows), dtype=self.sums.dtype, device=device)  # [labels,N]
         onehot.scatter_(0, rows.view(1, -1), 1.0)  # onehot[rows[i], i] = 1
         target += (onehot @ values).reshape(target.shape)
         if self.replicates and weights is None and batch is not None:
             weights = self.bootstrap.weights(batch, device)
         if self.replicates and weights is not None:
-            sentences, weights = sentences.to(device), weights.to(device)
+            sentences, weights = to_device(sentences, device), to_device(weights, device)
             main, main_at = (values, at) if self.main_index is None else \
                 (values.view(len(rows), self.shape[0], -1)[:, self.main_index], at[1:])
             replicas = self._replicas[(slice(None), slice(len(self.names)), *main_at)]  # [R, labels, ...] a view

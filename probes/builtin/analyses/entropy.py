@@ -43,9 +43,9 @@ class EntropyAnalysis(MeanAnalysis, declared=ENTROPY):
             uniform = (torch.log(lengths.double()) * lengths)[:, None]  # [B,1] Σ over a sentence's rows of ln n
             split = {"entropy": (per_entropy, per_rows), "gap": (uniform - per_entropy, per_rows),
                      "confidence": (sentence_sums(confidence, rows), per_rows)}
-        self.add(maps, "entropy", entropy_sum, n_rows, split.get("entropy"))
-        self.add(maps, "gap", uniform_sum - entropy_sum, n_rows, split.get("gap"))
-        self.add(maps, "confidence", row_sum(confidence, rows), n_rows, split.get("confidence"))
+        sums = torch.stack([entropy_sum, uniform_sum - entropy_sum, row_sum(confidence, rows)])  # [3,H]
+        self.add_many(maps, self.measures, sums, n_rows,
+                      (torch.stack([split[m][0] for m in self.measures]), split["entropy"][1]) if split else None)
         if maps.layer == 0:  # the baselines do not depend on the layer
             self.add_scalar("uniform_entropy", uniform_sum, n_rows)
             self.add_scalar("uniform_confidence", len(batch.sentences), n_rows)  # Σ over rows of 1/n: one a sentence

@@ -41,15 +41,15 @@ class MassAnalysis(MeanAnalysis, declared=MASS):
         per_rows = rows.sum(1)  # [B] query rows of each sentence
         replicated = self.bootstrap.replicates > 0  # the per-sentence sums only where the bootstrap needs them
         split = torch.einsum("bhik,bi->kbh", onto.double(), rows.double()) if replicated else None  # [4,B,H]
-        for k, (label, grid) in enumerate(zip(groups, sums)):
-            self.add(maps, label, grid, n_rows, per_sentence=(split[k], per_rows) if replicated else None)
+        self.add_many(maps, groups[:3], sums[:3], n_rows, (split[:3], per_rows) if replicated else None)
+        self.add(maps, "special", sums[3], n_rows, per_sentence=(split[3], per_rows) if replicated else None)
         prev, nxt = t.neighbour_mass()  # [B,H,T]
         with_neighbour = n_rows - len(batch.sentences)  # all but the first (prev) or the last (next) token
-        for label, values, count, counts in (("self", t.attention.diagonal(0, -2, -1), n_rows, per_rows),
-                                             ("prev", prev, with_neighbour, per_rows - 1),
-                                             ("next", nxt, with_neighbour, per_rows - 1)):
-            self.add(maps, label, row_sum(values, rows), count,
-                     per_sentence=(sentence_sums(values, rows), counts) if replicated else None)
+        values = (t.attention.diagonal(0, -2, -1), prev, nxt)  # [B,H,T] each: self, prev, next
+        self.add_many(maps, ("self", "prev", "next"), torch.stack([row_sum(v, rows) for v in values]),
+                      torch.stack([n_rows, with_neighbour, with_neighbour]),
+                      (torch.stack([sentence_sums(v, rows) for v in values]),
+                       torch.stack([per_rows, per_rows - 1, per_rows - 1])) if replicated else None)  # [3,B,H], [3,B]
 
     def compute(self, info: RunInfo) -> ProbeResult:
         return self.result(info, self.mean("special"), {label: self.mean(label) for label in TARGETS},

@@ -25,7 +25,8 @@ class MeanAnalysis(Probe):
     measures  per-head means: ``add(maps, measure, sums [H], count)`` adds the layer's sums; the count
               (query rows, maps) is the same for every layer and is added once, with layer 0. Given them
               split by sentence too (``per_sentence``), the bootstrap's replicates (probes.results.bootstrap) and
-              the results' intervals come with them
+              the results' intervals come with them. ``add_many`` adds several measures that follow one another
+              at once
     scalars   head-independent means (baselines): ``add_scalar(name, sum, count)``, once per batch
     tallies   plain counts (sentences left out): ``tally(name, n)``, once per batch
 
@@ -58,15 +59,29 @@ class MeanAnalysis(Probe):
             per_sentence: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         """Add layer ``maps.layer``'s per-head sums [H] of `measure`, and (at layer 0) its count.
         per_sentence: the same split by sentence, (sums [B,H], counts [B]), for the bootstrap's replicates."""
-        i = self.measures.index(measure)
-        self.sums[i, maps.layer] += sums.detach().to(self.sums.device)  # float64 state: the sums added as float64
+        self.add_many(maps, (measure,), sums[None], count,
+                      None if per_sentence is None else (per_sentence[0][None], per_sentence[1]))
+
+    def add_many(self, maps: LayerMaps, measures: tuple[str, ...], sums: torch.Tensor, count: torch.Tensor | int,
+                 per_sentence: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        """``add`` for M measures that follow one another in ``measures`` at once (the same sums, a few operations in
+        all instead of a few each: on a GPU each is a kernel launch): sums [M,H]; count one for all or [M];
+        per_sentence (sums [M,B,H], counts [B] for all or [M,B])."""
+        first = self.measures.index(measures[0])
+        if tuple(self.measures[first:first + len(measures)]) != tuple(measures):
+            raise ValueError(f"{self.name}: measures {measures} do not follow one another in {self.measures}")
+        at = slice(first, first + len(measures))
+        self.sums[at, maps.layer] += sums.detach().to(self.sums.device)  # float64 state: the sums added as float64
         if maps.layer == 0:
-            self.counts[i] += _whole(count, self.counts.device)
+            self.counts[at] += _whole(count, self.counts.device)
         if per_sentence is not None and self.bootstrap.replicates:
             values, counts = per_sentence  # one row per sentence of the batch
-            self.add_replicated(self.replicate_sums, None, values.detach(), maps.batch, at=(i, maps.layer))
+            self.add_replicated(self.replicate_sums, None, values.detach().transpose(0, 1), maps.batch,
+                                at=(at, maps.layer))  # [B,M,H]
             if maps.layer == 0:
-                self.add_replicated(self.replicate_counts, None, counts.detach(), maps.batch, at=(i,))
+                counts = counts.detach()
+                counts = counts.T if counts.dim() == 2 else counts[:, None].expand(-1, len(measures))  # [B,M]
+                self.add_replicated(self.replicate_counts, None, counts, maps.batch, at=(at,))
 
     def add_scalar(self, name: str, total: torch.Tensor | float, count: torch.Tensor | int) -> None:
         """Add a head-independent sum and its count (call once per batch)."""

@@ -47,12 +47,11 @@ class PositionalAnalysis(MeanAnalysis, declared=POSITIONAL):
             0, which, torch.ones_like(which))[:bins].view(heads, -1)  # [H,K]
         target = positions[:, None] + offsets  # [T,K] position i + k
         valid = real[:, :, None] & (target >= 0) & (target < t.masks.lengths[:, None, None])  # [B,T,K] i + k exists
-        split = [None] * len(offsets)  # per offset, (hits [B,H], counts [B]) for the bootstrap's replicates
+        split = None  # (hits [K,B,H], counts [K,B]) for the bootstrap's replicates
         if self.bootstrap.replicates:
             per_sentence = ((delta[..., None] == offsets) & near[..., None]).sum(2)  # [B,H,K]
-            split = list(zip(per_sentence.permute(2, 0, 1), valid.sum(1).T))
-        for label, grid, n, own in zip(self.measures, hits.T, valid.sum((0, 1)), split):
-            self.add(maps, label, grid, n, own)
+            split = (per_sentence.permute(2, 0, 1), valid.sum(1).T)
+        self.add_many(maps, self.measures, hits.T, valid.sum((0, 1)), split)  # every offset at once
 
     def compute(self, info: RunInfo) -> ProbeResult:
         shares = {label: self.mean(label) for label in self.measures}

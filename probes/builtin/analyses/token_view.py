@@ -12,8 +12,10 @@ import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
 import torch
 
+from probes.base.devices import to_device
 from probes.encoding.batching import Batch
 from probes.capture.maps import LayerMaps
 
@@ -45,14 +47,14 @@ def token_masks(batch: Batch, device: torch.device) -> TokenMasks:
 
 
 def _build(batch: Batch, device: torch.device) -> TokenMasks:
-    columns = batch.columns.to(device)  # [B,T]
-    real = batch.attention_mask.to(device).bool()
+    columns = to_device(batch.columns, device)  # [B,T], copied without the host waiting
+    real = to_device(batch.attention_mask, device).bool()
     start = real & (columns == 0)
     end = real & (columns == batch.end_column)
-    punct_words = torch.zeros(len(batch.sentences), batch.width, dtype=torch.bool)  # [B,C]
+    punct_words = np.zeros((len(batch.sentences), batch.width), dtype=bool)  # [B,C], made on the host
     for b, sentence in enumerate(batch.sentences):
-        punct_words[b, 1:len(sentence.words) + 1] = torch.tensor([is_punctuation(w) for w in sentence.words])
-    punct = real & ~start & ~end & punct_words.to(device).gather(1, columns.clamp(min=0))
+        punct_words[b, 1:len(sentence.words) + 1] = [is_punctuation(w) for w in sentence.words]
+    punct = real & ~start & ~end & to_device(torch.from_numpy(punct_words), device).gather(1, columns.clamp(min=0))
     return TokenMasks(real=real, start=start, end=end, punct=punct, lengths=real.sum(1))
 
 

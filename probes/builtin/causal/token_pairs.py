@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
+from probes.base.devices import to_device
 from probes.encoding.batching import Batch
 from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.analyses.token_view import row_sum, sentence_sums
@@ -66,8 +67,8 @@ def _build(batch: Batch, device: torch.device) -> TokenPairs:
     pairs = TokenPairs(previous=previous, earlier=earlier, earlier_rows=_rows(earlier, real.shape),
                        induction=induction, induction_rows=_rows(induction, real.shape), first=key_targets(first),
                        start=key_targets(start), start_rows=previous & start.any(1, keepdim=True))
-    return TokenPairs(**{name: tuple(x.to(device) for x in value) if isinstance(value, tuple) else value.to(device)
-                         for name, value in vars(pairs).items()})
+    return TokenPairs(**{name: tuple(to_device(x, device) for x in value) if isinstance(value, tuple)
+                         else to_device(value, device) for name, value in vars(pairs).items()})  # without waiting
 
 
 def earlier_occurrences(ids: torch.Tensor, real: torch.Tensor) -> Targets:
