@@ -533,7 +533,9 @@ def phase_lines(phases: dict | None) -> list[str]:
                          ("reading", "preparing", "moving", "computing", "attaching") if p[part]["calls"])
         lines.append(f"    phases {name}: {p['seconds']:.3g} s = fit pass {p['fit_pass']['seconds']:.3g} + scoring "
                      f"pass {p['scoring_pass']['seconds']:.3g} + rest {p['rest']:.3g} ({rest})"
-                     + (f"; trees: {parts}" if parts else ""))
+                     + (f"; trees: {parts}" if parts else "")
+                     + f"; {p['faults']} page faults, gc {p['gc']['seconds']:.3g} s "
+                       f"({'/'.join(map(str, p['gc']['collections']))} collections by generation)")
     return lines
 
 

@@ -16,13 +16,19 @@ and inside the passes, trees' own (seconds, calls):
     decode_device the batched decoders on the model's thread (on CUDA: launching their work, queued behind the
                   model's)
     waiting       the model's thread waiting for a batch's trees (LayerTrees.result, DeviceTrees.result)
+Every phase also counts the host's minor page faults in it (getrusage: memory the process touches for the first
+time; each is a trap into the kernel, dearer under a sandboxing runtime such as gVisor), and the whole run the
+garbage collector's collections by generation and their seconds (gc.callbacks, this process's own: a full
+collection walks every object the process holds, the model's included).
 Then the run again under torch.profiler (the CPU, and CUDA where there is one): the TOP operations by self host
 time and, on CUDA, by self device time, with their calls, and the count of every operation.
 """
 from __future__ import annotations
 
 import contextlib
+import gc
 import gzip
+import resource
 import shutil
 import tempfile
 import time
@@ -52,22 +58,50 @@ PARTS = ("fit_pass", "scoring_pass", "reading", "preparing", "moving", "computin
          "decode_host", "decode_device", "waiting")  # the timed functions' labels (the module docstring)
 
 
+def minor_faults() -> int:
+    """The process' minor page faults so far (all its threads)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 class Clock:
-    """Seconds and calls per name, of the functions ``wrap`` times."""
+    """Seconds, calls and minor page faults per name, of the functions ``wrap`` times."""
 
     def __init__(self):
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
+        self.faults: dict[str, int] = defaultdict(int)
 
     def wrap(self, name: str, function: Callable) -> Callable:
         def timed(*args, **kwargs):
-            start = time.perf_counter()
+            start, faulted = time.perf_counter(), minor_faults()
             try:
                 return function(*args, **kwargs)
             finally:
                 self.seconds[name] += time.perf_counter() - start
+                self.faults[name] += minor_faults() - faulted
                 self.calls[name] += 1
         return timed
+
+
+@contextlib.contextmanager
+def collections():
+    """Yields a dict that, after the block, holds the garbage collector's collections in it by generation and their
+    seconds (a callback of this process's gc, removed after the block)."""
+    counted = {"collections": [0, 0, 0], "seconds": 0.0}
+    started = [0.0]
+
+    def callback(phase: str, info: dict) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            counted["seconds"] += time.perf_counter() - started[0]
+            counted["collections"][info["generation"]] += 1
+
+    gc.callbacks.append(callback)
+    try:
+        yield counted
+    finally:
+        gc.callbacks.remove(callback)
 
 
 @contextlib.contextmanager
@@ -95,15 +129,15 @@ def clocked(clock: Clock):
 def phases(run: Callable[[], Any], sync: Callable[[], None]) -> dict:
     """One `run()`'s wall time and phases (see the module docstring)."""
     clock = Clock()
-    start = time.perf_counter()
-    with clocked(clock):
+    start, faulted = time.perf_counter(), minor_faults()
+    with clocked(clock), collections() as collected:
         run()
         sync()
-    wall = time.perf_counter() - start
+    wall, faults = time.perf_counter() - start, minor_faults() - faulted
     passes = clock.seconds["fit_pass"] + clock.seconds["scoring_pass"]
-    return {"seconds": wall, "rest": wall - passes,
-            **{name: {"seconds": clock.seconds[name], "calls": clock.calls[name]} for name in
-               PARTS}}
+    return {"seconds": wall, "rest": wall - passes, "faults": faults, "gc": collected,
+            **{name: {"seconds": clock.seconds[name], "calls": clock.calls[name], "faults": clock.faults[name]}
+               for name in PARTS}}
 
 
 def top_operations(run: Callable[[], Any], sync: Callable[[], None], device: torch.device,

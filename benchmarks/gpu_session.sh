@@ -29,8 +29,8 @@ setup() {  # there: the carried wheels installed, the corpora unpacked, the envi
     fi
     export PYTHONPATH=$PWD:/tmp/site:$PWD/.gpu/site
     { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-      python3 -c "import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, transformers.__version__)"
-      nproc; } > "$OUT/env.txt" 2>&1
+      python3 -c "import sys, numpy, torch, transformers; print(sys.version.split()[0], torch.__version__, transformers.__version__, 'numpy', numpy.__version__)"
+      nproc; grep -m1 'model name' /proc/cpuinfo; } > "$OUT/env.txt" 2>&1
     cat "$OUT/env.txt"
 }
 case "${1:-}" in

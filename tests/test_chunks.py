@@ -9,6 +9,7 @@ to its end, with counts filled as they go.
 from __future__ import annotations
 
 import warnings
+from unittest import mock
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from probes.corpus.conllu_reader import iter_conllu
 from probes.corpus.iob2 import iter_iob2
 from probes.corpus.propbank import iter_propbank
 from probes.corpus.sentence import Corpus, Sentence
+from probes.corpus import textio
 from probes.corpus.textio import iter_text_lines
 from probes.base.defaults import bundled_corpus
 from probes.encoding.subwords import UnknownWords, encode, unknown_words
@@ -61,12 +63,14 @@ def test_streamed_lines_and_errors_are_a_whole_reads(tmp_path_factory, parts):
     path = tmp_path_factory.mktemp("lines") / "f.txt"
     path.write_bytes(data)
     expected = reference_error(data)
-    if expected is None:
-        assert list(iter_text_lines(path)) == reference_lines(data)
-    else:
-        with pytest.raises(InputError) as e:
-            list(iter_text_lines(path))
-        assert (e.value.problem, e.value.line) == expected
+    for block in (1, 2, 3, 5, textio.BLOCK):  # blocks that cut lines, characters and CR LF pairs, and the default
+        with mock.patch.object(textio, "BLOCK", block):
+            if expected is None:
+                assert list(iter_text_lines(path)) == reference_lines(data)
+            else:
+                with pytest.raises(InputError) as e:
+                    list(iter_text_lines(path))
+                assert (e.value.problem, e.value.line) == expected
 
 
 def test_a_later_error_is_found_before_the_first_line(tmp_path):

@@ -12,6 +12,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import probes
 from probes.encoding.batching import Batch
@@ -19,7 +21,7 @@ from probes.corpus import read_corpus
 from probes.corpus.sentence import Sentence
 from probes.base.defaults import bundled_corpus
 from probes.encoding.subwords import (END_COLUMN, UnknownTokensWarning, UnknownWords, UnknownWordsWarning, encode,
-                             subword_columns, unknown_words, unusable)
+                             subword_columns, unknown_words, unusable, unusable_rows)
 from probes.base.errors import InputError
 from probes.capture.maps import LayerMaps
 from probes.encoding.shuffle import word_permutation
@@ -51,6 +53,38 @@ def test_unusable_reasons():
     assert unusable(ids, np.array([-1, 0, 1, -1]), 2, 3) == "too_long"
     assert unusable(ids, np.array([-1, 0, 0, -1]), 2, 4) == "word_without_subwords"  # word 1 has no subword
     assert unusable(ids, np.array([-1, 0, 0, -1]), 2, 3) == "too_long"  # too long is asked first
+
+
+def test_a_chunks_columns_and_reasons_are_each_sentences():
+    # [CLS] w0 [SEP] | nothing | a sentence of specials only | [CLS] w0 w0 [SEP] with 2 words | 5 subwords at limit 4
+    lengths = np.array([3, 0, 2, 4, 5])
+    word_ids = np.array([-1, 0, -1, -1, -1, -1, 0, 0, -1, -1, 0, 1, 2, -1])
+    assert subword_columns(word_ids, lengths).tolist() == [0, 1, E, 0, 0, 0, 1, 1, E, 0, 1, 2, 3, E]
+    assert unusable_rows(lengths, word_ids, np.array([1, 0, 1, 2, 3]), 4) == \
+        [None, None, "word_without_subwords", "word_without_subwords", "too_long"]
+
+
+def _columns_one(word_ids: np.ndarray) -> list[int]:  # a sentence's columns, worked out position by position
+    seen, out = False, []
+    for w in word_ids.tolist():
+        seen = seen or w >= 0
+        out.append(w + 1 if w >= 0 else E if seen else 0)
+    return out
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.lists(st.tuples(st.lists(st.integers(-1, 4), max_size=8), st.integers(0, 5)), max_size=6),
+       st.integers(0, 8))
+def test_chunk_at_once_equals_sentence_by_sentence(sentences, limit):
+    lengths = np.array([len(w) for w, _ in sentences], dtype=np.int64)
+    flat = np.array([x for w, _ in sentences for x in w], dtype=np.int64)
+    n_words = np.array([n for _, n in sentences], dtype=np.int64)
+    expected = []
+    for w, n in sentences:  # the rules one sentence at a time: too long first, then a word without a subword
+        counts = np.bincount([x for x in w if x >= 0], minlength=n)
+        expected.append("too_long" if len(w) > limit else "word_without_subwords" if (counts == 0).any() else None)
+    assert unusable_rows(lengths, flat, n_words, limit) == expected
+    assert subword_columns(flat, lengths).tolist() == [c for w, _ in sentences for c in _columns_one(np.array(w))]
 
 
 # ---------------------------------------------------------------------------------------------- the three encoders

@@ -104,6 +104,8 @@ def test_dry_run_measures_every_step(tmp_path):
         assert p["computing"]["calls"] == len(record["probes"])
         assert 0 < sum(p[part]["seconds"] for part in ("reading", "preparing", "moving", "computing", "attaching")) \
             < p["rest"]
+        assert p["faults"] >= sum(p[part]["faults"] for part in ("reading", "preparing", "computing")) >= 0
+        assert p["gc"]["seconds"] >= 0 and len(p["gc"]["collections"]) == 3 and sum(p["gc"]["collections"]) > 0
         profile = record["profile"]
         assert profile["operations"] > 100 and len(profile["by_host"]) == 15 and "by_device" not in profile
         assert all(row["calls"] > 0 and row["self_host_ms"] >= 0 for row in profile["by_host"])

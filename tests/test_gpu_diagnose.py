@@ -42,6 +42,7 @@ def test_dry_run_times_every_run_in_parts(tmp_path):
         assert p["scoring_pass"]["calls"] == 1 and p["reading"]["calls"] == p["preparing"]["calls"] == 1
         assert p["computing"]["calls"] == len(names)
         assert 0 < sum(p[part]["seconds"] for part in PARTS) < p["rest"]
+        assert p["faults"] >= p["scoring_pass"]["faults"] >= 0 and len(p["gc"]["collections"]) == 3
         assert ("profile" in record) is (name in PROFILED)
     for name in TRACED:  # a Chrome trace: JSON with the profile's events
         trace = json.loads(gzip.decompress((tmp_path / f"{name}.trace.json.gz").read_bytes()))

@@ -30,7 +30,7 @@ def sentence_blocks(lines: Iterable[str]) -> Iterator[tuple[int, list[tuple[int,
     """Yield (first_line_number, [(line_number, text), ...]) per sentence block (lines between blank lines)."""
     block: list[tuple[int, str]] = []
     for number, text in enumerate(lines, 1):
-        if text.strip():
+        if text and not text.isspace():
             block.append((number, text))
         elif block:
             yield block[0][0], block
@@ -123,20 +123,25 @@ def _sentence(path: Path, start: int, block, subtypes: bool, extra_columns: bool
             raise InputError(f"bad ID {cols[0]!r} (expected an integer, a range like 3-4, or an empty node like 8.1)", path, number)
     if not word_lines:
         raise InputError("sentence has no words", path, start)
+    heads: list[int | None] = []
     for i, (number, cols) in enumerate(word_lines, 1):
         if int(cols[0]) != i:
             raise InputError(f"word IDs out of sequence: expected {i}, found {cols[0]}", path, number)
         head = cols[6]
-        if head != "_" and not _INT.match(head):
+        if head == "_":
+            heads.append(None)
+        elif _INT.match(head):
+            heads.append(int(head))
+        else:
             raise InputError(f"HEAD {head!r} is not an integer", path, number)
     problem = id_problem(ranges, empty_nodes, len(word_lines))
     if problem is not None:
         return problem
     rows = [cols for _, cols in word_lines]
-    heads = [None if cols[6] == "_" else int(cols[6]) for cols in rows]
     metadata = _metadata(block)
     ann = {
-        "deprel": [_relation(cols[7], subtypes) for cols in rows],
+        "deprel": [cols[7] or "_" for cols in rows] if subtypes else
+                  [cols[7].partition(":")[0] if cols[7] else "_" for cols in rows],
         "upos": [cols[3] or "_" for cols in rows],
         "xpos": [cols[4] or "_" for cols in rows],
         "text": metadata.get("text"),
@@ -148,7 +153,7 @@ def _sentence(path: Path, start: int, block, subtypes: bool, extra_columns: bool
         ann["head"] = heads
     if extra_columns:
         ann["extra"] = [cols[10:] for cols in rows]
-    tags = [_misc_value(cols[9], "NER") for cols in rows]
+    tags = [_misc_value(cols[9], "NER") for cols in rows] if any("NER=" in cols[9] for cols in rows) else []
     if any(tags):  # silver entities (probes annotate): IOB2 tags as NER=... in MISC, a missing one is O
         ann["ner"] = spans_from_iob2([t or "O" for t in tags], path=path, lines=[n for n, _ in word_lines],
                                      repair_i_after_o=repair_i_after_o)
@@ -181,9 +186,3 @@ def _misc_value(misc: str, key: str) -> str | None:
         if name == key:
             value = found if found not in ("", "_") else None
     return value
-
-
-def _relation(deprel: str | None, subtypes: bool) -> str:
-    if not deprel:
-        return "_"
-    return deprel if subtypes else deprel.split(":", 1)[0]

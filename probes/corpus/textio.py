@@ -47,43 +47,64 @@ def read_text_lines(path: str | Path) -> list[str]:
     return list(iter_text_lines(path))
 
 
+BLOCK = 1 << 20  # bytes read at a time: a file's lines are split and decoded a block's whole lines at once
+
+
 def iter_text_lines(path: str | Path) -> Iterator[str]:
     """The lines of a UTF-8 text file (newlines stripped; CR LF read as LF, a byte-order mark dropped), one
     at a time: ``text.split("\\n")`` of the decoded file, a final "" where the file ends with a newline.
 
     Raises InputError for everything :func:`open_corpus_file` refuses, an empty file, binary data (NUL
     bytes) or bytes that are not UTF-8, naming the first offending line, before the first line is
-    yielded: a first pass over the file's bytes (one line held at a time) checks them, so the error is
+    yielded: a first pass over the file's bytes (a block held at a time) checks them, so the error is
     the one a whole read gives whatever lines a reader would have refused first.
     """
     p = Path(path)
     _check_text(p)
+    first = True  # whether no line has been decoded yet (a byte-order mark may start the text)
     with open_corpus_file(p) as f:
-        ended = True  # whether the last line read ended with a newline
-        for number, raw in enumerate(f, 1):
-            ended = raw.endswith(b"\n")
-            text = raw.decode("utf-8")
-            if number == 1 and text.startswith("\ufeff"):
+        for piece in _whole_lines(f):
+            text = piece.decode("utf-8")
+            if first and text.startswith("\ufeff"):
                 text = text[1:]
-            yield text[:-2] if text.endswith("\r\n") else text[:-1] if ended else text
-        if ended:
-            yield ""
+            first = False
+            lines = text.replace("\r\n", "\n").split("\n")
+            yield from lines[:-1] if text.endswith("\n") else lines
+
+
+def _whole_lines(f: BinaryIO) -> Iterator[bytes]:
+    """The file's bytes a block at a time, each cut after its last newline (the rest goes to the next), then what
+    follows the file's last newline: joined, they are the file. A newline never stands inside a UTF-8 character,
+    so each piece decodes on its own; every piece but the last ends with a newline, the last has none."""
+    carry = b""
+    while block := f.read(BLOCK):
+        block = carry + block
+        cut = block.rfind(b"\n")
+        if cut < 0:
+            carry = block
+            continue
+        carry = block[cut + 1:]
+        yield block[:cut + 1]
+    yield carry
 
 
 def _check_text(path: Path) -> None:
     """InputError for an empty file (blanks only), then for a NUL byte, then for bytes that are not UTF-8."""
     blank = True
     nul = bad = None  # (line, problem) of the first NUL byte and of the first bytes that are not UTF-8
+    before = 0  # newlines in the pieces before this one
     with open_corpus_file(path) as f:
-        for number, raw in enumerate(f, 1):
-            blank = blank and not raw.strip()
-            if nul is None and b"\x00" in raw:
-                nul = (number, "binary data (NUL byte), not a text corpus file")
+        for piece in _whole_lines(f):
+            blank = blank and not piece.strip()
+            if nul is None and (at := piece.find(b"\x00")) >= 0:
+                nul = (before + piece.count(b"\n", 0, at) + 1, "binary data (NUL byte), not a text corpus file")
             if bad is None:
                 try:
-                    raw.decode("utf-8")
+                    piece.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    bad = (number, f"not UTF-8 text (byte 0x{raw[e.start]:02x})")
+                    bad = (before + piece.count(b"\n", 0, e.start) + 1,
+                           f"not UTF-8 text (byte 0x{piece[e.start]:02x})")
+            before += piece.count(b"\n")
     if blank:
         raise InputError("file is empty", path)
     for found in (nul, bad):

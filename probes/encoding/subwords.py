@@ -88,33 +88,56 @@ def encode(tokenizer, sentences: list[Sentence], max_length: int,
         tokenised = _tokenise_pairs(tokenizer, sentences)
     else:
         tokenised = _tokenise_words(tokenizer, sentences)
+    items = list(tokenised)  # (index, input_ids, word_ids [T], the other fields) per tokenised sentence
+    lengths = np.fromiter((len(ids) for _, ids, _, _ in items), dtype=np.int64, count=len(items))  # [S]
+    word_ids = np.concatenate([w for _, _, w, _ in items]) if items else np.zeros(0, dtype=np.int64)  # [ΣT]
+    n_words = np.fromiter((len(sentences[index].words) for index, _, _, _ in items), dtype=np.int64,
+                          count=len(items))  # [S]
+    reasons = unusable_rows(lengths, word_ids, n_words, max_length)
+    columns = subword_columns(word_ids, lengths)  # [ΣT]
+    ends = np.cumsum(lengths)  # [S] where each sentence's subwords end in the flat arrays
     kept = []
-    for index, ids, word_ids, fields in tokenised:
-        reason = unusable(ids, word_ids, len(sentences[index].words), max_length)
+    for (index, ids, _, fields), reason, end, length in zip(items, reasons, ends.tolist(), lengths.tolist()):
         if reason:
             skipped[reason] = skipped.get(reason, 0) + 1
             continue
-        kept.append(Encoded(index=index, input_ids=ids, columns=subword_columns(word_ids), **fields))
+        kept.append(Encoded(index=index, input_ids=ids, columns=columns[end - length:end], **fields))
     return kept, skipped
 
 
 def unusable(ids: list[int], word_ids: np.ndarray, n_words: int, max_length: int) -> str | None:
     """Why a tokenised sentence cannot be scored (too long for the model, or a word with no subword), or None.
     word_ids: [T] 0-based word of each subword, -1 for special tokens."""
-    if len(ids) > max_length:
-        return "too_long"
-    if np.bincount(word_ids[word_ids >= 0], minlength=n_words).min(initial=1) == 0:
-        return "word_without_subwords"
-    return None
+    return unusable_rows(np.array([len(ids)]), np.asarray(word_ids), np.array([n_words]), max_length)[0]
 
 
-def subword_columns(word_ids: np.ndarray) -> np.ndarray:
+def unusable_rows(lengths: np.ndarray, word_ids: np.ndarray, n_words: np.ndarray, max_length: int) -> list[str | None]:
+    """``unusable`` of S consecutive tokenised sentences at once: lengths [S] their subwords, word_ids [ΣT] their
+    subwords' words one sentence after another, n_words [S] their words. Too long is asked first."""
+    rows = np.repeat(np.arange(len(lengths)), lengths)  # [ΣT] the sentence of each subword
+    word = word_ids >= 0  # [ΣT] a subword of a word
+    top = np.full(len(lengths), -1)
+    np.maximum.at(top, rows[word], word_ids[word])
+    bins = np.maximum(n_words, top + 1)  # [S] word slots per sentence: its words (and any the tokenizer numbers past)
+    first = np.cumsum(bins) - bins  # [S] each sentence's first slot
+    held = np.bincount(first[rows[word]] + word_ids[word], minlength=int(bins.sum()))  # [Σbins] subwords per slot
+    empty = np.bincount(np.repeat(np.arange(len(lengths)), bins)[held == 0], minlength=len(lengths)) > 0  # [S]
+    return ["too_long" if long else "word_without_subwords" if none else None
+            for long, none in zip((lengths > max_length).tolist(), empty.tolist())]
+
+
+def subword_columns(word_ids: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
     """[T] word column per subword from its 0-based word ([T], -1 for specials): words → 1..n, specials
-    before the first word → 0, after it → END_COLUMN."""
+    before the first word → 0, after it → END_COLUMN. Given lengths [S], word_ids [ΣT] holds S consecutive
+    sentences' subwords, and so does the result."""
+    lengths = np.array([len(word_ids)]) if lengths is None else lengths
     cols = word_ids + 1
     special = word_ids < 0
-    first_word = np.argmax(~special) if (~special).any() else len(word_ids)
-    before = special & (np.arange(len(word_ids)) < first_word)
+    seen = np.cumsum(~special)  # [ΣT] subwords of words up to each position, from the first sentence's start
+    starts = np.cumsum(lengths) - lengths  # [S]
+    filled = lengths > 0
+    at_start = (seen - ~special)[starts[filled]]  # [S'] the count before each non-empty sentence's first subword
+    before = special & (seen == np.repeat(at_start, lengths[filled]))  # no word yet in its sentence
     cols[special] = END_COLUMN
     cols[before] = 0
     return cols
