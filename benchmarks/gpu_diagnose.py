@@ -7,7 +7,10 @@ The random BERT-base shape of gpu_bench (--dry-run: its rehearsal shape on the b
 loaded three ways: float32 with the default capture, float32 with capture sdpa-qk, and bfloat16. The bare SDPA pass
 in float32 and in bfloat16 at the run's token budget (no sentence cap); then every run of benchmarks/gpu_phases.py's
 RUNS (ORDER), each once to warm up and once timed in phases, and those of its PROFILED under torch.profiler (the dep runs'
-Chrome traces written beside the report). Report: DIR/gpu_diagnose.json, written after every measurement.
+Chrome traces written beside the report). After LONG_AFTER's, the BERT-large shape on gpu_bench's sentences of 512
+subwords (LONG_512; --dry-run: LONG_REHEARSAL) at its batch size: the bare SDPA pass, then dep timed in phases and
+profiled (issue 44's 512-subword figure: which operations take the device's time on maps of 512 × 512).
+Report: DIR/gpu_diagnose.json, written after every measurement.
 """
 from __future__ import annotations
 
@@ -21,8 +24,9 @@ import torch
 
 import probes
 from benchmarks import gpu_phases
-from benchmarks.gpu_bench import (LIMIT_REHEARSAL, SHAPES, SHAPES_REHEARSAL, Bare, Bench, bare_record, measure)
-from benchmarks.gpu_check import build_bert, ewt_dev, write_report
+from benchmarks.gpu_bench import (LIMIT_REHEARSAL, LONG_512, LONG_REHEARSAL, SHAPES, SHAPES_REHEARSAL, Bare, Bench,
+                                  bare_record, measure)
+from benchmarks.gpu_check import build_bert, ewt_dev, long_corpus, write_report
 from probes.base.defaults import bundled_corpus, default_model
 from probes.corpus import read_corpus
 from probes.encoding.batching import DEVICE_TOKENS
@@ -30,6 +34,7 @@ from probes.encoding.batching import DEVICE_TOKENS
 REPORT = "gpu_diagnose.json"
 ORDER = ["dep", "dep_bfloat16", "six", "trees_on_device", "trees", "dep_sdpa_qk", "six_bfloat16"]  # gpu_phases.RUNS,
 # the most wanted first (a call cut short keeps those measured)
+LONG_AFTER = "dep_bfloat16"  # the run of ORDER after which the 512-subword step comes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,15 +73,40 @@ def main(argv: list[str] | None = None) -> int:
             measure(report, ("phases", name), args.out,
                     lambda name=name: gpu_phases.measured(encoders, corpus, limit, device, bench.sync, warm=True,
                                                           traces=args.out, names=[name])[name], REPORT)
+            if name == LONG_AFTER:
+                shape = (SHAPES_REHEARSAL if args.dry_run else SHAPES)["bert_large"]
+                measure(report, ("large_512",), args.out, lambda: long_phases(
+                    bench, shape, LONG_REHEARSAL if args.dry_run else LONG_512), REPORT)
     for name, record in (report.get("phases") or {}).items():
         if isinstance(record, dict) and "phases" in record:
             p = record["phases"]
             print(f"{name:16} {p['seconds']:7.3f} s = fit {p['fit_pass']['seconds']:.3f} + scoring "
                   f"{p['scoring_pass']['seconds']:.3f} + rest {p['rest']:.3f} ("
                   + ", ".join(f"{part} {p[part]['seconds']:.3f}" for part in gpu_phases.PARTS[2:] if p[part]["calls"])
-                  + ")")
+                  + f"); {p['faults']} page faults, gc {p['gc']['seconds']:.3f} s")
     print({k: round(v["seconds"], 4) for k, v in report.get("bare", {}).items() if "seconds" in v})
+    long = report.get("large_512")
+    if isinstance(long, dict) and "phases" in long:
+        print(f"large_512: bare {long['bare']['sentences_per_second']:.1f} sentences/s, dep "
+              f"{long['sentences'] / long['phases']['seconds']:.1f}/s (scoring pass "
+              f"{long['phases']['scoring_pass']['seconds']:.3f} s of {long['phases']['seconds']:.3f})")
     return 0 if all("error" not in v for v in report.values() if isinstance(v, dict)) else 1
+
+
+def long_phases(bench: Bench, shape: dict, long: dict) -> dict:
+    """The BERT-large shape on `long`["sentences"] sentences of `long`["length"] subwords at batch `long`["batch_size"]:
+    the bare SDPA pass (sentences/s), dep timed in phases (gpu_phases.phases) and dep under torch.profiler."""
+    built = build_bert(bench.tmp / "bert_large", shape, bench.device, bench.tokenizer)
+    encoder = probes.load_encoder(str(built), device=str(bench.device))
+    corpus = long_corpus(bench.tmp / "long.conllu", long["sentences"], long["length"])
+    bare = bare_record(bench, Bare(built, encoder), read_corpus([str(corpus)]).sentences, batch_size=long["batch_size"])
+
+    def run():
+        return probes.run(["dep"], corpus=str(corpus), encoder=encoder, batch_size=long["batch_size"], progress=False)
+
+    run()  # warm
+    return {**long, "bare": bare, "phases": gpu_phases.phases(run, bench.sync),
+            "profile": gpu_phases.top_operations(run, bench.sync, bench.device)}
 
 
 if __name__ == "__main__":

@@ -44,6 +44,11 @@ def test_dry_run_times_every_run_in_parts(tmp_path):
         assert 0 < sum(p[part]["seconds"] for part in PARTS) < p["rest"]
         assert p["faults"] >= p["scoring_pass"]["faults"] >= 0 and len(p["gc"]["collections"]) == 3
         assert ("profile" in record) is (name in PROFILED)
+    long = report["large_512"]  # the rehearsal's "512": 12 sentences of 64 subwords, batch 4, the BERT-large shape
+    assert (long["length"], long["sentences"], long["batch_size"]) == (64, 12, 4)
+    assert long["bare"]["sentences"] == 12 and long["bare"]["batch_size"] == 4
+    assert long["phases"]["scoring_pass"]["calls"] == 1 and long["phases"]["computing"]["calls"] == 1
+    assert long["profile"]["operations"] > 100
     for name in TRACED:  # a Chrome trace: JSON with the profile's events
         trace = json.loads(gzip.decompress((tmp_path / f"{name}.trace.json.gz").read_bytes()))
         assert len(trace["traceEvents"]) > 100
