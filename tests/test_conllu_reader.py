@@ -2,11 +2,15 @@
 given as CoNLL-U, and the full treebanks at hand."""
 from __future__ import annotations
 
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from probes.cli import main
 from probes.corpus import read_corpus
+from probes.corpus import conllu_reader
 from probes.corpus.conllu_reader import read_conllu
 from probes.corpus.propbank import read_propbank
 from probes.corpus.trees import SKIP_HINT, head_problem
@@ -196,3 +200,28 @@ def test_ewt_dev_has_no_tree_problem(shared_corpora):
     heads = [s.ann["head"] for s in c.sentences]
     assert len(heads) == 2001
     assert not any(head_problem(h) for h in heads)
+
+
+ROWS = ["1\ta\ta\tX\tX\t_\t0\troot\t_\t_", "2\tb\tb\tX\tX\t_\t1\tdep:sub\t_\tNER=B-ORG", "2\tb\tb\tX\tX\t_\t_\tdep\t_\t_",
+        "3\tc\tc\tX\tX\t_\t２\tdep\t_\t_", "3\tc\tc\tX\tX\t_\t02\tdep\t_\t_", "2-3\tbc\t_\t_\t_\t_\t_\t_\t_\t_",
+        "1.1\te\te\tX\tX\t_\t_\t_\t_\t_", "01\ta\ta\tX\tX\t_\t0\troot\t_\t_", "3\tc\tc\tX\tX\t_\t2\tdep\t_\t_\textra",
+        "3\tc", "3 c", "# text = a b c", "x\ta\ta\tX\tX\t_\t0\troot\t_\t_", "3\tc\tc\tX\tX\t_\t\tdep\t_\t_"]
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(st.sampled_from(ROWS), min_size=1, max_size=6), st.booleans(), st.booleans())
+def test_plain_rows_read_as_the_checks_read_them(tmp_path_factory, rows, subtypes, extra):
+    # the common case's shortcut (ten columns, IDs 1..n, HEADs digits or _) gives what the row-by-row checks give
+    path = tmp_path_factory.mktemp("plain") / "c.conllu"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+    def read():
+        try:
+            c = read_conllu(path, subtypes=subtypes, extra_columns=extra, invalid_trees="skip")
+            return [(s.words, s.ann, s.line) for s in c.sentences], c.skipped
+        except InputError as e:
+            return str(e)
+
+    shortcut = read()
+    with mock.patch.object(conllu_reader, "_plain", lambda rows: False):
+        assert read() == shortcut

@@ -101,13 +101,49 @@ def conllu_sentences(path: str | Path, counts: Corpus | None = None, *, subtypes
 def _sentence(path: Path, start: int, block, subtypes: bool, extra_columns: bool,
               repair_i_after_o: bool) -> Sentence | TreeProblem:
     """The block's Sentence, or the tree rule it breaks; InputError for a malformed block."""
+    word_lines = [(number, text.split("\t")) for number, text in block if not text.startswith("#")]
+    rows = [cols for _, cols in word_lines]
+    if rows and _plain(rows):  # words alone, numbered 1..n, HEADs integers or _: _checked_rows would pass them
+        ranges: list[tuple[str, int, int]] = []
+        empty_nodes: list[tuple[str, int, int]] = []
+        heads = [None if cols[6] == "_" else int(cols[6]) for cols in rows]
+    else:
+        word_lines, ranges, empty_nodes, heads = _checked_rows(path, start, word_lines, extra_columns)
+        rows = [cols for _, cols in word_lines]
+    problem = id_problem(ranges, empty_nodes, len(word_lines))
+    if problem is not None:
+        return problem
+    metadata = _metadata(block)
+    ann = {
+        "deprel": [cols[7] or "_" for cols in rows] if subtypes else
+                  [cols[7].partition(":")[0] if cols[7] else "_" for cols in rows],
+        "upos": [cols[3] or "_" for cols in rows],
+        "xpos": [cols[4] or "_" for cols in rows],
+        "text": metadata.get("text"),
+    }
+    if None not in heads:
+        problem = head_problem(heads, [number for number, _ in word_lines])
+        if problem is not None:
+            return problem
+        ann["head"] = heads
+    if extra_columns:
+        ann["extra"] = [cols[10:] for cols in rows]
+    tags = [_misc_value(cols[9], "NER") for cols in rows] if any("NER=" in cols[9] for cols in rows) else []
+    if any(tags):  # silver entities (probes annotate): IOB2 tags as NER=... in MISC, a missing one is O
+        ann["ner"] = spans_from_iob2([t or "O" for t in tags], path=path, lines=[n for n, _ in word_lines],
+                                     repair_i_after_o=repair_i_after_o)
+    return Sentence(words=[cols[1] for cols in rows], ann=ann, sent_id=metadata.get("sent_id"),
+                    source=str(path), line=start)
+
+
+def _checked_rows(path: Path, start: int, lines: list[tuple[int, list[str]]], extra_columns: bool):
+    """The block's rows (line, columns) checked one by one (InputError, FILE:LINE, at the first malformed one): its
+    word rows, its multiword-token ranges and empty nodes as id_problem takes them (ID, words before the row, its line),
+    and each word's HEAD (None for _)."""
     word_lines = []
-    ranges: list[tuple[str, int, int]] = []  # (ID, words before the row, its line), as id_problem takes them
+    ranges: list[tuple[str, int, int]] = []
     empty_nodes: list[tuple[str, int, int]] = []
-    for number, text in block:
-        if text.startswith("#"):
-            continue
-        cols = text.split("\t")
+    for number, cols in lines:
         if len(cols) == 1:
             raise InputError("no tab-separated columns, so not CoNLL-U: raw text needs --annotate spacy "
                              "(or --format NAME for another corpus format)", path, number)
@@ -134,31 +170,15 @@ def _sentence(path: Path, start: int, block, subtypes: bool, extra_columns: bool
             heads.append(int(head))
         else:
             raise InputError(f"HEAD {head!r} is not an integer", path, number)
-    problem = id_problem(ranges, empty_nodes, len(word_lines))
-    if problem is not None:
-        return problem
-    rows = [cols for _, cols in word_lines]
-    metadata = _metadata(block)
-    ann = {
-        "deprel": [cols[7] or "_" for cols in rows] if subtypes else
-                  [cols[7].partition(":")[0] if cols[7] else "_" for cols in rows],
-        "upos": [cols[3] or "_" for cols in rows],
-        "xpos": [cols[4] or "_" for cols in rows],
-        "text": metadata.get("text"),
-    }
-    if None not in heads:
-        problem = head_problem(heads, [number for number, _ in word_lines])
-        if problem is not None:
-            return problem
-        ann["head"] = heads
-    if extra_columns:
-        ann["extra"] = [cols[10:] for cols in rows]
-    tags = [_misc_value(cols[9], "NER") for cols in rows] if any("NER=" in cols[9] for cols in rows) else []
-    if any(tags):  # silver entities (probes annotate): IOB2 tags as NER=... in MISC, a missing one is O
-        ann["ner"] = spans_from_iob2([t or "O" for t in tags], path=path, lines=[n for n, _ in word_lines],
-                                     repair_i_after_o=repair_i_after_o)
-    return Sentence(words=[cols[1] for cols in rows], ann=ann, sent_id=metadata.get("sent_id"),
-                    source=str(path), line=start)
+    return word_lines, ranges, empty_nodes, heads
+
+
+def _plain(rows: list[list[str]]) -> bool:
+    """Whether the rows are the common case the checks pass at once: ten columns each, IDs 1..n in order (no range,
+    no empty node), every HEAD digits or _."""
+    return (all(len(cols) == 10 for cols in rows)
+            and [cols[0] for cols in rows] == list(map(str, range(1, len(rows) + 1)))
+            and all(head == "_" or (head.isascii() and head.isdigit()) for head in (cols[6] for cols in rows)))
 
 
 SILVER_GENERATOR = "probes annotate"  # the `# generator = ...` header of the CoNLL-U that `probes annotate` writes
