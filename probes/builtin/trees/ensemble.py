@@ -53,13 +53,18 @@ def select_heads(sample: SelectionSample, most: int,
         decoder = decode_main_on
     arcs = sum(len(g) for g in sample.gold)
     heads = sample.layers * sample.heads
+    # one buffer for every round's candidates, as large as the largest stack (a round's sums made in it, not in fresh
+    # memory: a stack is tens of MB, and memory the process has not touched costs a page fault every 4 kB)
+    room = torch.empty(max(maps.numel() for maps, _, _ in chunks), dtype=torch.float64, device=device)
     chosen: list[int] = []
     trace: list[tuple[int, int, float]] = []
     while len(chosen) < most:
         hits = torch.zeros(heads, dtype=torch.float64, device=device)
         for maps, gold, lengths in chunks:  # maps [b,LH,M,M]
-            base = maps[:, chosen].sum(1, keepdim=True)  # [b,1,M,M] the ensemble so far
-            candidates = (base + maps) / (len(chosen) + 1)  # [b,LH,M,M]
+            candidates = maps  # [b,LH,M,M] each head alone, then with the ensemble so far: (Σ ensemble + head) / (k+1)
+            if chosen:
+                base = maps[:, chosen].sum(1, keepdim=True)  # [b,1,M,M] the ensemble so far
+                candidates = torch.add(base, maps, out=room[:maps.numel()].view(maps.shape)).div_(len(chosen) + 1)
             predicted = decoder(candidates, lengths[:, None])  # [b,LH,M]
             dependents, gold_heads, rows = gold
             directed, _ = attached(predicted.transpose(0, 1), rows, dependents, gold_heads)  # [LH,N]
