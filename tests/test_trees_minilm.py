@@ -66,3 +66,41 @@ def test_decoded_on_the_device_as_on_the_host(minilm, shared_corpora):
     assert host.options.pop("tree_decoding") == "host" and device.options.pop("tree_decoding") == "device"
     assert host.overall.count == device.overall.count > 900
     assert_same(host, device)
+
+
+@pytest.mark.parametrize("fit", [None, "bundled"])
+def test_the_fit_feeds_the_selection_sample_alone(minilm, fit):
+    """A fit corpus of one chunk is cut to the sentences trees' selection sample keeps (the 8 of smallest key of 40):
+    the fit phase feeds those alone, and the result is the one of a fit fed every sentence; beside pos (whose
+    centroids read every sentence) the fit feeds all 40."""
+    from unittest import mock
+
+    from probes.builtin.trees.probe import TreesProbe
+    from probes.builtin.pos import PosProbe
+    from probes.running import chunks
+
+    settings = {"limit": 40, "select_sentences": 8, "progress": False,
+                **({} if fit is None else {"fit": bundled_corpus()})}
+    fed: dict[str, int] = {}
+
+    def counted(cls):
+        plain = cls.fit_update
+
+        def fit_update(self, batch, maps):
+            if maps.layer == 0:
+                fed[cls.name] = fed.get(cls.name, 0) + len(batch.sentences)
+            return plain(self, batch, maps)
+        return mock.patch.object(cls, "fit_update", fit_update)
+
+    with counted(TreesProbe):
+        cut = probes.run(["trees"], encoder=minilm, **settings)["trees"]
+    assert fed == {"trees": 8} and cut.extra["ensemble"]["sample_sentences"] == 8
+    fed.clear()
+    with counted(TreesProbe), mock.patch.object(chunks, "fitted_part", lambda chunk, fitting: chunk):
+        whole = probes.run(["trees"], encoder=minilm, **settings)["trees"]
+    assert fed == {"trees": 40}
+    assert_same(cut, whole)
+    fed.clear()
+    with counted(TreesProbe), counted(PosProbe):
+        probes.run(["trees", "pos"], encoder=minilm, **settings)
+    assert fed == {"trees": 40, "pos": 40}

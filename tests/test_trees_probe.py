@@ -251,3 +251,10 @@ def test_host_copies_are_copies():
     half = HostCopy(attention.to(torch.bfloat16), torch.float32)
     assert half.landed().dtype == torch.float32
     np.testing.assert_array_equal(half.landed().numpy(), attention.numpy())  # small integers: exact
+
+
+def test_smallest_keys_are_a_samples():
+    from probes.builtin.trees.sample import smallest_keys
+
+    assert smallest_keys([5, 3, 9, 3, 1, 7], 3) == {1, 3, 5}  # distinct keys: the repeated 3 counts once
+    assert smallest_keys([4, 2], 5) == {2, 4} and smallest_keys([], 2) == set()

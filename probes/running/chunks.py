@@ -185,6 +185,7 @@ class RunCorpus:
                                        **reader_options) if fit_paths else None
         # the fit phase's own pass (None: it fits on the scoring pass's first chunk)
         self.fit_pass = None if self.fit_source is None else Pass(self.fit_source)
+        self.fit_fed: Chunk | None = None  # a fit corpus of one chunk: what the fit phase feeds of it
 
     def start(self, probes: list[Probe], encoder: Encoder, tokenize: str) -> None:
         """``Probe.prepare`` of each probe with a streamed pass over the whole corpus (after limit, every
@@ -210,9 +211,11 @@ class RunCorpus:
     def fit_chunks(self, fitting: list[Probe], probes: list[Probe], encoder: Encoder, tokenize: str) -> Iterable[Chunk]:
         """The chunks of the fit phase: of the fit corpus, filtered by the probes that fit; or (fit on the
         scored corpus) of the whole scored corpus (every shard), filtered by every probe (`probes`) as the
-        scoring pass is, without counting its skips again: the scoring pass's first chunk where it is all."""
+        scoring pass is, without counting its skips again: the scoring pass's first chunk where it is all.
+        A fit corpus of one chunk is cut to the sentences the fitting probes read (``fitted_part``)."""
         if self.fit_source is None and self.shard.count == 1 and self.scoring.single:
-            return [self.scoring.first]
+            self.fit_fed = fitted_part(self.scoring.first, fitting)
+            return [self.fit_fed]
         if self.fit_pass is not None:
             first = self.fit_pass.start(fitting, encoder, tokenize)
             if self.fit_pass.single and not first.encoded:
@@ -220,11 +223,14 @@ class RunCorpus:
         else:
             self.fit_pass = Pass(self.source, restore=True)
             self.fit_pass.start(probes, encoder, tokenize)
+        if self.fit_pass.single:
+            self.fit_fed = fitted_part(next(iter(self.fit_pass)), fitting)
+            return [self.fit_fed]
         return self.fit_pass
 
     def fit_total(self) -> int | None:
         """Sentences the fit phase will feed, where known ahead (see ``total``)."""
-        return self.total(self.scoring if self.fit_pass is None else self.fit_pass)
+        return None if self.fit_fed is None else len(self.fit_fed.encoded)
 
     def fit_settings(self, plan: FitPlan) -> dict:
         """What the results record of the fit (after the fit phase); InputError where the fit corpus had no
@@ -268,6 +274,16 @@ def missing_annotations(skipped: dict[str, int]) -> str:
     hints = [f"; {reason[3:]} comes from --format {formats}" for reason in skipped
              if reason.startswith("no_") and (formats := formats_giving(reason[3:]))]
     return "".join(hints)
+
+
+def fitted_part(chunk: Chunk, fitting: list[Probe]) -> Chunk:
+    """The sentences of a fit corpus's one chunk that some fitting probe reads (``Probe.fit_subset``), in order; all of
+    them where any of the probes reads all. The fit of the others would compute their maps and drop them."""
+    sentences = [chunk.usable[e.index] for e in chunk.encoded]
+    tests = [p.fit_subset(sentences) for p in fitting]
+    if any(test is None for test in tests):
+        return chunk
+    return Chunk(chunk.usable, [e for e, s in zip(chunk.encoded, sentences) if any(test(s) for test in tests)])
 
 
 def with_counts(first: dict[str, int], then: dict[str, int]) -> dict[str, int]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Iterable, Protocol
+from typing import Any, Callable, ClassVar, Iterable, Protocol
 
 import numpy as np
 import torch
@@ -143,6 +143,12 @@ class Probe(Presentation, ABC):
         is streamed (probes.corpus.CorpusStream): iterating it reads the corpus files again, one sentence
         at a time, so a probe that needs no pass should not iterate it, and one that does should keep
         what it counts, not the sentences."""
+
+    def fit_subset(self, sentences: list[Sentence]) -> Callable[[Sentence], bool] | None:
+        """Which of `sentences` (every sentence a fit phase held in memory feeds: those of a fit corpus of one chunk,
+        probes.running.chunks) this probe's fit reads, as a test on each; None (the default): all. A fit phase whose
+        every fitting probe gives a test feeds only the sentences one of them keeps (trees: its selection sample)."""
+        return None
 
     def rows(self, sentence: Sentence, tokenizer, max_length: int) -> list[Sentence]:
         """The batch rows a sentence this probe can score becomes (called after ``skip_reason``, before

@@ -48,7 +48,7 @@ from probes.builtin.trees import batched
 from probes.builtin.trees.decoders import DECODERS, decode
 from probes.builtin.trees.details import TreesPresentation
 from probes.builtin.trees.ensemble import decode_main, select_heads
-from probes.builtin.trees.sample import SelectionSample, sentence_keys
+from probes.builtin.trees.sample import SelectionSample, sentence_key, sentence_keys, smallest_keys
 from probes.builtin.trees.scoring import FORMS, attached
 from probes.base.devices import HostCopy, to_device
 from probes.base.errors import InputError
@@ -100,6 +100,12 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
 
     def view_items(self, sentence: Sentence) -> list[dict]:
         return arc_items(sentence)
+
+    def fit_subset(self, sentences: list[Sentence]) -> Callable[[Sentence], bool]:
+        """The sentences of the selection sample a fit fed `sentences` would keep (their keys the smallest): the
+        others' maps would be computed and dropped."""
+        kept = smallest_keys(map(sentence_key, sentences), self.config["select_sentences"])
+        return lambda sentence: sentence_key(sentence) in kept
 
     def fit_update(self, batch: Batch, maps: LayerMaps) -> None:
         keys = batch.memo("trees.keys", lambda: sentence_keys(batch))

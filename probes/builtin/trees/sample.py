@@ -11,20 +11,36 @@ heads: 0.1 MB at 17 words), so the sample holds about capacity × that.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 
+from probes.corpus.sentence import Sentence
 from probes.encoding.batching import Batch
 
 
+def sentence_key(sentence: Sentence) -> int:
+    """A sentence's sample key: 63 bits of a hash of its words and gold heads."""
+    digest = hashlib.blake2b(json.dumps([sentence.words, sentence.ann["head"]]).encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
 def sentence_keys(batch: Batch) -> list[int]:
-    """The sample key of each sentence of a batch: 63 bits of a hash of its words and gold heads."""
-    def key(words: list[str], heads: list[int]) -> int:
-        digest = hashlib.blake2b(json.dumps([words, heads]).encode("utf-8"), digest_size=8).digest()
-        return int.from_bytes(digest, "big") >> 1
-    return [key(s.words, s.ann["head"]) for s in batch.sentences]
+    """The sample key of each sentence of a batch."""
+    return [sentence_key(s) for s in batch.sentences]
+
+
+def smallest_keys(keys: Iterable[int], capacity: int) -> set[int]:
+    """The `capacity` smallest distinct keys of `keys`: those a sample of that capacity keeps when fed them all."""
+    heap: list[int] = []  # the kept keys negated: the largest on top
+    for key in set(keys):
+        if len(heap) < capacity:
+            heapq.heappush(heap, -key)
+        elif key < -heap[0]:
+            heapq.heapreplace(heap, -key)
+    return {-key for key in heap}
 
 
 class SelectionSample:
