@@ -47,7 +47,7 @@ def read_text_lines(path: str | Path) -> list[str]:
     return list(iter_text_lines(path))
 
 
-BLOCK = 1 << 20  # bytes read at a time: a file's lines are split and decoded a block's whole lines at once
+BLOCK = 1 << 16  # bytes read at a time: a file's lines are split and decoded a block's whole lines at once
 
 
 def iter_text_lines(path: str | Path) -> Iterator[str]:
