@@ -1,8 +1,10 @@
 """trees on UD English EWT dev with MiniLM: time as a ratio to the bare eager forward pass, peak memory.
 
-Three settings: every head's trees (four variants) with no ensemble, the same without the bootstrap's
-replicates (--replicates 0: what the intervals cost), and with the head ensemble chosen on the bundled EWT
-sample (--select-on; its forward pass counts in the run's time, not in the bare pass).
+Four settings: every head's trees (four variants) with no ensemble, the same without the bootstrap's
+replicates (--replicates 0: what the intervals cost), with the head ensemble chosen on the bundled EWT
+sample (--fit; its forward pass counts in the run's time, not in the bare pass), and as `probes run trees` runs by
+default: the ensemble chosen on the scored corpus itself (its fit pass feeds the 500 sentences of the selection
+sample, probes.running.chunks.fitted_part).
 Also printed: the run's own capture pass with no probe, which ends at the last layer's maps (skipping that
 layer's W_O and feed-forward, which the bare pass computes), and the run's time as a ratio to it: what the
 probe itself costs.
@@ -18,11 +20,11 @@ import probes
 from probes.base.defaults import bundled_corpus
 
 
-@pytest.mark.parametrize("ensemble, replicates", [(False, None), (False, 0), (True, None)],
-                         ids=["heads-only", "heads-only-no-replicates", "ensemble-on-sample"])
+@pytest.mark.parametrize("ensemble, replicates", [(None, None), (None, 0), ("sample", None), ("corpus", None)],
+                         ids=["heads-only", "heads-only-no-replicates", "ensemble-on-sample", "ensemble-on-corpus"])
 def test_trees_ratio(benchmark, minilm, shared_corpora, ensemble, replicates):
     corpus = [str(shared_corpora / "ud-english-ewt" / "en_ewt-ud-dev.conllu")]
-    options = {"fit": bundled_corpus()} if ensemble else {"ensemble_heads": 0}
+    options = {None: {"ensemble_heads": 0}, "sample": {"fit": bundled_corpus()}, "corpus": {}}[ensemble]
     if replicates is not None:
         options["replicates"] = replicates
 
