@@ -34,13 +34,7 @@ def sentence_keys(batch: Batch) -> list[int]:
 
 def smallest_keys(keys: Iterable[int], capacity: int) -> set[int]:
     """The `capacity` smallest distinct keys of `keys`: those a sample of that capacity keeps when fed them all."""
-    heap: list[int] = []  # the kept keys negated: the largest on top
-    for key in set(keys):
-        if len(heap) < capacity:
-            heapq.heappush(heap, -key)
-        elif key < -heap[0]:
-            heapq.heapreplace(heap, -key)
-    return {-key for key in heap}
+    return set(heapq.nsmallest(capacity, set(keys)))
 
 
 class SelectionSample:
