@@ -211,6 +211,22 @@ def build_decoder(out: Path, shape: dict, device: torch.device) -> Path:
     return save_random(LlamaForCausalLM, config, tokenizer, out, device)
 
 
+def sdpa_kernel_chosen(shape: dict, device: torch.device) -> dict:
+    """The kernel SDPA picks on `device` for the decoder's float32 attention at each context, as transformers calls it
+    on a batch without padding (is_causal, the key heads grouped: enable_gqa): the math kernel's probabilities are
+    the maps themselves (probes.capture.sdpa_qk), another kernel's maps are computed beside it."""
+    from torch.nn.attention import SDPBackend
+
+    names = {b.value: b.name for b in SDPBackend.__members__.values()}
+    d = shape["hidden"] // shape["heads"]
+    chosen = {}
+    for context in shape["contexts"]:
+        query = torch.empty(1, shape["heads"], context, d, device=device)  # [1,H,T,d]
+        key = torch.empty(1, shape["kv_heads"], context, d, device=device)  # [1,K,T,d]
+        chosen[str(context)] = names[torch._fused_sdp_choice(query, key, key, None, 0.0, True, enable_gqa=True)]
+    return chosen
+
+
 def measure(report: dict, path: tuple[str, ...], out: Path, what: Callable[[], Any],
             file: str = "gpu_bench.json") -> Any:
     """report[path...] = what(), or its error's last lines; the report written either way (out / file). Returns the
@@ -339,7 +355,7 @@ def decoder(bench: Bench, report: dict, out: Path) -> None:
         made["encoder"] = probes.load_encoder(str(made["folder"]), device=str(bench.device))
         made["bare"] = Bare(made["folder"], made["encoder"])
         return {**{k: v for k, v in shape.items() if k != "contexts"}, "seconds_to_build": time.perf_counter() - start,
-                "capture": made["encoder"].capture}
+                "capture": made["encoder"].capture, "sdpa_kernel": sdpa_kernel_chosen(shape, bench.device)}
 
     if measure(report, ("decoder", "model"), out, model) is None:
         return
@@ -500,7 +516,8 @@ def table(report: dict) -> str:
         lines.append(f"decoder {key}: FAILED " + record["error"].strip().splitlines()[-1] if "error" in record else
                      f"decoder at {record['context']} tokens: detectors {record['detectors']['seconds']:.3g} s, bare "
                      f"SDPA {record['bare']['seconds']:.3g} s ({record['over_bare']:.2f}×), "
-                     f"{record['sequences_per_second']:.3g} sequences/s")
+                     f"{record['sequences_per_second']:.3g} sequences/s, SDPA's kernel "
+                     f"{report['decoder'].get('model', {}).get('sdpa_kernel', {}).get(str(record['context']))}")
     if "error" in report.get("decoder", {}).get("model", {}):
         lines.append("decoder: FAILED " + report["decoder"]["model"]["error"].strip().splitlines()[-1])
     dtype = report.get("dtype")

@@ -87,6 +87,28 @@ def test_every_backend_gives_the_reference_maps_on_every_decoder_family(family, 
             encoder.layerwise(ids, mask, lambda *_: None, vectors=True)
 
 
+@pytest.mark.parametrize("family", ["bert", "roberta", "electra"])
+def test_an_encoder_whose_sdpa_runs_its_math_kernel_hands_on_that_kernels_probabilities(family, tiny_model,
+                                                                                         monkeypatch):
+    """With SDPA held to its math kernel, "sdpa-qk" takes the maps from that kernel's own softmax (not computed a
+    second time): the reference maps within float32 rounding, padding keys 0."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import probes.capture.sdpa_qk as sdpa_qk
+
+    path = str(tiny_model(family))
+    encoder = load_encoder(path, capture="sdpa-qk")
+    ids, mask = _batch(encoder, [["the", "heads", "attend", "to", "words"], ["a", "pass"]])
+    expected = _passes(load_encoder(path, capture="outputs"), ids, mask, vectors=True)
+    monkeypatch.setattr(sdpa_qk, "encoder_probabilities", None)  # a second computation would fail
+    with sdpa_kernel([SDPBackend.MATH]):
+        got = _passes(encoder, ids, mask, vectors=True)
+    for (a, c), (ref_a, ref_c) in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, ref_a, atol=SDPA_ROUNDING, rtol=0)
+        torch.testing.assert_close(c, ref_c, atol=SDPA_ROUNDING, rtol=0)
+        assert (a * ~mask.bool()[:, None, None, :]).abs().max() == 0
+
+
 def test_an_eager_model_refuses_the_sdpa_backend_and_keeps_its_own(tiny_model):
     encoder = load_encoder(str(tiny_model("bert")))
     assert encoder.capture == "hooks" and encoder.with_capture("outputs").model is encoder.model

@@ -98,24 +98,57 @@ def test_entries_equal_the_full_maps_and_the_outputs_are_unchanged(family, check
             assert values[..., torch.ones(t, t).triu(1).bool()].abs().max() == 0
 
 
-def test_entries_fall_back_to_full_maps_where_sdpa_runs_another_kernel(checkpoints):
-    """With SDPA held to its math kernel (no logsumexp to read), full=False hands on the layers' full maps, and the
-    model's outputs are those of its own (math) SDPA call."""
+@pytest.mark.parametrize("family", list(CONFIGS))
+def test_where_sdpa_runs_its_math_kernel_its_own_probabilities_are_the_maps(family, checkpoints, monkeypatch):
+    """With SDPA held to its math kernel (as on a GPU for float32 grouped-query attention; no logsumexp to read),
+    that kernel is called directly: the model's outputs are those of its own (math) SDPA call, bit for bit, and the
+    layers' full maps (full=False too) are the kernel's probabilities, not computed a second time: within float32
+    rounding of the maps computed from the queries and keys, causal, padding rows 0, through the windows too."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    encoder = load_encoder(str(checkpoints["llama"]))
+    import probes.capture.sdpa_qk as sdpa_qk
+
+    encoder = load_encoder(str(checkpoints[family]))
     ids, mask = _inputs(encoder)
-    expected = encoder.forward(ids, mask).attentions
+    real = mask.bool()[:, None, :, None]  # [B,1,T,1]
+    for rows in (slice(None), slice(0, 1)):  # padded, then the first sequence alone (is_causal, no mask)
+        expected = encoder.forward(ids[rows], mask[rows]).attentions  # computed from the queries and keys
+        with sdpa_kernel([SDPBackend.MATH]), monkeypatch.context() as patched:
+            plain = encoder.bare_forward(ids[rows], mask[rows])
+            patched.setattr(sdpa_qk, "causal_probabilities", None)  # a second computation would fail
+            for full in (True, False):
+                handed: list = []
+                with torch.inference_mode(), capturing(encoder, mask[rows], lambda layer, a, c: handed.append(a),
+                                                       stop=False, full=full):
+                    hooked = encoder.model.base_model(input_ids=ids[rows], attention_mask=mask[rows]).last_hidden_state
+                assert torch.equal(hooked, plain)
+                assert len(handed) == 2 and all(isinstance(a, torch.Tensor) for a in handed)
+                for got, want in zip(handed, expected, strict=True):
+                    assert torch.allclose(got, want, atol=2e-6, rtol=0)
+                    assert torch.triu(got, diagonal=1).abs().max() == 0 and (got * ~real[rows]).abs().max() == 0
+
+
+def test_the_math_kernels_probabilities_on_hand_built_queries_and_keys():
+    """One head, scale 0.5, q = [[1,0],[0,1]], k = [[2 ln 2, 0],[0,0]]: causal, row 0 sees key 0 alone (1, 0); row 1
+    scores (0, 0) → (1/2, 1/2). Without the causal order row 0 scores (ln 2, 0) → (2/3, 1/3). The output is SDPA's
+    math kernel's, bit for bit; where SDPA would run another kernel (here, unheld: the CPU's flash), None."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from probes.capture.sdpa_qk import _math_attention
+
+    q = torch.tensor([[[[1.0, 0.0], [0.0, 1.0]]]])  # [1,1,2,2]
+    k = torch.tensor([[[[2 * math.log(2), 0.0], [0.0, 0.0]]]])
+    v = torch.tensor([[[[1.0, 2.0], [3.0, 4.0]]]])
+    assert _math_attention(q, k, v, None, 0.0, True, 0.5, False) is None
     with sdpa_kernel([SDPBackend.MATH]):
-        plain = encoder.bare_forward(ids, mask)
-        handed: list = []
-        with torch.inference_mode(), capturing(encoder, mask,
-                                                    lambda layer, a, c: handed.append(a), stop=False, full=False):
-            hooked = encoder.model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
-    assert torch.equal(hooked, plain)
-    assert all(isinstance(a, torch.Tensor) for a in handed) and len(handed) == 2
-    # layer 0 reads the same queries and keys; layer 1's come from the math kernel's layer 0, rounded otherwise
-    assert torch.equal(handed[0], expected[0]) and torch.allclose(handed[1], expected[1], atol=2e-6, rtol=0)
+        out, probabilities = _math_attention(q, k, v, None, 0.0, True, 0.5, False)
+        assert torch.equal(out, torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.5))
+        torch.testing.assert_close(probabilities[0, 0], torch.tensor([[1.0, 0.0], [0.5, 0.5]]))
+        hidden = torch.tensor([[True, True], [True, False]])  # a boolean mask, made additive as SDPA makes it
+        out, probabilities = _math_attention(q, k, v, hidden, 0.0, False, 0.5, False)
+        assert torch.equal(out, torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=hidden, scale=0.5))
+        torch.testing.assert_close(probabilities[0, 0], torch.tensor([[2 / 3, 1 / 3], [1.0, 0.0]]))
+        assert _math_attention(q.half(), k.half(), v.half(), None, 0.0, True, 0.5, False) is None  # float32 only
 
 
 def test_layerwise_hands_on_layers_in_order_and_stops_after_the_last(checkpoints):

@@ -20,6 +20,12 @@ callback (probes.capture.backend.LayerCallback); the per-head context is probabi
 pass ends once the last layer's maps are handed on (``LastLayerRead``): nothing after it is computed. Maps are float32
 whatever the model's dtype.
 
+Where SDPA would run its math kernel on float32 queries (on a GPU: a decoder's float32 grouped-query attention, which
+the fused kernels do not take), that kernel is called directly with the same arguments (``_math_attention``; a
+boolean mask made additive as SDPA makes it): it returns the model's very outputs and the softmax probabilities it
+computed for them, and those are the layer's maps, not computed a second time. They equal the steps above within
+float32 rounding (the kernel scales q and k by √scaling each before their product); a padding row is set to 0.
+
 Entries instead of maps (``full=False``, for runs whose probes read a few entries of each map: the causal detectors
 read A[i, i-1], column 0, and the induction and duplicate-token targets). SDPA's own call is then made through
 ``_FlashWithLogsumexp``: where SDPA would run its CPU flash kernel, the kernel is called directly, with the same
@@ -101,6 +107,32 @@ FLASH_READABLE = hasattr(torch, "_fused_sdp_choice") and hasattr(torch.ops.aten,
                                                                  "_scaled_dot_product_flash_attention_for_cpu")
 
 
+# whether this torch has SDPA's math kernel as an operator of its own (it returns the output and the probabilities)
+MATH_READABLE = hasattr(torch, "_fused_sdp_choice") and hasattr(torch.ops.aten, "_scaled_dot_product_attention_math")
+
+
+def additive(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """SDPA's mask as SDPA hands it to its kernels: a boolean one made additive (0 where allowed, -inf where not)."""
+    if mask is None or mask.dtype != torch.bool:
+        return mask
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+
+
+def _math_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None,
+                    dropout_p: float, is_causal: bool, scale: float | None,
+                    enable_gqa: bool) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(output, probabilities [B,H,T,T] float32) of SDPA's math kernel, called as SDPA would call it, where SDPA
+    would pick that kernel for these float32 arguments without dropout; else None (SDPA is then called as it is)."""
+    if not MATH_READABLE or query.dtype != torch.float32 or dropout_p != 0.0:
+        return None
+    mask = additive(attn_mask, query.dtype)
+    if torch._fused_sdp_choice(query, key, value, mask, dropout_p, is_causal, scale=scale,
+                               enable_gqa=enable_gqa) != SDPBackend.MATH.value:
+        return None
+    return torch.ops.aten._scaled_dot_product_attention_math(query, key, value, mask, dropout_p, is_causal, None,
+                                                             scale=scale, enable_gqa=enable_gqa)
+
+
 class _FlashWithLogsumexp(TorchFunctionMode):
     """Within it, torch.nn.functional.scaled_dot_product_attention runs SDPA's CPU flash kernel itself where SDPA
     would pick it (``torch._fused_sdp_choice``; no dropout), keeping (query, key, logsumexp [B,H,T]) in ``kept``;
@@ -131,9 +163,7 @@ class _FlashWithLogsumexp(TorchFunctionMode):
     def _attention(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                    attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False,
                    scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
-        mask = attn_mask
-        if mask is not None and mask.dtype == torch.bool:
-            mask = torch.zeros(mask.shape, dtype=query.dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+        mask = additive(attn_mask, query.dtype)
         flash = query.device.type == "cpu" and dropout_p == 0.0 and FLASH_READABLE and torch._fused_sdp_choice(
             query, key, value, mask, dropout_p, is_causal, scale=scale,
             enable_gqa=enable_gqa) == SDPBackend.FLASH_ATTENTION.value
@@ -241,10 +271,14 @@ class _SdpaMaps(TorchFunctionMode):
                    scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
         causal = self.target.causal
         flash = None if self.full or self.vectors or not causal else _FlashWithLogsumexp()
-        with flash or nullcontext():
-            out = torch.nn.functional.scaled_dot_product_attention(
-                query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-                enable_gqa=enable_gqa)
+        kept = _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+        if kept is not None:
+            out, kept = kept  # [B,H,T,d], [B,H,T,T] the math kernel's probabilities
+        else:
+            with flash or nullcontext():
+                out = torch.nn.functional.scaled_dot_product_attention(
+                    query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                    enable_gqa=enable_gqa)
         b, t = self.attention_mask.shape
         if query.shape[2] != t:  # one position: transformers packed the grouped heads into it ([B,K,g,d])
             query = query.reshape(b, -1, t, query.shape[-1])  # [B,H,T,d]
@@ -254,12 +288,15 @@ class _SdpaMaps(TorchFunctionMode):
         if entries is not None:
             self.on_layer(layer, entries, None)
         else:
-            if not causal:
+            if causal and window not in self.masks:
+                allowed = allowed_keys(self.attention_mask.to(query.device), window)
+                self.masks[window] = allowed, None if self.padded else additive_mask(allowed)
+            if kept is not None and kept.shape == (b, query.shape[1], t, t):
+                # the model's own mask made every other entry 0; a causal padding row is 0 here as below
+                probabilities = kept.masked_fill_(~self.masks[window][0], 0.0) if causal and self.padded else kept
+            elif not causal:
                 probabilities = encoder_probabilities(query, key, attn_mask, scaling)
             else:
-                if window not in self.masks:
-                    allowed = allowed_keys(self.attention_mask.to(query.device), window)
-                    self.masks[window] = allowed, None if self.padded else additive_mask(allowed)
                 probabilities = causal_probabilities(query, key, self.masks[window][0], scaling,
                                                      bias=self.masks[window][1])
             self.on_layer(layer, probabilities, per_head_context(probabilities, value) if self.vectors else None)
