@@ -1,7 +1,9 @@
-"""Per-sentence views (probes.results.examples): the kept maps, written to the recorder's temporary file and read back for
-the chosen heads only, are the word-level attention of an independent computation (each sentence alone, pooled
-with matrix products in float64), as uint8 weight × 255."""
+"""Per-sentence views (probes.results.examples): the kept maps, held where they were made (or, past the budget, written
+to the recorder's temporary file) and read back for the chosen heads only, are the word-level attention of an
+independent computation (each sentence alone, pooled with matrix products in float64), as uint8 weight × 255."""
 from __future__ import annotations
+
+import tempfile
 
 import numpy as np
 import torch
@@ -44,3 +46,26 @@ def test_views_hold_the_chosen_heads_word_attention(minilm):
             compared += difference.size
             close += int((difference == 0).sum())
     assert close >= 0.99 * compared
+
+
+def test_views_are_the_same_whether_the_maps_are_held_or_written_layer_by_layer(minilm, monkeypatch):
+    """Within the budget the maps stay where they were made until the views are made (only the chosen heads' maps
+    are then copied); past it (HELD_SHARE 0) each layer's are written to the store and read back: the same views,
+    byte for byte, and the store is opened only past the budget."""
+    from probes.results import examples
+
+    opened, opening = [], tempfile.TemporaryFile
+    monkeypatch.setattr(examples.tempfile, "TemporaryFile", lambda: opened.append(1) or opening())
+
+    def views():
+        return probes.run(["dep", "pos"], encoder=minilm, limit=8, batch_size=3, views=4, view_heads=[(2, 5)],
+                          progress=False)
+
+    held = views()
+    assert opened == []
+    monkeypatch.setattr(examples, "HELD_SHARE", 0)
+    written = views()
+    assert opened
+    for name in ("dep", "pos"):
+        assert held[name].extra["sentence_views"] == written[name].extra["sentence_views"]
+        assert held[name].extra["sentence_views"]["sentences"][0]["attention"]

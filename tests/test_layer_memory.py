@@ -48,13 +48,14 @@ def _long_batch():
     return batch(sentences, columns, heads)
 
 
-@pytest.mark.parametrize("held_bytes", [0, examples.HELD_BYTES])
+@pytest.mark.parametrize("held_share", [0, examples.HELD_SHARE])
 def test_a_layer_of_long_sentences_holds_its_word_map_and_no_other_tensor_over_an_eighth_of_its_map(
-        tmp_path, monkeypatch, held_bytes):
-    """With the views' maps written layer by layer (held_bytes 0, as for long sentences), nothing but the word map
-    is larger than an eighth of the map; held on the device until the batch's last layer, they add their own
-    [R,L,H,C,C] uint8 buffer, a quarter of the word map's bytes a layer (at most examples.HELD_BYTES)."""
-    monkeypatch.setattr(examples, "HELD_BYTES", held_bytes)
+        tmp_path, monkeypatch, held_share):
+    """With the views' maps written layer by layer (held_share 0, as past the budget), nothing but the word map
+    is larger than an eighth of the map; held on the device until the views are made, they add their own
+    [R,L,H,C,C] uint8 buffer, a quarter of the word map's bytes a layer (within examples.held_budget), and nothing
+    more at the last layer (only the predictions leave for the host)."""
+    monkeypatch.setattr(examples, "HELD_SHARE", held_share)
     hand = _long_batch()
     attention = hand.attentions[0]  # [B,H,T,T]
     hand.batch.segments(attention.device)  # the batch's pooling, made once for all its layers
@@ -66,9 +67,8 @@ def test_a_layer_of_long_sentences_holds_its_word_map_and_no_other_tensor_over_a
     words = SENTENCES * HEADS * (WORDS + 3) * (WORDS + 2)  # [B,H,C+1,C]: the word map and its dropped word's row
     held = SENTENCES * 1 * HEADS * (WORDS + 2) * (WORDS + 2)  # [R,L,H,C,C] uint8 where held
     sizes = sorted(made.sizes)
-    if held_bytes:  # the held maps, and at the last layer their one copy to the host with the predictions' bytes
+    if held_share:  # the held maps
         sizes.remove(held)
-        sizes.remove(held + 2 * SENTENCES * 1 * HEADS * (WORDS + 2))
     assert sizes[-1] == words and sizes.count(words) == 1
     assert sizes[-2] <= attention.numel() / PARTS
 

@@ -12,14 +12,16 @@ layer, the fit phase excepted). For the first N scored sentences (corpus order, 
 
 so that the heads wanted at the end (the best head of every label, known only once a probe has
 computed, and the heads a user named) can be picked then. The maps grow as N·L·H·n² (for a 24×16
-model and 20 sentences of 400 words, 1.2 GB): they go to an unnamed temporary file (deleted when the
-recorder is), one block per sentence and layer, and only the chosen heads' maps are read back, so that
-memory holds only the predictions (24·16·401·2 B ≈ 0.3 MB a sentence for that model) and stays flat
-in depth across the run. Within a batch, both stay on the run's device layer by layer (the batch's R recorded
-rows, every layer: [R,L,H,C] and [R,L,H,C,C], R·L·H·C² bytes of maps, R at most N) and leave for the host once,
-at its last layer, in a copy the host does not wait for; they are read a batch later, at the next batch's last layer
-(or when the kept sentences are first read), so that a GPU run never waits for the host per layer nor between
-batches (issue 44). Batches without a recorded sentence cost nothing.
+model and 20 sentences of 400 words, 1.2 GB; of 512 subwords, 2 GB). Within a batch, both stay on the run's device
+layer by layer (the batch's R recorded rows, every layer: [R,L,H,C] and [R,L,H,C,C], R·L·H·C² bytes of maps, R at
+most N). The predictions leave for the host once, at the batch's last layer, in a copy the host does not wait for;
+they are read a batch later, at the next batch's last layer (or when the kept sentences are first read), so that a
+GPU run never waits for the host per layer nor between batches (issue 44). The maps stay where they are, on the
+device, until the views are made, and then only the chosen heads' maps are copied to the host, while all the run's
+held maps take at most HELD_SHARE of the device's memory (``held_budget``). Past that, a batch's maps go to an
+unnamed temporary file (deleted when the recorder is) as each layer comes, one block per sentence and layer (a host
+read a layer, bounded memory), and only the chosen heads' blocks are read back. Batches without a recorded sentence
+cost nothing.
 
 Each probe with a view of its own (probes.results.presentation: ``Presentation.view``; dep and trees: gold arcs, srl:
 predicate → argument, frames: target → frame element, pos/ner/con: units) also gives, at every layer, what each
@@ -54,7 +56,7 @@ from typing import IO, Any, Iterable
 import numpy as np
 import torch
 
-from probes.encoding.batching import Batch
+from probes.encoding.batching import Batch, total_memory
 from probes.base.choices import DEFAULT_SENTENCES
 from probes.base.devices import HostCopy, to_device
 from probes.base.errors import InputError
@@ -64,10 +66,16 @@ from probes.base.packing import FALLBACK_SPECIALS, MARK_TYPES, pack
 from probes.results.probe_result import ProbeResult
 from probes.base.scratch import Scratch
 
-# the most bytes of quantised maps [R,L,H,C,C] a batch's recorded rows hold on the device until its last layer:
-# below it, no host read a layer (EWT's sentences: a few MB); above it (long sentences), each layer's maps are
-# written as they come, one read a layer, so that they never take a model's worth of memory
-HELD_BYTES = 64 * 2**20
+# the share of the device's memory (probes.encoding.batching.total_memory) that all of a run's held maps may take
+# (quantised, [R,L,H,C,C] uint8 a batch): within it they stay on the device until the views are made, with no host
+# read a layer and only the chosen heads' maps ever copied (EWT's sentences: a few MB; 20 sentences of 512 subwords
+# with 24 × 16 heads: 2 GB); past it, a batch's maps are written as each layer comes, one read a layer
+HELD_SHARE = 1 / 16
+
+
+def held_budget(device: torch.device) -> int:
+    """Bytes of quantised maps a run's recorder may hold on `device` (HELD_SHARE of its memory)."""
+    return int(total_memory(device) * HELD_SHARE)
 
 
 
@@ -90,11 +98,13 @@ class ExampleRecorder:
                                  "(0-indexed)")
         self._kept: dict[int, dict[str, Any]] = {}  # sentence index -> sentence, predictions, maps_at (``kept``)
         self._pending: dict[str, Any] | None = None  # the last batch's recorded rows, on their way to the host
-        self._store: IO[bytes] | None = None  # the kept maps (an unnamed temporary file), opened at the first one
+        self._store: IO[bytes] | None = None  # the maps not held (an unnamed temporary file), opened at the first one
+        self._room: int | None = None  # bytes the held maps may still take on the device (held_budget, at the first)
 
     @property
     def kept(self) -> dict[int, dict[str, Any]]:
-        """Sentence index -> what is kept of it: sentence, predictions, maps_at, widths, views (every batch fed)."""
+        """Sentence index -> what is kept of it: sentence, predictions, held (its maps [L,H,C,C] on the device, or
+        None), maps_at (else their blocks in the store), widths, views (every batch fed)."""
         self.settle()
         return self._kept
 
@@ -126,7 +136,7 @@ class ExampleRecorder:
             attention = maps.word_attention_of(group)  # [g,H,C,C]: a view of the pooled map where the rows follow
             held["predictions"][start:start + len(group), maps.layer] = attention[..., :-1].argmax(dim=-1)  # [g,H,C]
             quantized = quantize(attention, maps.scratch)  # [g,H,C,C] uint8; the layer's scratch holds it
-            if held["maps"] is None:  # too large to hold: written now (a host read a layer, bounded memory)
+            if held["maps"] is None:  # past the budget: written now (a host read a layer, bounded memory)
                 for k, one in enumerate(quantized.cpu().numpy(), start):
                     held["maps_at"][k, maps.layer] = self._write(one)
             else:
@@ -138,29 +148,32 @@ class ExampleRecorder:
             self._keep(batch, rows, held)
 
     def _held(self, rows: int, heads: int, columns: int, device: torch.device) -> dict[str, Any]:
-        """What a batch's recorded rows keep until its last layer: every layer's predictions on the device, and the
-        quantised maps there too where all of them take at most HELD_BYTES (else written layer by layer:
-        "maps_at", their offsets in the store)."""
+        """What a batch's recorded rows keep: every layer's predictions on the device until its last layer, and the
+        quantised maps there too, held until the views are made, where the run's held maps stay within
+        ``held_budget`` (else written layer by layer: "maps_at", their offsets in the store)."""
         size = rows * self.layers * heads * columns * columns  # bytes of [R,L,H,C,C] uint8
+        if self._room is None:
+            self._room = held_budget(device)
+        hold = size <= self._room
+        self._room -= size if hold else 0
         return {"predictions": torch.empty((rows, self.layers, heads, columns), dtype=torch.int16, device=device),
                 "maps": (torch.empty((rows, self.layers, heads, columns, columns), dtype=torch.uint8, device=device)
-                         if size <= HELD_BYTES else None),
+                         if hold else None),
                 "maps_at": np.full((rows, self.layers), -1, dtype=np.int64),
                 "marks": {}}  # probe -> [L] of (rows [N], {mark: [N,H]}) where it kept them
 
     def _keep(self, batch: Batch, rows: list[int], held: dict[str, Any]) -> None:
-        """The batch's recorded rows, every layer, on their way to the host: predictions and maps in one copy (as
-        bytes), and each viewing probe's marks (one copy a probe), copied without the host waiting (probes.base.devices.
-        HostCopy); then the previous batch's, landed meanwhile, kept (``settle``). So the host reads a batch's copies
+        """The batch's recorded rows, every layer, on their way to the host: the predictions, and each viewing probe's
+        marks (one copy a probe), copied without the host waiting (probes.base.devices.HostCopy), the held maps left on
+        the device; then the previous batch's, landed meanwhile, kept (``settle``). So the host reads a batch's copies
         once the device has the next batch's layers queued, and never stops it between batches."""
-        predictions, maps = held["predictions"], held["maps"]  # [R,L,H,C] int16, [R,L,H,C,C] uint8 or None
-        both = HostCopy(torch.cat([predictions.view(torch.uint8).reshape(-1),
-                                   *([] if maps is None else [maps.reshape(-1)])]), given=True)
+        predictions = held["predictions"]  # [R,L,H,C] int16
+        copied = HostCopy(predictions, given=True)
         marks = {name: _marks_copy(per_layer) for name, per_layer in held["marks"].items()}
         self.settle()
         self._pending = {"sentences": [batch.sentences[b] for b in rows], "indices": [batch.indices[b] for b in rows],
-                         "rows": rows, "width": batch.width, "both": both, "shapes": (predictions.shape,
-                         None if maps is None else maps.shape), "maps_at": held["maps_at"], "marks": marks}
+                         "rows": rows, "width": batch.width, "predictions": copied, "maps": held["maps"],
+                         "maps_at": held["maps_at"], "marks": marks}
 
     def settle(self) -> None:
         """Keep the batch whose copies were on their way, if any (waiting for them here): at the next batch's last
@@ -168,20 +181,18 @@ class ExampleRecorder:
         if self._pending is None:
             return
         pending, self._pending = self._pending, None
-        (predictions_shape, maps_shape), both = pending["shapes"], pending["both"].landed().numpy()
-        split = 2 * int(np.prod(predictions_shape))
-        predictions = both[:split].view(np.int16).reshape(predictions_shape)
-        maps = None if maps_shape is None else both[split:].reshape(maps_shape)
+        predictions, maps = pending["predictions"].landed().numpy(), pending["maps"]  # [R,L,H,C]; [R,L,H,C,C] or None
         for k, (sentence, index) in enumerate(zip(pending["sentences"], pending["indices"])):
             entry = self._kept.setdefault(index, {
                 "sentence": sentence,
                 "predictions": np.zeros((self.layers, self.heads, len(sentence.words) + 1), dtype=np.int16),
-                "maps_at": np.full(self.layers, -1, dtype=np.int64),  # [L] each layer's block in the store
+                "held": None,  # [L,H,C,C] uint8 its maps, held on the device
+                "maps_at": np.full(self.layers, -1, dtype=np.int64),  # [L] else each layer's block in the store
                 "widths": np.zeros(self.layers, dtype=np.int64),  # [L] its side: the batch's C columns
                 "views": {}})  # probe -> {"items": [...], "marks": {name: [L] of [items,H]}}
             entry["predictions"][:] = predictions[k, :, :, : len(sentence.words) + 1]
-            entry["maps_at"][:] = (pending["maps_at"][k] if maps is None
-                                   else [self._write(maps[k, layer]) for layer in range(self.layers)])
+            entry["held"] = None if maps is None else maps[k]
+            entry["maps_at"][:] = pending["maps_at"][k]
             entry["widths"][:] = pending["width"]
         for name, copied in pending["marks"].items():
             self._keep_marks(name, self.viewing[name], copied, pending)
@@ -210,15 +221,27 @@ class ExampleRecorder:
         self._store.write(maps.data)
         return offset
 
-    def maps(self, index: int, layer: int, head: int) -> np.ndarray:
-        """The kept map of sentence `index` (corpus order) for head (layer, head): uint8 [n+2,n+2] over the root,
-        the n words and the end special, weight × 255."""
+    def maps(self, index: int, heads: list[tuple[int, int]]) -> list[np.ndarray]:
+        """The kept maps of sentence `index` (corpus order) for `heads` ((layer, head) each): uint8 [n+2,n+2] each,
+        over the root, the n words and the end special, weight × 255. Held maps come to the host in one copy (the
+        chosen heads' alone), the others are read from the store."""
         entry = self.kept[index]
-        width, n = int(entry["widths"][layer]), len(entry["sentence"].words)
-        self._store.seek(int(entry["maps_at"][layer]) + head * width * width)
-        block = np.frombuffer(self._store.read(width * width), dtype=np.uint8).reshape(width, width)
+        n = len(entry["sentence"].words)
+        if not heads:
+            return []
+        if entry["held"] is not None:
+            held = entry["held"]  # [L,H,C,C] on the device
+            layers, chosen = (to_device(torch.tensor(part), held.device) for part in zip(*heads))  # [K] each
+            blocks = held[layers, chosen].cpu().numpy()  # [K,C,C]
+        else:
+            blocks = []
+            for layer, head in heads:
+                width = int(entry["widths"][layer])
+                self._store.seek(int(entry["maps_at"][layer]) + head * width * width)
+                blocks.append(np.frombuffer(self._store.read(width * width), dtype=np.uint8).reshape(width, width))
+        width = int(entry["widths"][0])
         keep = np.r_[0:n + 1, width - 1]  # [n+2] the root, the words, the end special (padding columns between)
-        return block[np.ix_(keep, keep)]
+        return [block[np.ix_(keep, keep)] for block in blocks]
 
     def retry_point(self) -> None:
         """Nothing to snapshot: a batch fed again (after an out-of-memory split, see probes.running.runner.Feed)
@@ -244,7 +267,8 @@ class ExampleRecorder:
             sentences.append({
                 "index": index, "sent_id": sentence.sent_id, "words": list(sentence.words),
                 "predictions": pack(entry["predictions"], np.uint16),
-                "attention": {f"{layer}-{head}": pack(self.maps(index, layer, head), np.uint8) for layer, head in heads},
+                "attention": {f"{layer}-{head}": pack(block, np.uint8)
+                              for (layer, head), block in zip(heads, self.maps(index, heads))},
                 **(_packed_view(entry["views"].get(result.probe), self.layers, self.heads) if probe else {})})
         return {"heads": [list(h) for h in heads], "named": [list(h) for h in self.named], "specials": self.specials,
                 "kind": probe.view if probe else None, "labels": probe.view_labels() if probe else [],
