@@ -2,9 +2,11 @@
 
 One run of each of RUNS (after gpu_bench's own runs warmed them up), its wall time cut into phases by timers put
 around the library's functions for that run and taken off after it (unittest.mock.patch.object):
-    fit_pass      Feed.all over fit_update: pos's and trees' fit, a forward pass over the fit corpus
-    scoring_pass  Feed.all over update: the forward pass that scores
+    fit_pass      Feed.all over fit_update: trees' fit (and pos's, where it cannot fit beside the scoring), a
+                  forward pass over the fit corpus
+    scoring_pass  Feed.all over update: the forward pass that scores (and fits pos, Probe.fit_beside)
     rest          the run's time outside both, of which (seconds, calls):
+      kept          pos's scoring of the units it kept in the scoring pass (Probe.score_kept)
       reading       RunCorpus' construction: the scored corpus' first chunk read and checked
       preparing     RunCorpus.start: the probes' pre-pass, the first chunk filtered and tokenised
       moving        Probe.to: the probes' state sent to the device before the passes, read back after
@@ -47,14 +49,14 @@ from probes.scoring.probe import Probe
 from probes.settings.registry import get_probe
 
 SIX = ["dep", "pos", "trees", "mass", "entropy", "positional"]
-RUNS = {"dep": (["dep"], {}, "float32"), "trees": (["trees"], {}, "float32"),
+RUNS = {"dep": (["dep"], {}, "float32"), "pos": (["pos"], {}, "float32"), "trees": (["trees"], {}, "float32"),
         "trees_on_device": (["trees"], {"tree_decoding": "device"}, "float32"), "six": (SIX, {}, "float32"),
         "dep_sdpa_qk": (["dep"], {}, "sdpa-qk"), "dep_bfloat16": (["dep"], {"dtype": "bfloat16"}, "bfloat16"),
         "six_bfloat16": (SIX, {"dtype": "bfloat16"}, "bfloat16")}  # name -> (probes, settings, encoder's key)
 PROFILED = ("dep", "trees", "trees_on_device", "six", "dep_sdpa_qk", "dep_bfloat16")
 TRACED = ("dep", "dep_bfloat16")  # runs whose profile is also written as a gzipped Chrome trace (where asked)
 TOP = 15  # operations listed by each ordering
-PARTS = ("fit_pass", "scoring_pass", "reading", "preparing", "moving", "computing", "attaching", "ensemble",
+PARTS = ("fit_pass", "scoring_pass", "reading", "preparing", "moving", "kept", "computing", "attaching", "ensemble",
          "decode_host", "decode_device", "waiting")  # the timed functions' labels (the module docstring)
 
 
@@ -117,7 +119,8 @@ def clocked(clock: Clock):
         stack.enter_context(mock.patch.object(runner.Feed, "all", feed_all))
         for owner, name, label in ((runner.RunCorpus, "__init__", "reading"), (runner.RunCorpus, "start", "preparing"),
                                    (Probe, "to", "moving"), (runner.ExampleRecorder, "attach", "attaching"),
-                                   *((get_probe(n), "compute", "computing") for n in sorted(set(SIX)))):
+                                   *((get_probe(n), "compute", "computing") for n in sorted(set(SIX))),
+                                   (get_probe("pos"), "score_kept", "kept")):
             stack.enter_context(mock.patch.object(owner, name, clock.wrap(label, getattr(owner, name))))
         for owner, name, label in ((trees, "select_heads", "ensemble"), (trees, "decode", "decode_host"),
                                    (batched, "decode", "decode_device"), (trees.LayerTrees, "result", "waiting"),

@@ -23,7 +23,7 @@ from benchmarks import gpu_phases
 from benchmarks.gpu_check import ewt_dev
 from probes.base.defaults import default_model
 
-PARTS = ("fit_pass", "scoring_pass", "reading", "preparing", "computing", "attaching", "ensemble", "decode_host")
+PARTS = ("fit_pass", "scoring_pass", "reading", "preparing", "kept", "computing", "attaching", "ensemble", "decode_host")
 
 
 def measured(name: str, encoder: probes.Encoder, corpus: str, limit: int | None, repeats: int) -> dict:

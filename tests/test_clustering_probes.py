@@ -16,7 +16,7 @@ from probes.base.errors import InputError
 from probes.capture.maps import LayerMaps
 from probes.results.probe_result import RunInfo
 from helpers import E, HandBatch, feed, sentence
-from state_checks import check_state, info, two_layers
+from state_checks import assert_same, check_state, info, two_layers
 
 JUNK = 100.0
 INFO = RunInfo(model="hand", corpus=["hand"], layers=1, heads=2, sentences=0, skipped={},
@@ -81,6 +81,33 @@ def test_pos_centroids_and_scores_worked_out_by_hand():
     assert r.extra["labels_without_centroid"] == []
     assert r.best("N").head == 0
     assert r.baselines == {"majority": {"label": "N", "overall": 0.5}}  # N and V tie at 2 fit words: N seen first
+
+
+def test_pos_fitted_beside_its_scoring_pass_scores_what_it_kept_as_a_fit_phase_then_a_pass_would():
+    """fit_beside: the scoring pass over the fit batches themselves fits the centroids (N = (2,0),(.5,.5); V =
+    (0,2),(2,0), as above) and keeps the unit vectors; score_kept then scores them. Head 0: a (1,0) N ✓, b (0,1) V ✓,
+    c (3,0) N ✓, d (0,3) V ✓: 4/4. Head 1 (directions N (1,1)/√2, V (1,0)): a (0,1) N ✓, b (1,0) V ✓, c (1,0) V ✗,
+    d (3,0) V ✓: N 1/2, V 2/2, 3/4. The same state as a fit phase over the batches followed by a scoring pass,
+    and each (batch, layer) scored handed on once, in the pass's order."""
+    beside = PosProbe(1, 2)
+    beside.fit_beside()
+    batches = [vector_batch(*FIT_1_BATCH), vector_batch(*FIT_2_BATCH)]
+    for hand in batches:
+        feed(beside, hand)
+    assert beside.hits.total().sum() == 0  # nothing scored during the pass
+    viewed = []
+    beside.score_kept(lambda batch, layer: viewed.append((batch.sentences, layer, beside.kept_view[0])))
+    assert viewed == [([FIT_1], 0, 0), ([FIT_2], 0, 0)]
+    r = beside.compute(INFO)
+    np.testing.assert_array_equal(r.labels["N"].scores, [[1.0, 0.5]])
+    np.testing.assert_array_equal(r.labels["V"].scores, [[1.0, 1.0]])
+    np.testing.assert_array_equal(r.overall.scores, [[1.0, 0.75]])
+    phases = fitted_pos()
+    for hand in batches:
+        feed(phases, hand)
+    assert_same(beside.state_dict(), phases.state_dict())
+    beside.score_kept(lambda batch, layer: viewed.append(layer))  # nothing kept any more
+    assert len(viewed) == 2
 
 
 def test_pos_scores_do_not_depend_on_batching_or_padding():

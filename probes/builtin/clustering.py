@@ -16,6 +16,8 @@ words.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,6 +50,8 @@ class ClusteringProbe(FitPresentation, Probe):
 
     def __init__(self, layers: int, heads: int, **options):
         super().__init__(layers, heads, **options)
+        # under fit_beside: each batch fed (as kept) with its layers' (layer, labels, unit vectors [N,H,d]); else None
+        self._kept: list[tuple[_Kept, list[tuple[int, list[str], torch.Tensor]]]] | None = None
         self.add_state("centroids", Centroids(layers, heads), fit=True)  # per-label sums [K,L,H,d] and counts [K]
         self.add_state("hits", LabelSums((layers, heads)), replicated=True)  # [labels, L, H] units predicted right (replicas [labels, R, L, H])
         self.add_state("units", LabelSums(()), replicated=True, host=True)  # [labels] units scored (replicas [labels, R]), gold alone
@@ -87,23 +91,62 @@ class ClusteringProbe(FitPresentation, Probe):
         labels, vectors = self.unit_vectors(batch, maps)
         self.centroids.add(labels, vectors, maps.layer)
 
+    def beside_bytes(self, sentences: list[Sentence], head_dim: int) -> int | None:
+        """The unit vectors of every layer, float32: units × L × H × d × 4 bytes (EWT dev's 25,147 tagged words with
+        MiniLM's 6 × 12 heads of 32: 232 MB)."""
+        return sum(len(self.spans(s)) for s in sentences) * self.layers * self.heads * head_dim * 4
+
+    def fit_beside(self) -> None:
+        self._kept = []
+
     def update(self, batch: Batch, maps: LayerMaps) -> None:
+        if self._kept is None:
+            self._score(batch, maps.layer, *self.unit_vectors(batch, maps))
+            return
+        labels, vectors = self.unit_vectors(batch, maps)  # [N,H,d]
+        self.centroids.add(labels, vectors, maps.layer)
+        if maps.layer == 0:  # a batch's first layer (layers come in order, 0 first)
+            self._kept.append((_Kept(batch), []))
+        self._kept[-1][1].append((maps.layer, labels, vectors))
+
+    def score_kept(self, viewed: Callable[[Any, int], None]) -> None:
+        """Each kept batch's layers scored against the centroids of the whole pass (see ``fit_beside``), each batch's
+        vectors dropped once scored."""
+        kept, self._kept = self._kept or [], None
+        kept.reverse()
+        while kept:
+            batch, layers = kept.pop()
+            for layer, labels, vectors in layers:
+                self._score(batch, layer, labels, vectors)
+                viewed(batch, layer)
+
+    def retry_point(self) -> tuple:
+        """The state, and how many batches were kept (a batch fed again under ``fit_beside`` is kept again)."""
+        return super().retry_point(), None if self._kept is None else len(self._kept)
+
+    def restore(self, point: tuple) -> None:
+        state, kept = point
+        super().restore(state)
+        if kept is not None:
+            del self._kept[kept:]
+
+    def _score(self, batch: Batch, layer: int, labels: list[str], vectors: torch.Tensor) -> None:
+        """Add one layer of a batch's units (their labels, vectors [N,H,d]): each predicted by its nearest centroid."""
         if not len(self.centroids):
             raise InputError(f"{self.name}: no centroids: the fit corpus has no labelled {self.unit}")
-        labels, vectors = self.unit_vectors(batch, maps)
         if not labels:
             return
         device = vectors.device
-        predicted = self.centroids.classify(vectors, maps.layer)  # [N,H]
+        predicted = self.centroids.classify(vectors, layer)  # [N,H]
         right = predicted == batch.memo(("clustering.index", id(self)), lambda: self.centroids.index(labels))[:, None]
         rows = self.unit_rows(batch)  # [N] sentence of each unit, on the host
         on_device = batch.memo(("clustering.rows", id(self), device), lambda: to_device(rows, device))
-        self.keep_view(maps.layer, on_device, predicted=self._sorted_position(batch, device)[predicted], right=right)
+        self.keep_view(layer, on_device, predicted=self._sorted_position(batch, device)[predicted], right=right)
         hits = self.batch_buffer(batch, "clustering.right", (len(labels), self.layers, self.heads), torch.bool)
-        hits[:, maps.layer] = right  # [N,L,H]: the batch's hits added at once, at the last layer (one product, not L)
-        if maps.layer == self.layers - 1:
+        hits[:, layer] = right  # [N,L,H]: the batch's hits added at once, at the last layer (one product, not L)
+        if layer == self.layers - 1:
             self.hits.add(self.hits.ids(labels), hits, sentences=on_device, batch=batch)
-        if maps.layer == 0:  # units are counted once
+        if layer == 0:  # units are counted once
             self.units.add(self.units.ids(labels), torch.ones(len(labels)), sentences=rows, batch=batch)
 
     def unit_rows(self, batch: Batch) -> torch.Tensor:
@@ -135,6 +178,20 @@ class ClusteringProbe(FitPresentation, Probe):
             extra["causal_constraint"] = {"note": CAUSAL_NOTE}
         return attach_intervals(ProbeResult(probe=self.name, info=info, options=dict(self.config), labels=labels,
                                             overall=overall, baselines=baselines, extra=extra), self.hits, self.units)
+
+
+class _Kept:
+    """What scoring a batch after the pass reads of it (``ClusteringProbe.score_kept``): its sentences and their
+    indices, and a memo of its own (``Batch.memo``'s), the batch itself dropped (its memo holds the pass's buffers)."""
+
+    def __init__(self, batch: Batch):
+        self.sentences, self.indices = batch.sentences, batch.indices
+        self._memo: dict = {}
+
+    def memo(self, key, make):
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
 
 
 def _members(spans: list[list[tuple[str, int, int]]],

@@ -147,6 +147,23 @@ class ExampleRecorder:
         if maps.layer == self.layers - 1:
             self._keep(batch, rows, held)
 
+    def late_view(self, probe: Any, batch: Any, layer: int) -> None:
+        """What `probe` made of `batch`'s items at `layer` (its ``kept_view``), where it scored them after the pass
+        (probes.scoring.probe.Probe.score_kept; batch as it kept it: its sentences and indices, ``memo``): kept for the
+        recorded sentences as ``update`` keeps a view, the batch's layers in one copy at its last."""
+        kept, probe.kept_view = probe.kept_view, None
+        rows = [b for b, index in enumerate(batch.indices) if index < self.limit]
+        if probe.name not in self.viewing or not rows:
+            return
+        per_layer = batch.memo(("examples.late", id(self), probe.name), lambda: [None] * self.layers)
+        if kept is not None and kept[0] == layer:
+            per_layer[layer] = kept[1:]
+        if layer == self.layers - 1 and any(marks is not None for marks in per_layer):
+            pending = {"rows": rows, "sentences": [batch.sentences[b] for b in rows],
+                       "indices": [batch.indices[b] for b in rows]}
+            self.settle()
+            self._keep_marks(probe.name, probe, _marks_copy(per_layer), pending)
+
     def _held(self, rows: int, heads: int, columns: int, device: torch.device) -> dict[str, Any]:
         """What a batch's recorded rows keep: every layer's predictions on the device until its last layer, and the
         quantised maps there too, held until the views are made, where the run's held maps stay within

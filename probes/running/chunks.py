@@ -228,6 +228,14 @@ class RunCorpus:
             return [self.fit_fed]
         return self.fit_pass
 
+    def scored_as_fit(self) -> list[Sentence] | None:
+        """The sentences the scoring pass will feed, where they are also the fit phase's (no fit corpus of its own, an
+        unsharded scored corpus of one chunk: ``fit_chunks`` would feed that chunk again), else None."""
+        if self.fit_source is not None or self.shard.count != 1 or not self.scoring.single:
+            return None
+        first = self.scoring.first
+        return [first.usable[e.index] for e in first.encoded]
+
     def fit_total(self) -> int | None:
         """Sentences the fit phase will feed, where known ahead (see ``total``)."""
         return None if self.fit_fed is None else len(self.fit_fed.encoded)

@@ -187,6 +187,23 @@ class Probe(Presentation, ABC):
         outside any batch, on the run's `device` where it is device work (trees chooses its head ensemble). Nothing
         by default; state merged in later (``merge_fit``) must not rely on it."""
 
+    def beside_bytes(self, sentences: list[Sentence], head_dim: int) -> int | None:
+        """Bytes this probe would keep to fit within the scoring pass itself (``fit_beside``) when its fit corpus is
+        the scored corpus, `sentences` (the batches of both passes the same), for a model of `head_dim`; None where
+        it cannot (the default: its fit phase, a forward pass of its own, comes first)."""
+        return None
+
+    def fit_beside(self) -> None:
+        """From now on ``update`` fits (as ``fit_update`` does) and keeps what scoring needs, and ``score_kept``
+        scores it once the pass is over (then ``fitted``): the fit phase's forward pass is saved. Only for a probe
+        whose ``beside_bytes`` is not None."""
+        raise NotImplementedError(f"{self.name} fits in a fit phase of its own")
+
+    def score_kept(self, viewed: Callable[[Any, int], None]) -> None:
+        """After a pass fed under ``fit_beside``: score what was kept, batch by batch and layer by layer in the pass's
+        order, calling viewed(the batch as kept, with its sentences, indices and ``memo``; the layer) after each, when
+        its view (``kept_view``) is the layer's. Nothing by default."""
+
     @abstractmethod
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         """Add layer ``maps.layer`` of `batch` to the state (see the module docstring)."""
