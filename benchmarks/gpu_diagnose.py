@@ -32,7 +32,7 @@ from probes.corpus import read_corpus
 from probes.encoding.batching import DEVICE_TOKENS
 
 REPORT = "gpu_diagnose.json"
-ORDER = ["dep", "dep_bfloat16", "six", "trees_on_device", "trees", "dep_sdpa_qk", "six_bfloat16"]  # gpu_phases.RUNS,
+ORDER = ["dep", "dep_bfloat16", "six", "trees_on_device", "trees", "dep_sdpa_qk", "six_bfloat16", "pos"]  # gpu_phases.RUNS,
 # the most wanted first (a call cut short keeps those measured)
 LONG_AFTER = "dep_bfloat16"  # the run of ORDER after which the 512-subword step comes
 

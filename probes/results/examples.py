@@ -260,12 +260,15 @@ class ExampleRecorder:
         keep = np.r_[0:n + 1, width - 1]  # [n+2] the root, the words, the end special (padding columns between)
         return [block[np.ix_(keep, keep)] for block in blocks]
 
-    def retry_point(self) -> None:
-        """Nothing to snapshot: a batch fed again (after an out-of-memory split, see probes.running.runner.Feed)
-        writes the same entries again."""
+    def retry_point(self) -> int | None:
+        """The room left for held maps: a batch fed again (after an out-of-memory split, see
+        probes.running.runner.Feed) writes the same entries again, and the failed batch's held maps, dropped with it,
+        give their room back."""
+        return self._room
 
-    def restore(self, point: None) -> None:
+    def restore(self, point: int | None) -> None:
         """See retry_point."""
+        self._room = point
 
     def chosen_heads(self, result: ProbeResult) -> list[tuple[int, int]]:
         """The named heads and the best head of every label and of overall (where one is named), sorted."""
