@@ -1,10 +1,12 @@
 """pos, ner and con fitted in the scoring pass itself (probes.running.runner._beside, Probe.fit_beside): where the fit
 corpus is the scored corpus of one chunk, the run makes one forward pass instead of two, and every result, its
 per-sentence views included, is that of the fit phase followed by the scoring pass (the same batches in the same
-order: the same vectors, the same centroids), with MiniLM on the bundled EWT sample and on EWT dev."""
+order: the same vectors, the same centroids), with MiniLM on the bundled EWT sample and on EWT dev (pos), on UNER
+English EWT (ner) and on a CRAFT article (con)."""
 from __future__ import annotations
 
 import pytest
+from probe_corpora import probe_run_arguments
 from rows_alone import rows_alone
 from state_checks import assert_same
 
@@ -42,6 +44,18 @@ def test_pos_fitted_beside_the_scoring_pass_gives_the_two_pass_results(names, mi
         assert_same(beside[name], apart[name], name)
     assert beside["pos"].extra["sentence_views"]["sentences"][0]["marks"]  # pos's own view, scored after the pass
     assert beside["pos"].extra["fit"] == apart["pos"].extra["fit"]
+
+
+@pytest.mark.parametrize("name", ["ner", "con"])
+def test_ner_and_con_fitted_beside_the_scoring_pass_give_the_two_pass_results(name, minilm, monkeypatch, tmp_path,
+                                                                               request):
+    """ner on 40 sentences of UNER English EWT, con on a CRAFT article's Penn trees, both on the same split."""
+    kwargs = probe_run_arguments(name, tmp_path, lambda: request.getfixturevalue("shared_corpora"))
+    beside, one = _run([name], minilm, monkeypatch, beside=True, views=6, **kwargs)
+    apart, two = _run([name], minilm, monkeypatch, beside=False, views=6, **kwargs)
+    assert (one, two) == (["update"], ["fit_update", "update"])
+    assert beside[name].overall.count > 0 and beside[name].extra["sentence_views"]["sentences"]
+    assert_same(beside[name], apart[name], name)
 
 
 def test_a_word_shuffled_twin_or_a_fit_corpus_keeps_the_fit_phase(minilm, monkeypatch, tmp_path):
