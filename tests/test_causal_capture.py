@@ -134,21 +134,21 @@ def test_the_math_kernels_probabilities_on_hand_built_queries_and_keys():
     math kernel's, bit for bit; where SDPA would run another kernel (here, unheld: the CPU's flash), None."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from probes.capture.sdpa_qk import _math_attention
+    from probes.capture.sdpa_qk import math_attention
 
     q = torch.tensor([[[[1.0, 0.0], [0.0, 1.0]]]])  # [1,1,2,2]
     k = torch.tensor([[[[2 * math.log(2), 0.0], [0.0, 0.0]]]])
     v = torch.tensor([[[[1.0, 2.0], [3.0, 4.0]]]])
-    assert _math_attention(q, k, v, None, 0.0, True, 0.5, False) is None
+    assert math_attention(q, k, v, None, 0.0, True, 0.5, False) is None
     with sdpa_kernel([SDPBackend.MATH]):
-        out, probabilities = _math_attention(q, k, v, None, 0.0, True, 0.5, False)
+        out, probabilities = math_attention(q, k, v, None, 0.0, True, 0.5, False)
         assert torch.equal(out, torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.5))
         torch.testing.assert_close(probabilities[0, 0], torch.tensor([[1.0, 0.0], [0.5, 0.5]]))
         hidden = torch.tensor([[True, True], [True, False]])  # a boolean mask, made additive as SDPA makes it
-        out, probabilities = _math_attention(q, k, v, hidden, 0.0, False, 0.5, False)
+        out, probabilities = math_attention(q, k, v, hidden, 0.0, False, 0.5, False)
         assert torch.equal(out, torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=hidden, scale=0.5))
         torch.testing.assert_close(probabilities[0, 0], torch.tensor([[2 / 3, 1 / 3], [1.0, 0.0]]))
-        assert _math_attention(q.half(), k.half(), v.half(), None, 0.0, True, 0.5, False) is None  # float32 only
+        assert math_attention(q.half(), k.half(), v.half(), None, 0.0, True, 0.5, False) is None  # float32 only
 
 
 def test_layerwise_hands_on_layers_in_order_and_stops_after_the_last(checkpoints):

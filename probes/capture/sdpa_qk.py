@@ -21,7 +21,7 @@ pass ends once the last layer's maps are handed on (``LastLayerRead``): nothing 
 whatever the model's dtype.
 
 Where SDPA would run its math kernel on float32 queries (on a GPU: a decoder's float32 grouped-query attention, which
-the fused kernels do not take), that kernel is called directly with the same arguments (``_math_attention``; a
+the fused kernels do not take), that kernel is called directly with the same arguments (``math_attention``; a
 boolean mask made additive as SDPA makes it): it returns the model's very outputs and the softmax probabilities it
 computed for them, and those are the layer's maps, not computed a second time. They equal the steps above within
 float32 rounding (the kernel scales q and k by √scaling each before their product); a padding row is set to 0.
@@ -118,7 +118,7 @@ def additive(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | No
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
 
 
-def _math_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None,
+def math_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None,
                     dropout_p: float, is_causal: bool, scale: float | None,
                     enable_gqa: bool) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(output, probabilities [B,H,T,T] float32) of SDPA's math kernel, called as SDPA would call it, where SDPA
@@ -271,7 +271,7 @@ class _SdpaMaps(TorchFunctionMode):
                    scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
         causal = self.target.causal
         flash = None if self.full or self.vectors or not causal else _FlashWithLogsumexp()
-        kept = _math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+        kept = math_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
         if kept is not None:
             out, kept = kept  # [B,H,T,d], [B,H,T,T] the math kernel's probabilities
         else:

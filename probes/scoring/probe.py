@@ -197,7 +197,8 @@ class Probe(Presentation, ABC):
         """From now on ``update`` fits (as ``fit_update`` does) and keeps what scoring needs, and ``score_kept``
         scores it once the pass is over (then ``fitted``): the fit phase's forward pass is saved. Only for a probe
         whose ``beside_bytes`` is not None."""
-        raise NotImplementedError(f"{self.name} fits in a fit phase of its own")
+        raise RuntimeError(f"{self.name}: fit_beside called on a probe whose beside_bytes is None (it fits in a "
+                           "fit phase of its own)")
 
     def score_kept(self, viewed: Callable[[Any, int], None]) -> None:
         """After a pass fed under ``fit_beside``: score what was kept, batch by batch and layer by layer in the pass's
