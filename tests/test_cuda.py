@@ -127,6 +127,28 @@ def test_every_probe_runs_on_the_device_as_on_the_cpu(names, minilm, minilm_on_d
         assert moved <= 0.05 * total, (name, moved, total)
 
 
+def test_views_held_on_the_device_equal_the_cpus(minilm, minilm_on_device):
+    """The per-sentence views' maps stay on the device until the views are made (probes.results.examples), and pos
+    scores its kept units after the pass (Probe.fit_beside): the same sentences, heads chosen where no best head
+    moved, every held map within one step of 255 of the CPU's, and pos's marks for the same items."""
+    from probes.base.packing import unpack
+
+    runs = [probes.run(["dep", "pos"], encoder=e, limit=16, views=6, view_heads=[(1, 2), (4, 7)], progress=False)
+            for e in (minilm, minilm_on_device)]
+    for name in ("dep", "pos"):
+        ours, theirs = (run[name].extra["sentence_views"] for run in runs)
+        assert [s["index"] for s in ours["sentences"]] == [s["index"] for s in theirs["sentences"]] == list(range(6))
+        shared = set(map(tuple, ours["heads"])) & set(map(tuple, theirs["heads"]))
+        assert {(1, 2), (4, 7)} <= shared
+        for a, b in zip(ours["sentences"], theirs["sentences"], strict=True):
+            side = len(a["words"]) + 2
+            for layer, head in shared:
+                key = f"{layer}-{head}"
+                x, y = (unpack(s["attention"][key], np.uint8, (side, side)).astype(int) for s in (a, b))
+                assert np.abs(x - y).max() <= 1, (name, a["index"], key)
+            assert a["items"] == b["items"] and a["marks"].keys() == b["marks"].keys(), (name, a["index"])
+
+
 @pytest.fixture(scope="module")
 def decoders(tmp_path_factory):
     root = tmp_path_factory.mktemp("cuda-decoders")
@@ -143,6 +165,26 @@ def test_decoder_maps_equal_the_cpu(decoders, family):
     for a, b in zip(cpu.forward(ids, mask).attentions, dev.forward(ids, mask).attentions, strict=True):
         _close(a * real, b * real.to(b.device))
         assert torch.triu(b[0], diagonal=1).abs().max() == 0  # causal on the device too
+
+
+@pytest.mark.parametrize("family", list(CONFIGS))
+def test_decoder_maps_from_sdpas_math_kernel_equal_the_cpu(decoders, family):
+    """With SDPA held to its math kernel on the device (as for a float32 model with grouped-query attention on a
+    GPU), the maps are that kernel's own probabilities (probes.capture.sdpa_qk.math_attention): the CPU's within
+    float32 rounding, causal, padding rows 0."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    cpu, dev = _pair(decoders[family])
+    words = [[f"t{i}" for i in (5, 9, 17, 5, 9, 33, 2, 40, 5, 9, 17)], [f"t{i}" for i in (8, 8, 3, 60, 12, 3, 7)]]
+    batch = cpu.tokenizer(words, is_split_into_words=True, padding=True, return_tensors="pt")
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    real = mask.bool()[:, None, :, None]  # [B,1,T,1] real query rows
+    expected = cpu.forward(ids, mask).attentions
+    with sdpa_kernel([SDPBackend.MATH]):
+        got = dev.forward(ids, mask).attentions
+    for a, b in zip(expected, got, strict=True):
+        _close(a * real, b * real.to(b.device))
+        assert torch.triu(b[0], diagonal=1).abs().max() == 0 and (b * ~real.to(b.device)).abs().max() == 0
 
 
 @pytest.mark.parametrize("family", list(CONFIGS))
