@@ -100,10 +100,10 @@ class ClusteringProbe(FitPresentation, Probe):
         self._kept = []
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
-        if self._kept is None:
-            self._score(batch, maps.layer, *self.unit_vectors(batch, maps))
-            return
         labels, vectors = self.unit_vectors(batch, maps)  # [N,H,d]
+        if self._kept is None:
+            self._score(batch, maps.layer, labels, vectors)
+            return
         self.centroids.add(labels, vectors, maps.layer)
         if maps.layer == 0:  # a batch's first layer (layers come in order, 0 first)
             self._kept.append((_Kept(batch), []))

@@ -104,7 +104,7 @@ class ExampleRecorder:
     @property
     def kept(self) -> dict[int, dict[str, Any]]:
         """Sentence index -> what is kept of it: sentence, predictions, held (its maps [L,H,C,C] on the device, or
-        None), maps_at (else their blocks in the store), widths, views (every batch fed)."""
+        None), maps_at (else their blocks in the store), width, views (every batch fed)."""
         self.settle()
         return self._kept
 
@@ -205,12 +205,12 @@ class ExampleRecorder:
                 "predictions": np.zeros((self.layers, self.heads, len(sentence.words) + 1), dtype=np.int16),
                 "held": None,  # [L,H,C,C] uint8 its maps, held on the device
                 "maps_at": np.full(self.layers, -1, dtype=np.int64),  # [L] else each layer's block in the store
-                "widths": np.zeros(self.layers, dtype=np.int64),  # [L] its side: the batch's C columns
+                "width": 0,  # its maps' side: the batch's C columns
                 "views": {}})  # probe -> {"items": [...], "marks": {name: [L] of [items,H]}}
             entry["predictions"][:] = predictions[k, :, :, : len(sentence.words) + 1]
             entry["held"] = None if maps is None else maps[k]
             entry["maps_at"][:] = pending["maps_at"][k]
-            entry["widths"][:] = pending["width"]
+            entry["width"] = pending["width"]
         for name, copied in pending["marks"].items():
             self._keep_marks(name, self.viewing[name], copied, pending)
 
@@ -243,7 +243,7 @@ class ExampleRecorder:
         over the root, the n words and the end special, weight × 255. Held maps come to the host in one copy (the
         chosen heads' alone), the others are read from the store."""
         entry = self.kept[index]
-        n = len(entry["sentence"].words)
+        n, width = len(entry["sentence"].words), entry["width"]
         if not heads:
             return []
         if entry["held"] is not None:
@@ -253,10 +253,8 @@ class ExampleRecorder:
         else:
             blocks = []
             for layer, head in heads:
-                width = int(entry["widths"][layer])
                 self._store.seek(int(entry["maps_at"][layer]) + head * width * width)
                 blocks.append(np.frombuffer(self._store.read(width * width), dtype=np.uint8).reshape(width, width))
-        width = int(entry["widths"][0])
         keep = np.r_[0:n + 1, width - 1]  # [n+2] the root, the words, the end special (padding columns between)
         return [block[np.ix_(keep, keep)] for block in blocks]
 

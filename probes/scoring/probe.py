@@ -195,7 +195,7 @@ class Probe(Presentation, ABC):
 
     def fit_beside(self) -> None:
         """From now on ``update`` fits (as ``fit_update`` does) and keeps what scoring needs, and ``score_kept``
-        scores it once the pass is over (then ``fitted``): the fit phase's forward pass is saved. Only for a probe
+        scores it once the pass is over (after ``fitted``): the fit phase's forward pass is saved. Only for a probe
         whose ``beside_bytes`` is not None."""
         raise RuntimeError(f"{self.name}: fit_beside called on a probe whose beside_bytes is None (it fits in a "
                            "fit phase of its own)")
