@@ -2,7 +2,8 @@
 made independently with torch (attention form: the transpose; symmetric: (A + Aᵀ) / 2, in float64) and decoded
 one matrix at a time by chu_liu_edmonds and eisner (tests/test_trees_decoders.py checks those against networkx
 and brute force): every form, float32 and float64 attention, garbage padding and end column, ties, a stack
-cut across threads and lanes, and a non-projective tree."""
+cut across threads and lanes, and a non-projective tree. attachment: the gold arcs trees attach, counted on trees
+worked out by hand and against attached."""
 from __future__ import annotations
 
 import numba
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 from probes.builtin.trees.decoders import DECODERS, LANES, SCORES, chu_liu_edmonds, decode, eisner
-from probes.builtin.trees.scoring import FORMS
+from probes.builtin.trees.scoring import FORMS, attached, attachment
 from probes.corpus.trees import head_problem
 from test_trees_decoders import _score
 
@@ -117,3 +118,34 @@ def test_non_projective_attention():
     heads = decode(scores.T.contiguous()[None], torch.tensor([4]), ("attention",))  # [D,1,1,M]
     assert heads[0, 0, 0, 1:].tolist() == [0, 1, 1, 2]
     assert heads[1, 0, 0, 1:].tolist() != [0, 1, 1, 2]
+
+
+# two sentences, 3 and 2 words: gold heads [2, 0, 2] and [0, 1] (0: the root), as sentence row, dependent, head
+ARCS = (torch.tensor([0, 0, 0, 1, 1]), torch.tensor([1, 2, 3, 1, 2]), torch.tensor([2, 0, 2, 0, 1]))
+
+
+def test_attachment_of_trees_worked_out_by_hand():
+    # each sentence's predicted head of nodes 0..3 (-1: the root and padding), per decoder and form
+    trees = {(0, 0): [[-1, 2, 0, 2], [-1, 2, 0, -1]],  # 3 right; undirected also 1 <- 2 read backwards: 4
+             (0, 1): [[-1, 0, 1, 2], [-1, 0, 1, -1]],  # 3 right; undirected also 1's gold head 2 hangs from 1: 4
+             (1, 0): [[-1, 2, 0, 2], [-1, 0, 1, -1]],  # all 5
+             (1, 1): [[-1, 3, 3, 0], [-1, 2, 0, -1]]}  # none; undirected 3 <- 2 and 2 <- 1 read backwards: 2
+    predicted = torch.empty(2, 1, 2, 1, 2, 4, dtype=torch.long)  # [D,X,B,H,F,M]
+    for (d, f), rows in trees.items():
+        predicted[d, 0, :, 0, f] = torch.tensor(rows)
+    hits, main = attachment(predicted, *ARCS)
+    assert hits.shape == (2, 2, 2, 1, 1)
+    assert hits[..., 0, 0].tolist() == [[[3, 4], [3, 4]], [[5, 5], [0, 2]]]
+    assert main.shape == (5, 1, 1) and main[:, 0, 0].tolist() == [True, True, True, False, False]
+
+
+def test_attachment_counts_what_attached_finds():
+    rng = torch.Generator().manual_seed(0)
+    predicted = torch.randint(-1, 4, (2, 3, 2, 5, 2, 4), generator=rng)  # [D,L,B,H,F,M]
+    hits, main = attachment(predicted, *ARCS)
+    directed, undirected = attached(predicted.permute(0, 4, 1, 3, 2, 5), *ARCS)  # [D,F,L,H,N]
+    assert torch.equal(hits, torch.stack([directed.sum(-1), undirected.sum(-1)], 2))
+    assert torch.equal(main, directed[0, 0].permute(2, 0, 1))
+    by_layer = [attachment(predicted[:, layer:layer + 1], *ARCS) for layer in range(3)]
+    assert torch.equal(torch.cat([h for h, _ in by_layer], 3), hits)
+    assert torch.equal(torch.cat([m for _, m in by_layer], 1), main)

@@ -23,15 +23,14 @@ changes no tree. Where (``--tree-decoding``): on the host (the default; probes.b
 model's device (probes.builtin.trees.batched: the same trees, as batched tensor code): there each layer's word
 attention is kept on the device as it comes, and at the batch's last layer every tree of the batch is decoded at
 once, the heads copied to the host without waiting (``DeviceTrees``). On the host, decoding is done beside the
-model's pass: each
-layer's word attention is copied into host memory as the layer comes (pinned, without waiting, on CUDA) and
-decoded on a thread of the probe's own (all B×H trees of the layer, both forms and both decoders, in one
-compiled call that leaves Python free; then the head ensemble's average), while the model computes the next
-layers and the next batch. A batch is scored (``settle``) at the next batch's last layer, its trees decoded by
-then, or as soon as the state is read, merged, computed or replaced, waiting for them: the state never shows
-half a batch. The runner's retry point before each batch (``retry_point``: its out-of-memory split) does not wait:
-it keeps the last batch still to score. The view's marks of a layer (``keep_view``) wait for that layer's trees
-only where they are read (the batches whose sentences the examples record).
+model's pass: each layer's word attention is copied into host memory as the layer comes (pinned, without waiting, on
+CUDA) and decoded on a thread of the probe's own (all B×H trees of the layer, both forms and both decoders, in one
+compiled call that leaves Python free; then the head ensemble's part and the gold arcs the trees attach), while the
+model computes the next layers and the next batch. A batch is scored (``settle``) at the next batch's last layer,
+its trees decoded by then, or as soon as the state is read, merged, computed or replaced, waiting for them: the
+state never shows half a batch. The runner's retry point before each batch (``retry_point``: its out-of-memory
+split) does not wait: it keeps the last batch still to score. The view's marks of a layer (``keep_view``) wait for
+that layer's trees only where they are read (the batches whose sentences the examples record).
 """
 from __future__ import annotations
 
@@ -49,7 +48,7 @@ from probes.builtin.trees.decoders import DECODERS, decode
 from probes.builtin.trees.details import TreesPresentation
 from probes.builtin.trees.ensemble import decode_main, select_heads
 from probes.builtin.trees.sample import SelectionSample, sentence_key, sentence_keys, smallest_keys
-from probes.builtin.trees.scoring import FORMS, attached
+from probes.builtin.trees.scoring import FORMS, attached, attachment
 from probes.base.devices import HostCopy, to_device
 from probes.base.errors import InputError
 from probes.capture.maps import LayerMaps
@@ -126,11 +125,13 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
         if maps.layer == 0:
             if self.config["tree_decoding"] == "device":
-                self._decoding = DeviceTrees(self.layers, batch.n_words, self.ensemble(maps.device))
+                self._decoding = DeviceTrees(self.layers, batch.n_words, self.ensemble(maps.device),
+                                             (rows, dependents, heads))
             else:
                 if self._worker is None:  # the probe's own thread, for its life: a thread's first parallel call costs
                     self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trees-decode")
-                self._decoding = LayerTrees(self._worker, self.layers, batch.n_words, self.ensemble())
+                self._decoding = LayerTrees(self._worker, self.layers, batch.n_words, self.ensemble(),
+                                            (rows, dependents, heads))
         decoding = self._decoding
         # [B,H,C,C]: root, words and the end column (never read)
         decoding.submit(maps.layer, maps.word_attention)
@@ -155,19 +156,12 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
 
     def _score(self, batch: Batch, decoding: LayerTrees | DeviceTrees) -> None:
         rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
-        predicted, ensemble = decoding.result()  # [D,L,B·H,F,C], [B,M] or None
-        b, h, c = len(batch.sentences), self.heads, predicted.shape[-1]
-        predicted = predicted.view(len(DECODERS), self.layers, b, h, len(FORMS), c)
-        predicted = predicted.permute(0, 4, 1, 3, 2, 5)  # [D,F,L,H,B,C]
-        directed, undirected = attached(predicted, rows, dependents, heads)  # [D,F,L,H,N]
-        self.hits[:, :, 0] += directed.sum(-1)
-        self.hits[:, :, 1] += undirected.sum(-1)
+        hits, main, ensemble = decoding.result()  # [D,F,2,L,H], [N,L,H], [B,M] or None
+        self.hits += hits
         self.arcs += len(labels)
         self.relation_arcs.add(self.relation_arcs.ids(labels), torch.ones(len(labels)), sentences=rows, batch=batch)
         self.baseline_hits += _baselines(dependents, heads, batch.n_words[rows])
-        # the main variant per relation [N,L,H]
-        self.relation_hits.add(self.relation_hits.ids(labels), directed[0, 0].permute(2, 0, 1), sentences=rows,
-                               batch=batch)
+        self.relation_hits.add(self.relation_hits.ids(labels), main, sentences=rows, batch=batch)
         if ensemble is not None:
             directed, undirected = attached(ensemble, rows, dependents, heads)
             self.ensemble_hits += torch.stack([directed.sum(), undirected.sum()])
@@ -249,30 +243,34 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
 
 
 class LayerTrees:
-    """A batch's trees, decoded on the probe's thread (`worker`) from each layer's host copy while the model computes
-    the next layers: ``submit`` each layer as it comes, at the last layer ``submit_ensemble``, then ``result``.
-    Every unit is decoded on its own (probes.builtin.trees.decoders), so decoding by layer gives the trees of one
-    call. `chosen`: the head ensemble, (layer, head, UAS) per head (empty for none)."""
+    """A batch's trees, decoded and their gold arcs counted on the probe's thread (`worker`) from each layer's host
+    copy while the model computes the next layers: ``submit`` each layer as it comes, at the last layer
+    ``submit_ensemble``, then ``result``. Every unit is decoded on its own (probes.builtin.trees.decoders), so
+    decoding by layer gives the trees of one call. `chosen`: the head ensemble, (layer, head, UAS) per head (empty
+    for none); `arcs`: the batch's gold arcs, sentence row, dependent and head [N] each (``_arcs``)."""
 
     def __init__(self, worker: ThreadPoolExecutor, layers: int, n_words: torch.Tensor,
-                 chosen: list[tuple[int, int, float]]):
-        self.worker, self.n_words, self.count = worker, n_words, len(chosen)
+                 chosen: list[tuple[int, int, float]], arcs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]):
+        self.worker, self.n_words, self.count, self.arcs = worker, n_words, len(chosen), arcs
         self.mine = [[h for lay, h, _ in chosen if lay == layer] for layer in range(layers)]  # per layer
-        self.trees: list[Future | None] = [None] * layers  # per layer, its trees [D,B·H,F,C] and ensemble part
+        self.trees: list[Future | None] = [None] * layers  # per layer: its trees [D,B·H,F,C], ensemble part, counts
         self.ensemble: Future | None = None  # the ensemble's average's main tree [B,M]
 
     def submit(self, layer: int, attention: torch.Tensor) -> None:
         """Decode the layer's word attention [B,H,C,C] on the probe's thread, once copied into host memory."""
         self.trees[layer] = self.worker.submit(_decode_layer, HostCopy(attention, torch.float32), self.n_words,
-                                               self.mine[layer])
+                                               self.mine[layer], self.arcs)
 
     def submit_ensemble(self) -> None:
         if self.count:
             self.ensemble = self.worker.submit(_decode_ensemble, self.trees, self.count, self.n_words)
 
-    def result(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """[D,L,B·H,F,C] every layer's trees and the ensemble's [B,M] (None without one), once decoded."""
-        return (torch.stack([layer.result()[0] for layer in self.trees], 1),
+    def result(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Once decoded and counted: [D,F,2,L,H] the gold arcs every layer's trees attach and [N,L,H] the main
+        variant's attachment per arc (probes.builtin.trees.scoring.attachment), and the ensemble's trees [B,M] (None
+        without one)."""
+        counted = [layer.result()[2] for layer in self.trees]
+        return (torch.cat([hits for hits, _ in counted], 3), torch.cat([main for _, main in counted], 1),
                 None if self.ensemble is None else self.ensemble.result())
 
     def main(self, layer: int) -> torch.Tensor:
@@ -284,10 +282,12 @@ class DeviceTrees:
     """A batch's trees decoded on the maps' device (probes.builtin.trees.batched), as LayerTrees' are on the host:
     ``submit`` keeps each layer's word attention there ([L,B,H,C,C], a copy: the maps' buffer is the next layer's),
     ``submit_ensemble`` at the last layer decodes every tree of the batch at once and the head ensemble's average,
-    then copies the heads to the host without waiting (HostCopy, as int16); ``result`` reads them there."""
+    then copies the heads to the host without waiting (HostCopy, as int16); ``result`` reads them there and counts
+    the gold arcs `arcs` (``_arcs``) they attach."""
 
-    def __init__(self, layers: int, n_words: torch.Tensor, chosen: list[tuple[int, int, float]]):
-        self.layers, self.n_words, self.chosen = layers, n_words, chosen
+    def __init__(self, layers: int, n_words: torch.Tensor, chosen: list[tuple[int, int, float]],
+                 arcs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]):
+        self.layers, self.n_words, self.chosen, self.arcs = layers, n_words, chosen, arcs
         self.kept: torch.Tensor | None = None  # [L,B,H,C,C] until decoded
         self.heads: torch.Tensor | None = None  # [D,L,B·H,F,C] on the device, once decoded
         self.copies: tuple[HostCopy, HostCopy | None] | None = None  # the heads and the ensemble's [B,M] on the host
@@ -317,24 +317,31 @@ class DeviceTrees:
         self.copies = (HostCopy(self.heads.to(torch.int16)), ensemble)
         self.kept = None
 
-    def result(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """[D,L,B·H,F,C] every layer's trees and the ensemble's [B,M] (None without one), on the host."""
+    def result(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """As LayerTrees.result: [D,F,2,L,H] and [N,L,H] counted on the host, and the ensemble's [B,M] (or None)."""
         heads, ensemble = self.copies
-        return heads.landed().long(), None if ensemble is None else ensemble.landed().long()
+        d, layers, _, f, c = self.heads.shape
+        predicted = heads.landed().long().view(d, layers, len(self.n_words), -1, f, c)  # [D,L,B,H,F,C]
+        return (*attachment(predicted, *self.arcs), None if ensemble is None else ensemble.landed().long())
 
     def main(self, layer: int) -> torch.Tensor:
         """[B·H,C] the main variant's trees of a layer (on the device), once the batch is decoded."""
         return self.heads[0, layer, :, 0]
 
 
-def _decode_layer(copy: HostCopy, n_words: torch.Tensor, mine: list[int]) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _decode_layer(copy: HostCopy, n_words: torch.Tensor, mine: list[int],
+                  arcs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None,
+                                                                                  tuple[torch.Tensor, torch.Tensor]]:
     """The trees [D,B·H,F,C] of every head of a layer, once its host copy [B,H,C,C] is in (a sentence's heads side by
-    side, so that Eisner decodes them together: decoders.LANES), and the sum [B,M,M] in float64 of its ensemble heads
-    `mine` over the root and the words (None where none is the layer's). The copy is dropped with the job."""
+    side, so that Eisner decodes them together: decoders.LANES), the sum [B,M,M] in float64 of its ensemble heads
+    `mine` over the root and the words (None where none is the layer's), and the gold arcs `arcs` the trees attach
+    ([D,F,2,1,H] and [N,1,H]: probes.builtin.trees.scoring.attachment), counted here so that the model's thread
+    need not. The copy is dropped with the job."""
     attention = copy.landed()  # [B,H,C,C]
     b, h, c = attention.shape[:3]
     part = _heads_summed(attention, mine) if mine else None  # [B,M,M]
-    return decode(attention.view(b * h, c, c), n_words.repeat_interleave(h)), part
+    trees = decode(attention.view(b * h, c, c), n_words.repeat_interleave(h))  # [D,B·H,F,C]
+    return trees, part, attachment(trees.view(len(DECODERS), 1, b, h, len(FORMS), c), *arcs)
 
 
 def _heads_summed(attention: torch.Tensor, heads) -> torch.Tensor:

@@ -26,3 +26,18 @@ def attached(predicted: torch.Tensor, rows: torch.Tensor, dependents: torch.Tens
     directed = predicted[..., rows, dependents] == heads
     reverse = predicted[..., rows, heads] == dependents
     return directed, directed | (reverse & (heads > 0))
+
+
+def attachment(predicted: torch.Tensor, rows: torch.Tensor, dependents: torch.Tensor,
+               heads: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gold arcs found in predicted trees, counted: predicted [D,X,B,H,F,M] the heads of every node (decoder,
+    layer, sentence, head, form; X layers, one or all); rows, dependents, heads [N] the gold arcs (``attached``).
+    Returns hits [D,F,2,X,H] int64, the arcs attached directed and undirected, and main [N,X,H] bool, each arc's
+    directed attachment in the first decoder's trees of the first form (trees' main variant)."""
+    n = len(rows)
+    found = predicted[:, :, rows, :, :, dependents]  # [N,D,X,H,F]: the two indices apart, their dimension first
+    directed = found == heads.view(n, 1, 1, 1, 1)
+    reverse = predicted[:, :, rows, :, :, heads] == dependents.view(n, 1, 1, 1, 1)
+    undirected = directed | (reverse & (heads > 0).view(n, 1, 1, 1, 1))
+    hits = torch.stack([directed.sum(0), undirected.sum(0)])  # [2,D,X,H,F]
+    return hits.permute(1, 4, 0, 2, 3), directed[:, 0, :, :, 0]
