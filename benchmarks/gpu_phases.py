@@ -13,7 +13,8 @@ around the library's functions for that run and taken off after it (unittest.moc
       computing     each probe's compute: its result, intervals included
       attaching     the per-sentence views attached to the results (ExampleRecorder.attach)
 and inside the passes, trees' own (seconds, calls):
-    ensemble      the head-ensemble choice on the selection sample (probes.builtin.trees.probe.select_heads)
+    ensemble      the head-ensemble choice on the selection sample (probes.builtin.trees.probe.select_heads): on
+                  trees' own thread, beside the scoring pass, where trees are decoded on the host
     decode_host   the compiled decoders, on trees' own thread, beside the model's pass
     decode_device the batched decoders on the model's thread (on CUDA: launching their work, queued behind the
                   model's)

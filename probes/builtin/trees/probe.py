@@ -16,7 +16,9 @@ Baselines: right-branching (every word heads the next; word 1 hangs from the roo
 
 Head ensemble (``--ensemble-heads``, 0 for none): heads chosen greedily on a bounded sample of the
 selection split (the fit phase: ``--select-on FILE``, else the scored corpus itself), their matrices
-averaged per sentence and decoded with the main variant (probes.builtin.trees.ensemble, .sample).
+averaged per sentence and decoded with the main variant (probes.builtin.trees.ensemble, .sample). With host
+decoding the choice is made on trees' own thread, queued ahead of the first scored batch's decoding, while the model's
+pass begins.
 
 Sentences of different lengths share a batch: each is decoded over its own n+1 nodes only, so padding
 changes no tree. Where (``--tree-decoding``): on the host (the default; probes.builtin.trees.decoders) or on the
@@ -35,7 +37,7 @@ that layer's trees only where they are read (the batches whose sentences the exa
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from functools import partial
 
 import torch
@@ -88,7 +90,8 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         self.add_state("baseline_hits", torch.zeros((len(BASELINES), 2), dtype=torch.int64))  # [baseline, way]
         self.add_state("ensemble_hits", torch.zeros(2, dtype=torch.int64))  # [way]
         self.add_state("sample", SelectionSample(self.config["select_sentences"], layers, heads), fit=True)
-        self._ensemble: list[tuple[int, int, float]] | None = None  # chosen from `sample` when first needed
+        # the head ensemble, chosen from `sample` when first needed: on trees' thread with host decoding (``_choice``)
+        self._ensemble: Future | None = None
         # the batch in progress, from its layer 0 to its last: the fit's sampled rows and their host copies; the
         # scored batch's trees, decoding
         self._sampled: tuple[list[int], torch.Tensor | None, list[HostCopy]] | None = None
@@ -128,9 +131,7 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
                 self._decoding = DeviceTrees(self.layers, batch.n_words, self.ensemble(maps.device),
                                              (rows, dependents, heads))
             else:
-                if self._worker is None:  # the probe's own thread, for its life: a thread's first parallel call costs
-                    self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trees-decode")
-                self._decoding = LayerTrees(self._worker, self.layers, batch.n_words, self.ensemble(),
+                self._decoding = LayerTrees(self._thread(), self.layers, batch.n_words, self._choice(),
                                             (rows, dependents, heads))
         decoding = self._decoding
         # [B,H,C,C]: root, words and the end column (never read)
@@ -167,16 +168,41 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
             self.ensemble_hits += torch.stack([directed.sum(), undirected.sum()])
 
     def fitted(self, device: torch.device) -> None:
-        """The head ensemble, chosen once the fit phase is over, before the first scored batch."""
-        self.ensemble(device)
+        """The head ensemble's choice, started once the fit phase is over, before the first scored batch."""
+        self._choice(device)
 
     def ensemble(self, device: torch.device | None = None) -> list[tuple[int, int, float]]:
-        """The greedy head ensemble on the selection sample: (layer, head, sample UAS so far) per head; with
-        ``--tree-decoding device``, chosen on `device` (the maps' device) where one is given."""
+        """The greedy head ensemble on the selection sample: (layer, head, sample UAS so far) per head, once chosen
+        (``_choice``; waiting for it)."""
+        return self._choice(device).result()
+
+    def _choice(self, device: torch.device | None = None) -> Future:
+        """The head ensemble's choice (select_heads), started when first asked for. With ``--tree-decoding device``
+        it is made at once, on `device` (the maps' device) where one is given. On the host it is queued on trees'
+        thread, ahead of the layers' decoding that reads it: the model's pass starts meanwhile, and only the trees
+        (and whatever waits for them) wait for the choice."""
         if self._ensemble is None:
-            on = device if self.config["tree_decoding"] == "device" else None
-            self._ensemble = select_heads(self.sample, self.config["ensemble_heads"], on)
+            most = self.config["ensemble_heads"]
+            if self.config["tree_decoding"] == "device":
+                self._ensemble = Future()
+                self._ensemble.set_result(select_heads(self.sample, most, device))
+            else:
+                self._ensemble = self._thread().submit(select_heads, self.sample, most, None)
         return self._ensemble
+
+    def _thread(self) -> ThreadPoolExecutor:
+        """The probe's own thread, for its life (a thread's first parallel call costs): the ensemble's choice and
+        the decoding, in order of submission."""
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trees-decode")
+        return self._worker
+
+    def _unchosen(self) -> None:
+        """Drop the ensemble's choice, once a choice still being made is over: it reads the sample, about to
+        change."""
+        if self._ensemble is not None:
+            wait([self._ensemble])
+        self._ensemble = None
 
     def merge(self, other: "TreesProbe") -> None:
         self.settle()
@@ -184,12 +210,13 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         super().merge(other)
 
     def merge_fit(self, other: "TreesProbe") -> None:
+        self._unchosen()
         super().merge_fit(other)
-        self._ensemble = None
 
     def reset(self) -> None:
+        self._unchosen()
         super().reset()
-        self._ensemble = self._sampled = self._decoding = self._unsettled = None
+        self._sampled = self._decoding = self._unsettled = None
 
     def state_dict(self) -> dict:
         self.settle()
@@ -207,8 +234,9 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
 
     def load_state_dict(self, state) -> None:
         """Replace the state; a batch not scored yet, or not finished (one that ran out of memory), is dropped."""
+        self._unchosen()
         super().load_state_dict(state)
-        self._ensemble = self._sampled = self._decoding = self._unsettled = None
+        self._sampled = self._decoding = self._unsettled = None
 
     def compute(self, info: RunInfo) -> ProbeResult:
         self.settle()
@@ -246,32 +274,31 @@ class LayerTrees:
     """A batch's trees, decoded and their gold arcs counted on the probe's thread (`worker`) from each layer's host
     copy while the model computes the next layers: ``submit`` each layer as it comes, at the last layer
     ``submit_ensemble``, then ``result``. Every unit is decoded on its own (probes.builtin.trees.decoders), so
-    decoding by layer gives the trees of one call. `chosen`: the head ensemble, (layer, head, UAS) per head (empty
-    for none); `arcs`: the batch's gold arcs, sentence row, dependent and head [N] each (``_arcs``)."""
+    decoding by layer gives the trees of one call. `chosen`: the head ensemble's choice, (layer, head, UAS) per head
+    (empty for none), queued on `worker` before these jobs (done by the time they read it); `arcs`: the batch's gold
+    arcs, sentence row, dependent and head [N] each (``_arcs``)."""
 
-    def __init__(self, worker: ThreadPoolExecutor, layers: int, n_words: torch.Tensor,
-                 chosen: list[tuple[int, int, float]], arcs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]):
-        self.worker, self.n_words, self.count, self.arcs = worker, n_words, len(chosen), arcs
-        self.mine = [[h for lay, h, _ in chosen if lay == layer] for layer in range(layers)]  # per layer
+    def __init__(self, worker: ThreadPoolExecutor, layers: int, n_words: torch.Tensor, chosen: Future,
+                 arcs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]):
+        self.worker, self.n_words, self.chosen, self.arcs = worker, n_words, chosen, arcs
         self.trees: list[Future | None] = [None] * layers  # per layer: its trees [D,B·H,F,C], ensemble part, counts
         self.ensemble: Future | None = None  # the ensemble's average's main tree [B,M]
 
     def submit(self, layer: int, attention: torch.Tensor) -> None:
         """Decode the layer's word attention [B,H,C,C] on the probe's thread, once copied into host memory."""
         self.trees[layer] = self.worker.submit(_decode_layer, HostCopy(attention, torch.float32), self.n_words,
-                                               self.mine[layer], self.arcs)
+                                               self.chosen, layer, self.arcs)
 
     def submit_ensemble(self) -> None:
-        if self.count:
-            self.ensemble = self.worker.submit(_decode_ensemble, self.trees, self.count, self.n_words)
+        self.ensemble = self.worker.submit(_decode_ensemble, self.trees, self.chosen, self.n_words)
 
     def result(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Once decoded and counted: [D,F,2,L,H] the gold arcs every layer's trees attach and [N,L,H] the main
         variant's attachment per arc (probes.builtin.trees.scoring.attachment), and the ensemble's trees [B,M] (None
         without one)."""
         counted = [layer.result()[2] for layer in self.trees]
-        return (torch.cat([hits for hits, _ in counted], 3), torch.cat([main for _, main in counted], 1),
-                None if self.ensemble is None else self.ensemble.result())
+        return torch.cat([hits for hits, _ in counted], 3), torch.cat([main for _, main in counted], 1), \
+            self.ensemble.result()
 
     def main(self, layer: int) -> torch.Tensor:
         """[B·H,C] the main variant's trees of a layer, once decoded (waiting for them)."""
@@ -329,16 +356,17 @@ class DeviceTrees:
         return self.heads[0, layer, :, 0]
 
 
-def _decode_layer(copy: HostCopy, n_words: torch.Tensor, mine: list[int],
+def _decode_layer(copy: HostCopy, n_words: torch.Tensor, chosen: Future, layer: int,
                   arcs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None,
                                                                                   tuple[torch.Tensor, torch.Tensor]]:
-    """The trees [D,B·H,F,C] of every head of a layer, once its host copy [B,H,C,C] is in (a sentence's heads side by
-    side, so that Eisner decodes them together: decoders.LANES), the sum [B,M,M] in float64 of its ensemble heads
-    `mine` over the root and the words (None where none is the layer's), and the gold arcs `arcs` the trees attach
-    ([D,F,2,1,H] and [N,1,H]: probes.builtin.trees.scoring.attachment), counted here so that the model's thread
-    need not. The copy is dropped with the job."""
+    """The trees [D,B·H,F,C] of every head of `layer`, once its host copy [B,H,C,C] is in (a sentence's heads side by
+    side, so that Eisner decodes them together: decoders.LANES), the sum [B,M,M] in float64 of the layer's heads of
+    the ensemble `chosen` (made: queued before) over the root and the words (None where none is the layer's), and
+    the gold arcs `arcs` the trees attach ([D,F,2,1,H] and [N,1,H]: probes.builtin.trees.scoring.attachment),
+    counted here so that the model's thread need not. The copy is dropped with the job."""
     attention = copy.landed()  # [B,H,C,C]
     b, h, c = attention.shape[:3]
+    mine = [head for lay, head, _ in chosen.result() if lay == layer]
     part = _heads_summed(attention, mine) if mine else None  # [B,M,M]
     trees = decode(attention.view(b * h, c, c), n_words.repeat_interleave(h))  # [D,B·H,F,C]
     return trees, part, attachment(trees.view(len(DECODERS), 1, b, h, len(FORMS), c), *arcs)
@@ -350,9 +378,12 @@ def _heads_summed(attention: torch.Tensor, heads) -> torch.Tensor:
     return attention[:, heads][..., :-1, :-1].double().sum(1)
 
 
-def _decode_ensemble(layers: list[Future], count: int, n_words: torch.Tensor) -> torch.Tensor:
-    """[B,M] the main variant's trees of the average of the `count` ensemble heads' word attention of every
-    sentence, their layers' parts (``_decode_layer``) summed layer by layer in float64."""
+def _decode_ensemble(layers: list[Future], chosen: Future, n_words: torch.Tensor) -> torch.Tensor | None:
+    """[B,M] the main variant's trees of the average of the ensemble heads' word attention (`chosen`, made) of every
+    sentence, their layers' parts (``_decode_layer``) summed layer by layer in float64; None without an ensemble."""
+    count = len(chosen.result())
+    if not count:
+        return None
     total = None
     for layer in layers:  # done already: the thread takes its jobs in order
         part = layer.result()[1]
