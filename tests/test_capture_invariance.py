@@ -116,6 +116,27 @@ def test_a_batch_out_of_memory_is_split_and_retried_without_counting_twice(minil
         same(grids(undisturbed[name]), grids(split[name]), f"{name}: split", atol=0, rtol=FLOAT32_ROUNDING)
 
 
+def test_a_retry_point_copies_the_state_its_pass_adds_to_alone():
+    """Before each batch on an accelerator the runner copies the state the batch may add to: in the scoring pass
+    not trees' selection sample (fit state, fixed by then) or pos's centroids, unless pos fits them there (beside
+    the scoring); in a fit pass only the fit state. Restoring leaves what was not copied as it is."""
+    from probes.builtin.pos import PosProbe
+    from probes.builtin.trees.probe import TreesProbe
+
+    trees, pos = TreesProbe(2, 3), PosProbe(2, 3)
+    scored = {"hits", "arcs", "relation_hits", "relation_arcs", "baseline_hits", "ensemble_hits"}
+    assert set(trees.retry_point("update")[0]) == scored
+    assert set(trees.retry_point("fit_update")[0]) == {"sample"}
+    assert "centroids" not in pos.retry_point("update")[0] and set(pos.retry_point("fit_update")[0]) == {"centroids"}
+    pos.fit_beside()
+    assert "centroids" in pos.retry_point("update")[0]
+    point = trees.retry_point("update")
+    trees.arcs += 5
+    trees.sample.keys.append(7)  # as if the sample had changed (it does not in a scoring pass)
+    trees.restore(point)
+    assert int(trees.arcs) == 0 and trees.sample.keys == [7]
+
+
 @pytest.mark.parametrize("decoding", ["host", "device"])
 def test_trees_split_and_retried_scores_every_batch_once(minilm, monkeypatch, capsys, decoding):
     """trees scores a batch at the next batch's last layer; a batch that runs out of memory in between is undone back

@@ -120,9 +120,14 @@ class ClusteringProbe(FitPresentation, Probe):
                 self._score(batch, layer, labels, vectors)
                 viewed(batch, layer)
 
-    def retry_point(self) -> tuple:
+    def fed_state(self, method: str) -> set[str]:
+        """Probe.fed_state, and the centroids where the scoring pass fits them (``fit_beside``)."""
+        fed = super().fed_state(method)
+        return fed | self._fit_state if self._kept is not None else fed
+
+    def retry_point(self, method: str = "update") -> tuple:
         """The state, and how many batches were kept (a batch fed again under ``fit_beside`` is kept again)."""
-        return super().retry_point(), None if self._kept is None else len(self._kept)
+        return super().retry_point(method), None if self._kept is None else len(self._kept)
 
     def restore(self, point: tuple) -> None:
         state, kept = point

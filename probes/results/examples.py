@@ -258,7 +258,7 @@ class ExampleRecorder:
         keep = np.r_[0:n + 1, width - 1]  # [n+2] the root, the words, the end special (padding columns between)
         return [block[np.ix_(keep, keep)] for block in blocks]
 
-    def retry_point(self) -> int | None:
+    def retry_point(self, method: str = "update") -> int | None:
         """The room left for held maps: a batch fed again (after an out-of-memory split, see
         probes.running.runner.Feed) writes the same entries again, and the failed batch's held maps, dropped with it,
         give their room back."""

@@ -240,7 +240,7 @@ class Feed:
         """One batch (`built`: already built, else built here); one that runs out of memory is split in two and
         retried, the state restored first (on an accelerator: see retry_on_cpu)."""
         retry = self.retry_on_cpu or self.encoder.device.type != "cpu"
-        before = [p.retry_point() for p in probes] if retry else None
+        before = [p.retry_point(method) for p in probes] if retry else None
         try:
             if built is None:
                 built = self.build(sentences, items, _twin_seed(probes))

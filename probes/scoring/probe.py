@@ -234,24 +234,46 @@ class Probe(Presentation, ABC):
     def state_dict(self) -> dict[str, Any]:
         """Every declared state by name: tensors as they are (copies, on their device), other state as its own
         ``state_dict()``."""
-        return {name: (value.clone() if isinstance(value := getattr(self, name), torch.Tensor) else value.state_dict())
-                for name in self._defaults}
+        return self._copied(self._defaults.keys())
 
-    def retry_point(self) -> Any:
+    def _copied(self, names) -> dict[str, Any]:
+        """The declared state `names` as ``state_dict`` gives it."""
+        return {name: (value.clone() if isinstance(value := getattr(self, name), torch.Tensor) else value.state_dict())
+                for name in names}
+
+    def retry_point(self, method: str = "update") -> Any:
         """What ``restore`` takes to bring the state back to now, should the next batch fail: the runner takes one
-        before every batch on an accelerator (its out-of-memory split, probes.running.runner.Feed). The state_dict by
-        default; a probe with an earlier batch's work still pending (trees' decoding) keeps it pending instead of
-        waiting for it here."""
-        return self.state_dict()
+        before every batch on an accelerator (its out-of-memory split, probes.running.runner.Feed). A copy of the
+        state a batch fed to `method` adds to (``fed_state``), the rest left out: a scoring pass copies no fit state (a
+        selection sample, centroids), a fit pass none of the scores' sums. A probe with an earlier batch's work still
+        pending (trees' decoding) keeps it pending instead of waiting for it here."""
+        return self._copied(self.fed_state(method))
+
+    def fed_state(self, method: str) -> set[str]:
+        """The state a batch fed to `method` adds to: ``fit_update`` the fit state (``add_state(..., fit=True)``),
+        ``update`` the rest (a probe fitting beside the scoring adds to its fit state there too: it says so)."""
+        return set(self._fit_state) if method == "fit_update" else set(self._defaults) - self._fit_state
 
     def restore(self, point: Any) -> None:
-        """Back to a ``retry_point``."""
-        self.load_state_dict(point)
+        """Back to a ``retry_point``: the state it copied replaced, the rest as it is, and what the failed batch
+        left outside the state dropped (``drop_unfinished``)."""
+        self._load(point)
+        self.drop_unfinished()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Replace the state by a ``state_dict()`` of the same probe (from any device: copied to the state's)."""
+        """Replace the state by a ``state_dict()`` of the same probe (from any device: copied to the state's); what a
+        batch not finished left outside the state is dropped (``drop_unfinished``)."""
         if set(state) != set(self._defaults):
             raise ValueError(f"{self.name}: state has {sorted(state)}, expected {sorted(self._defaults)}")
+        self._load(state)
+        self.drop_unfinished()
+
+    def drop_unfinished(self) -> None:
+        """Drop what a batch not finished (one that ran out of memory: its later layers never came) left outside
+        the declared state, such as layers stashed until the batch's last. Nothing by default."""
+
+    def _load(self, state: dict[str, Any]) -> None:
+        """Replace the state named in `state` (``load_state_dict``'s checks of each)."""
         for name, value in state.items():
             mine = getattr(self, name)
             if isinstance(mine, torch.Tensor):

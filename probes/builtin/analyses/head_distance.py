@@ -116,9 +116,8 @@ class HeadDistance(HeadDistancePresentation, Probe, declared=HEAD_DISTANCE):
         super().reset()
         self._stash = []
 
-    def load_state_dict(self, state: dict) -> None:
-        """Replace the state; rows stashed from a batch not finished (one that ran out of memory) are dropped."""
-        super().load_state_dict(state)
+    def drop_unfinished(self) -> None:
+        """The rows stashed from a batch not finished."""
         self._stash = []
 
     def distances(self) -> np.ndarray:

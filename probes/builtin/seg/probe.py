@@ -203,20 +203,24 @@ class SegmentationProbe(SegPresentation, Probe, declared=SEG):
         self.settle()
         return super().state_dict()
 
-    def retry_point(self) -> tuple:
-        """The state as it is, without adding the last batch's part first (it may still be scoring: waiting for it
-        here would stop the model), and that part still to add."""
-        return super().state_dict(), self._unsettled
+    def retry_point(self, method: str = "update") -> tuple:
+        """The state as it is (Probe.retry_point), without adding the last batch's part first (it may still be
+        scoring: waiting for it here would stop the model), and that part still to add."""
+        return super().retry_point(method), self._unsettled
 
     def restore(self, point: tuple) -> None:
         state, unsettled = point
-        self.load_state_dict(state)
+        super().restore(state)
         self._unsettled = unsettled
 
     def load_state_dict(self, state) -> None:
         """Replace the state; a batch not added yet, or not finished (one that ran out of memory), is dropped."""
         super().load_state_dict(state)
-        self._ends = self._unsettled = None
+        self._unsettled = None
+
+    def drop_unfinished(self) -> None:
+        """The ends of a batch not finished."""
+        self._ends = None
 
     def compute(self, info: RunInfo) -> ProbeResult:
         self.settle()

@@ -222,21 +222,26 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
         self.settle()
         return super().state_dict()
 
-    def retry_point(self) -> tuple:
-        """The state as it is, without scoring the last batch first (its trees may still be decoding: waiting for them
-        here would stop the model until they are), that batch still to score, and the ensemble chosen."""
-        return super().state_dict(), self._unsettled, self._ensemble
+    def retry_point(self, method: str = "update") -> tuple:
+        """The state as it is (Probe.retry_point), without scoring the last batch first (its trees may still be
+        decoding: waiting for them here would stop the model until they are), that batch still to score, and the
+        ensemble's choice."""
+        return super().retry_point(method), self._unsettled, self._ensemble
 
     def restore(self, point: tuple) -> None:
         state, unsettled, ensemble = point
-        self.load_state_dict(state)
+        super().restore(state)
         self._unsettled, self._ensemble = unsettled, ensemble
 
     def load_state_dict(self, state) -> None:
         """Replace the state; a batch not scored yet, or not finished (one that ran out of memory), is dropped."""
         self._unchosen()
         super().load_state_dict(state)
-        self._sampled = self._decoding = self._unsettled = None
+        self._unsettled = None
+
+    def drop_unfinished(self) -> None:
+        """The fit's sampled rows and the trees decoding of a batch not finished."""
+        self._sampled = self._decoding = None
 
     def compute(self, info: RunInfo) -> ProbeResult:
         self.settle()
