@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 import torch
 from helpers import E, batch, sentence
@@ -18,7 +20,9 @@ from probes.builtin.dep import DependencyProbe
 from probes.results import examples
 from probes.results.examples import ExampleRecorder
 from probes.capture.maps import LayerMaps
-from probes.encoding.pooling import PARTS
+from probes.encoding import pooling
+from probes.encoding.pooling import PART_BYTES, PARTS, at_once
+from probes.capture import maps as layer_maps
 
 SENTENCES, HEADS, WORDS = 8, 2, 70  # 70 words of 2 subwords each: C = 72 columns (wider than PRODUCT_WIDTH), T = 142
 
@@ -93,3 +97,36 @@ def test_the_views_of_a_pooled_layer_are_views_of_its_word_map():
     some = maps.word_attention_of([2, 3])  # consecutive rows: a view, not a copy
     assert torch.equal(some, words[2:4]) and some.untyped_storage().data_ptr() == words.untyped_storage().data_ptr()
     assert torch.equal(maps.word_attention_of([3, 1]), words[[3, 1]])
+
+
+def test_on_cuda_a_temporary_is_made_whole_up_to_part_bytes():
+    """On the CPU a layer-sized temporary is made for 1/PARTS of the sentences at a time (the step given); on CUDA for
+    as many as PART_BYTES hold where that is more (fewer parts, fewer launches), never fewer than the CPU's."""
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")  # a device object only: nothing runs there
+    row = 16 * 512 * 513 * 4  # a sentence of 512 subwords' key-side sums, 16 heads, float32: 16.8 MB
+    assert at_once(2, row, cpu) == 2 and at_once(0, row, cpu) == 1
+    assert at_once(2, row, cuda) == PART_BYTES // row == 15  # 16 sentences in two parts instead of eight
+    assert at_once(40, row, cuda) == 40 and at_once(1, 2 * PART_BYTES, cuda) == 1
+
+
+def test_temporaries_made_whole_as_on_cuda_change_no_value(monkeypatch):
+    """The word map, the entropy and the views' maps of a layer are the same whether their temporaries are made an
+    eighth of the sentences at a time (the CPU) or for the whole batch at once (CUDA under PART_BYTES)."""
+    def made(whole: bool):
+        if whole:
+            everything = lambda step, row_bytes, device: 1 << 30  # noqa: E731
+            for module in (pooling, layer_maps, examples):
+                monkeypatch.setattr(module, "at_once", everything)
+        hand = _long_batch()
+        maps = LayerMaps(hand.batch, 0, hand.attentions[0])
+        recorder = ExampleRecorder(1, HEADS, sentences=SENTENCES)
+        recorder.update(hand.batch, maps)
+        return maps.word_attention, maps.entropy, recorder
+    words, entropy, eighths = made(False)
+    whole_words, whole_entropy, whole = made(True)
+    assert torch.equal(words, whole_words) and torch.equal(entropy, whole_entropy)
+    eighths.settle()
+    whole.settle()
+    for index in range(SENTENCES):
+        assert np.array_equal(eighths.kept[index]["predictions"], whole.kept[index]["predictions"])
+        assert eighths.maps(index, [(0, 0), (0, 1)])[1].tolist() == whole.maps(index, [(0, 0), (0, 1)])[1].tolist()

@@ -20,7 +20,7 @@ import torch
 from probes.base.devices import CPU, to_device
 from probes.encoding.batching import Batch
 from probes.capture.sdpa_qk import AttentionEntries
-from probes.encoding.pooling import PARTS, per_head, pool_attention, pool_vectors
+from probes.encoding.pooling import PARTS, at_once, per_head, pool_attention, pool_vectors
 from probes.base.scratch import scratch_from
 
 
@@ -88,10 +88,11 @@ class LayerMaps:
     @cached_property
     def entropy(self) -> torch.Tensor:
         """[B,H,T] each row's entropy −Σ_j a_ij ln a_ij of ``attention`` (float32; a zero weight adds 0 · ln 1e-30 = 0),
-        its a·ln a made for 1/PARTS of the sentences at a time (probes.encoding.pooling.PARTS): never a second [B,H,T,T]."""
+        its a·ln a made for part of the sentences at a time (probes.encoding.pooling.at_once): on the CPU never a
+        second [B,H,T,T]."""
         a = self.attention.float()  # [B,H,T,T]
         entropy = a.new_empty(a.shape[:-1])  # [B,H,T]
-        step = -(-a.shape[0] // PARTS)
+        step = at_once(-(-a.shape[0] // PARTS), a[0].numel() * a.element_size(), a.device)
         for start in range(0, a.shape[0], step):
             part = a[start:start + step]  # [n,H,T,T]
             terms = self.scratch("temporary", tuple(part.shape), a.dtype, a.device)

@@ -71,9 +71,21 @@ def segments(pooling: torch.Tensor) -> Segments:
 
 
 PRODUCT_WIDTH = 64  # word columns up to which pool_attention uses matrix products (the crossover with segment sums: docs/benchmarks.md)
-# a layer-sized temporary (the key side's sums of pool_attention, entropy's a·ln a) is made for at most 1/PARTS of the
-# batch's sentences at a time: a layer holds its map, its word-level map and an eighth of a map, never a second map
+# a layer-sized temporary (the key side's sums of pool_attention, entropy's a·ln a, the views' quantised maps) is made
+# for part of the batch's sentences at a time (``at_once``): on the CPU for at most 1/PARTS of them, so that a layer
+# holds its map, its word-level map and an eighth of a map, never a second map; on CUDA for as many as PART_BYTES hold
+# where that is more: there each part costs the host its operations' launches, which the device waits for, while
+# memory is to spare at the default token budget (probes.encoding.batching.DEVICE_TOKENS)
 PARTS = 8
+PART_BYTES = 1 << 28
+
+
+def at_once(step: int, row_bytes: int, device: torch.device) -> int:
+    """The sentences a layer-sized temporary is made for at a time: `step` (the CPU's rule, at least 1), or on CUDA
+    as many as PART_BYTES hold at `row_bytes` a sentence, where that is more."""
+    if device.type == "cuda":
+        step = max(step, PART_BYTES // max(row_bytes, 1))
+    return max(1, step)
 
 
 def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
@@ -88,7 +100,7 @@ def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tens
     segment sums (the key side over each word's columns, then the query side over its rows) in
     O(B·H·T·(T + C)), where the products cost O(B·H·T²·C): each subword belongs to one word, so each column of
     Q and K holds at most one nonzero, and a word's entry is the sum over its subwords of weight × value; the key
-    side's sums [B,H,T,C] are made for 1/PARTS of the sentences at a time.
+    side's sums [B,H,T,C] are made for part of the sentences at a time (``at_once``).
     segmented: gives the matrices as Segments (query's, key's), e.g. the batch's (Batch.segments); made from
     the matrices when needed and not given. queries: gives ``per_head(query, H)`` [B*H,C,T] (as large as a
     layer's key-side sums), where the caller keeps it for every layer of a batch; called by the products alone
@@ -103,7 +115,7 @@ def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tens
     if c > PRODUCT_WIDTH:
         by_query, by_key = segmented() if segmented is not None else (segments(query), segments(key))
         word = attention.new_zeros(b, h, c + 1, c)  # [B,H,C+1,C]: row C sums the rows of the dropped word
-        step = -(-b // PARTS)
+        step = at_once(-(-b // PARTS), h * t * (c + 1) * attention.element_size(), attention.device)
         for start in range(0, b, step):
             rows = slice(start, start + step)
             part = attention[rows]  # [n,H,T,T]

@@ -61,7 +61,7 @@ from probes.base.choices import DEFAULT_SENTENCES
 from probes.base.devices import HostCopy, to_device
 from probes.base.errors import InputError
 from probes.capture.maps import LayerMaps
-from probes.encoding.pooling import PARTS
+from probes.encoding.pooling import PARTS, at_once
 from probes.base.packing import FALLBACK_SPECIALS, MARK_TYPES, pack
 from probes.results.probe_result import ProbeResult
 from probes.base.scratch import Scratch
@@ -128,9 +128,10 @@ class ExampleRecorder:
         h, c, device = maps.attention.shape[1], batch.width, maps.attention.device
         held = batch.memo(("examples.held", id(self)), lambda: self._held(len(rows), h, c, device))
         # the rows a group at a time, as many as keep a group's [g,H,C,C] (its gathered maps and their quantisation's
-        # temporaries) within an eighth of the layer's map: all of a batch of short sentences at once (a few
-        # operations a layer), one at a time where the sentences are long (never a second map)
-        step = max(1, maps.attention.numel() // PARTS // (h * c * c))
+        # temporaries) within an eighth of the layer's map, or on CUDA PART_BYTES where that is more
+        # (probes.encoding.pooling.at_once): all of a batch of short sentences at once (a few operations a layer),
+        # on the CPU one at a time where the sentences are long (never a second map)
+        step = at_once(maps.attention.numel() // PARTS // (h * c * c), h * c * c * 4, device)
         for start in range(0, len(rows), step):
             group = rows[start:start + step]
             attention = maps.word_attention_of(group)  # [g,H,C,C]: a view of the pooled map where the rows follow
