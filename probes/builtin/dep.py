@@ -79,18 +79,17 @@ class DependencyProbe(Probe, declared=DEP):
         else:  # the project's reading: the predictions every probe of the run shares
             pred = maps.predictions.transpose(1, 2)  # [B,C,H]
         arc_rows, arc_dependents, arc_heads = on_device  # [N] each
-        to_head = pred[arc_rows, arc_dependents] == arc_heads[:, None]  # [N,H] the dependent looks at its head
-        if self.config["head_to_dep"] == "row":
-            to_dep = pred[arc_rows, arc_heads] == arc_dependents[:, None]  # [N,H] the head word looks at its dependent
-        else:  # the word that looks at each dependent most, argmax over rows: a column argmax
-            looked_at = argmax_words(maps.word_attention.transpose(-1, -2), zero_self, words_only)  # [B,H,C-1]
-            to_dep = looked_at.transpose(1, 2)[arc_rows, arc_dependents] == arc_heads[:, None]  # [N,H]
-        either = to_head | to_dep
-        self.keep_view(maps.layer, arc_rows, right=either)
         right = self.batch_buffer(batch, "dep.right", (len(labels), len(WAYS), self.layers, self.heads),
                                   torch.bool)  # [N,3,L,H]
-        this_layer = right[:, :, maps.layer]  # [N,3,H] a view: the ways in WAYS order
-        this_layer[:, 0], this_layer[:, 1], this_layer[:, 2] = either, to_head, to_dep
+        either, to_head, to_dep = right[:, :, maps.layer].unbind(1)  # [N,H] each, views: the ways in WAYS order
+        torch.eq(pred[arc_rows, arc_dependents], arc_heads[:, None], out=to_head)  # the dependent looks at its head
+        if self.config["head_to_dep"] == "row":
+            torch.eq(pred[arc_rows, arc_heads], arc_dependents[:, None], out=to_dep)  # the head looks at its dependent
+        else:  # the word that looks at each dependent most, argmax over rows: a column argmax
+            looked_at = argmax_words(maps.word_attention.transpose(-1, -2), zero_self, words_only)  # [B,H,C-1]
+            torch.eq(looked_at.transpose(1, 2)[arc_rows, arc_dependents], arc_heads[:, None], out=to_dep)
+        torch.bitwise_or(to_head, to_dep, out=either)
+        self.keep_view(maps.layer, arc_rows, right=either)
         if maps.layer == self.layers - 1:  # the batch's hits added at once, every layer's (one product, not L)
             self.hits.add(self.hits.ids(labels), right, sentences=arc_rows, batch=batch)
         if maps.layer:  # the arcs and the baselines do not depend on the layer: counted once, at layer 0, on the host
