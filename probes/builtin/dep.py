@@ -23,9 +23,9 @@ with ``first-sum`` pooling; see probes.base.protocols):
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
+from probes.builtin.gold_arcs import gold_arcs
 from probes.base.devices import to_device
 from probes.encoding.batching import Batch
 from probes.results.bootstrap import attach_intervals
@@ -69,7 +69,7 @@ class DependencyProbe(Probe, declared=DEP):
         return arc_items(sentence)
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
-        rows, dependents, heads, labels = batch.memo("dep.arcs", lambda: _arcs(batch))  # on the host
+        rows, dependents, heads, labels = gold_arcs(batch)  # on the host
         device = maps.device
         on_device = batch.memo(("dep.arcs", device), lambda: tuple(to_device(t, device)
                                                                    for t in (rows, dependents, heads)))
@@ -151,12 +151,3 @@ def argmax_words(attention: torch.Tensor, zero_self: bool, words_only: bool) -> 
     return pred
 
 
-def _arcs(batch: Batch):
-    """Flattened gold arcs of a batch: sentence row, dependent column, head column, relation."""
-    heads = [s.ann["head"] for s in batch.sentences]
-    sizes = [len(h) for h in heads]
-    rows = torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes))
-    dependents = torch.from_numpy(np.concatenate([np.arange(1, n + 1) for n in sizes]))
-    head_columns = torch.tensor([h for hs in heads for h in hs], dtype=torch.long)
-    labels = [r for s in batch.sentences for r in s.ann["deprel"]]
-    return rows, dependents, head_columns, labels

@@ -42,6 +42,7 @@ from functools import partial
 
 import torch
 
+from probes.builtin.gold_arcs import gold_arcs
 from probes.encoding.batching import Batch
 from probes.results.bootstrap import attach_intervals
 from probes.settings.declared import TREES
@@ -125,7 +126,7 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
             self._sampled = None
 
     def update(self, batch: Batch, maps: LayerMaps) -> None:
-        rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
+        rows, dependents, heads, labels = gold_arcs(batch)
         if maps.layer == 0:
             if self.config["tree_decoding"] == "device":
                 self._decoding = DeviceTrees(self.layers, batch.n_words, self.ensemble(maps.device),
@@ -156,7 +157,7 @@ class TreesProbe(TreesPresentation, Probe, declared=TREES):
             self._score(batch, decoding)
 
     def _score(self, batch: Batch, decoding: LayerTrees | DeviceTrees) -> None:
-        rows, dependents, heads, labels = batch.memo("trees.arcs", lambda: _arcs(batch))
+        rows, dependents, heads, labels = gold_arcs(batch)
         hits, main, ensemble = decoding.result()  # [D,F,2,L,H], [N,L,H], [B,M] or None
         self.hits += hits
         self.arcs += len(labels)
@@ -281,7 +282,7 @@ class LayerTrees:
     ``submit_ensemble``, then ``result``. Every unit is decoded on its own (probes.builtin.trees.decoders), so
     decoding by layer gives the trees of one call. `chosen`: the head ensemble's choice, (layer, head, UAS) per head
     (empty for none), queued on `worker` before these jobs (done by the time they read it); `arcs`: the batch's gold
-    arcs, sentence row, dependent and head [N] each (``_arcs``)."""
+    arcs, sentence row, dependent and head [N] each (probes.builtin.gold_arcs)."""
 
     def __init__(self, worker: ThreadPoolExecutor, layers: int, n_words: torch.Tensor, chosen: Future,
                  arcs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]):
@@ -315,7 +316,7 @@ class DeviceTrees:
     ``submit`` keeps each layer's word attention there ([L,B,H,C,C], a copy: the maps' buffer is the next layer's),
     ``submit_ensemble`` at the last layer decodes every tree of the batch at once and the head ensemble's average,
     then copies the heads to the host without waiting (HostCopy, as int16); ``result`` reads them there and counts
-    the gold arcs `arcs` (``_arcs``) they attach."""
+    the gold arcs `arcs` (probes.builtin.gold_arcs) they attach."""
 
     def __init__(self, layers: int, n_words: torch.Tensor, chosen: list[tuple[int, int, float]],
                  arcs: tuple[torch.Tensor, torch.Tensor, torch.Tensor]):
@@ -430,15 +431,6 @@ class LayerMarks(Mapping):
 def _share(hits: torch.Tensor, count: int) -> float:
     return float(hits) / count if count else float("nan")
 
-
-def _arcs(batch: Batch):
-    """The batch's gold arcs, flattened: sentence row, dependent column, head column [N] each, relation."""
-    gold = [s.ann["head"] for s in batch.sentences]
-    rows = torch.repeat_interleave(torch.arange(len(gold)), torch.tensor([len(g) for g in gold]))
-    dependents = torch.cat([torch.arange(1, len(g) + 1) for g in gold])
-    heads = torch.tensor([h for g in gold for h in g], dtype=torch.long)
-    labels = [r for s in batch.sentences for r in s.ann["deprel"]]
-    return rows, dependents, heads, labels
 
 
 def _baselines(dependents: torch.Tensor, heads: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
