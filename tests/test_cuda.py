@@ -20,6 +20,8 @@ import torch
 import probes
 from causal_models import CONFIGS, make_checkpoint
 from probe_corpora import CORPORA, probe_run_arguments
+from probes.base.defaults import bundled_corpus
+from probes.corpus import read_corpus
 from probes.encoding.batching import transfer
 from probes.capture.masking import HeadMasker
 from probes.builtin.trees import batched
@@ -147,6 +149,38 @@ def test_views_held_on_the_device_equal_the_cpus(minilm, minilm_on_device):
                 x, y = (unpack(s["attention"][key], np.uint8, (side, side)).astype(int) for s in (a, b))
                 assert np.abs(x - y).max() <= 1, (name, a["index"], key)
             assert a["items"] == b["items"] and a["marks"].keys() == b["marks"].keys(), (name, a["index"])
+
+
+def test_word_maps_pooled_on_the_device_are_the_same_on_every_run(minilm, minilm_on_device, monkeypatch):
+    """Wide batches pool by sums (PRODUCT_WIDTH made 0 here: every batch), on CUDA in slot order (pooling.Slots,
+    not scatter_add_'s atomic additions): two runs' word maps bit for bit equal, and within float32 rounding of the
+    CPU's; the same for the coreference's few pooled rows (LayerMaps.predictions_at)."""
+    from probes.capture.maps import LayerMaps
+    from probes.encoding import pooling
+    from probes.encoding.batching import Batch
+    from probes.encoding.subwords import encode
+
+    monkeypatch.setattr(pooling, "PRODUCT_WIDTH", 0)
+    sentences = read_corpus([bundled_corpus()]).sentences[:24]
+    items, _ = encode(minilm.tokenizer, sentences, minilm.max_length)
+    batch = Batch.from_encoded([sentences[e.index] for e in items], items, minilm.tokenizer, "mean-sum")
+    rows, words = torch.tensor([0, 3, 5, 5]), torch.tensor([1, 2, 1, 3])
+
+    def pooled(encoder) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        made = []
+
+        def on_layer(layer, attention, context):
+            maps = LayerMaps(batch, layer, attention)
+            made.append((maps.word_attention.cpu(), maps.predictions_at(rows, words).cpu()))
+
+        encoder.layerwise(batch.input_ids.to(encoder.device), batch.attention_mask.to(encoder.device), on_layer)
+        return made
+
+    first, second, cpu = pooled(minilm_on_device), pooled(minilm_on_device), pooled(minilm)
+    for (a, at_a), (b, at_b), (c, at_c) in zip(first, second, cpu, strict=True):
+        assert torch.equal(a, b) and torch.equal(at_a, at_b)
+        _close(c, a)
+        assert (at_a == at_c).float().mean() > 0.9  # a near-tie may flip between the devices' maps
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import torch
 
 from probes.corpus.sentence import Sentence
 from probes.encoding.subwords import END_COLUMN, Encoded
-from probes.encoding.pooling import Segments, pooling_matrices, segments
+from probes.encoding.pooling import Segments, Slots, pooling_matrices, segments, slots
 from probes.encoding.shuffle import twin_layout
 
 PAD_COLUMN = -1
@@ -202,6 +202,12 @@ class Batch:
         """The query and key pooling matrices as segment sums read them (probes.encoding.pooling.Segments), made once per
         device: what every layer's word pooling needs."""
         return self.memo(("segments", device), lambda: tuple(segments(p) for p in self.pooling(device)))
+
+    def slots(self, device: torch.device) -> tuple[Slots, Slots]:
+        """The query and key pooling matrices as in-order sums read them (probes.encoding.pooling.Slots), made on the
+        host once a batch (its layout is host data) and sent to `device` once."""
+        made = self.memo("slots", lambda: tuple(slots(p) for p in self.pooling(torch.device("cpu"))))
+        return self.memo(("slots", device), lambda: tuple(s.to(device) for s in made))
 
 
 def token_segments(batch: Batch) -> torch.Tensor:

@@ -1,6 +1,11 @@
 """Subword → word pooling: pooling matrices [B,C,T] applied as batched matrix products, or as segment sums over
 each word's subwords for wide batches and a few rows of long inputs (no loops over tokens).
 
+Segment sums are made by scatter_add_ on the CPU, which adds in index order. On CUDA scatter_add_ adds with atomic
+operations, in whatever order the threads come, so a word of three subwords or more could get a sum that differs in
+its last bit from one run to the next: there they are made by gathering each word's subwords into slots and summing
+the slots in order (``Slots``), the same order on every run.
+
 A pooling rule is "QUERY-KEY": how the rows of a word's subwords combine into the word's row
 (attention FROM the word), and how their columns combine into its column (attention TO it).
 
@@ -19,6 +24,7 @@ from typing import Callable
 import torch
 
 from probes.base.choices import parse_rule
+from probes.base.devices import to_device
 from probes.base.scratch import Scratch
 
 
@@ -61,6 +67,44 @@ class Segments:
         return Segments(self.word[rows], None if self.weight is None else self.weight[rows], self.width)
 
 
+@dataclass(frozen=True)
+class Slots:
+    """A pooling matrix [B,C,T] as fixed-order sums read it: position [B,C,K] the k-th subword of each word column
+    (K the most subwords a word has in the batch; 0 past the word's own) and weight [B,C,K] its weight there (0 past
+    them). A word's entry is Σ_k weight · value[position], summed over k in order."""
+
+    position: torch.Tensor  # [B,C,K] int64
+    weight: torch.Tensor  # [B,C,K] the pooling matrix's dtype
+
+    def of(self, rows: slice | torch.Tensor) -> "Slots":
+        """These Slots for the batch's sentences `rows` (a slice, or an index tensor [R]) alone."""
+        return Slots(self.position[rows], self.weight[rows])
+
+    def to(self, device: torch.device) -> "Slots":
+        """On `device` (a copy the host does not wait for: probes.base.devices.to_device)."""
+        return Slots(to_device(self.position, device), to_device(self.weight, device))
+
+
+def slots(pooling: torch.Tensor) -> Slots:
+    """The Slots of a pooling matrix [B,C,T] on the host (the batch's layout, host data: made there once a batch)."""
+    b, c, _ = pooling.shape
+    member = pooling != 0  # [B,C,T]
+    rank = member.cumsum(-1) - 1  # [B,C,T] each subword's slot among its word's (where a member)
+    count = max(1, int(member.sum(-1).max()))
+    rows, columns, tokens = member.nonzero(as_tuple=True)  # [S] each
+    position = torch.zeros(b, c, count, dtype=torch.long)
+    weight = torch.zeros(b, c, count, dtype=pooling.dtype)
+    position[rows, columns, rank[rows, columns, tokens]] = tokens
+    weight[rows, columns, rank[rows, columns, tokens]] = pooling[rows, columns, tokens]
+    return Slots(position, weight)
+
+
+def in_order(device: torch.device) -> bool:
+    """Whether segment sums on `device` are made from Slots (CUDA, whose scatter_add_ adds in any order) rather than
+    by scatter_add_ (the CPU's, in index order)."""
+    return device.type == "cuda"
+
+
 def segments(pooling: torch.Tensor) -> Segments:
     """The Segments of a pooling matrix [B,C,T]."""
     weight = pooling.sum(1)  # [B,T] each subword's weight (its one nonzero)
@@ -91,6 +135,7 @@ def at_once(step: int, row_bytes: int, device: torch.device) -> int:
 def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
                    scratch: Scratch | None = None, *,
                    segmented: Callable[[], tuple[Segments, Segments]] | None = None,
+                   slotted: Callable[[], tuple[Slots, Slots]] | None = None,
                    queries: Callable[[], torch.Tensor] | None = None) -> torch.Tensor:
     """One layer's subword attention [B,H,T,T] → word attention [B,H,C,C]: Q · A · Kᵀ for the query and key
     pooling matrices Q, K [B,C,T].
@@ -102,9 +147,11 @@ def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tens
     Q and K holds at most one nonzero, and a word's entry is the sum over its subwords of weight × value; the key
     side's sums [B,H,T,C] are made for part of the sentences at a time (``at_once``).
     segmented: gives the matrices as Segments (query's, key's), e.g. the batch's (Batch.segments); made from
-    the matrices when needed and not given. queries: gives ``per_head(query, H)`` [B*H,C,T] (as large as a
-    layer's key-side sums), where the caller keeps it for every layer of a batch; called by the products alone
-    (made here when not given). Either way each sentence is computed on its own, so a subset of a batch's rows
+    the matrices when needed and not given. slotted: the same as Slots (Batch.slots), read instead where the sums
+    are made in order (``in_order``: on CUDA): the key side's values gathered into K slots a word, [n,H,T,C,K],
+    summed over the slots, then the query side's likewise. queries: gives ``per_head(query, H)`` [B*H,C,T] (as
+    large as a layer's key-side sums), where the caller keeps it for every layer of a batch; called by the
+    products alone (made here when not given). Either way each sentence is computed on its own, so a subset of a batch's rows
     pools to the same values as the whole batch.
 
     scratch: where the key side's sums (or products) go (its "temporary"; None: fresh tensors). The result is a
@@ -112,6 +159,17 @@ def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tens
     """
     b, h, t, _ = attention.shape
     c = query.shape[1]
+    if c > PRODUCT_WIDTH and in_order(attention.device):
+        by_query, by_key = slotted() if slotted is not None else \
+            (slots(query.cpu()).to(attention.device), slots(key.cpu()).to(attention.device))
+        word = attention.new_empty(b, h, c, c)  # [B,H,C,C]
+        k = max(by_query.position.shape[-1], by_key.position.shape[-1])
+        step = at_once(-(-b // PARTS), h * t * c * k * attention.element_size(), attention.device)
+        for start in range(0, b, step):
+            rows = slice(start, start + step)
+            keyed = slot_sum(attention[rows], by_key.of(rows), 3)  # [n,H,T,C]
+            slot_sum(keyed, by_query.of(rows), 2, out=word[rows])  # [n,H,C,C]
+        return word
     if c > PRODUCT_WIDTH:
         by_query, by_key = segmented() if segmented is not None else (segments(query), segments(key))
         word = attention.new_zeros(b, h, c + 1, c)  # [B,H,C+1,C]: row C sums the rows of the dropped word
@@ -154,6 +212,21 @@ def _segment_sum(values: torch.Tensor, pooling: Segments, dim: int, into: torch.
         weight = pooling.weight.to(values.dtype).view(shape)
         values = values.mul_(weight) if in_place else values * weight
     into.scatter_add_(dim, pooling.word.view(shape).expand_as(values), values)
+
+
+def slot_sum(values: torch.Tensor, by: Slots, dim: int, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Sums along `dim` (2 or 3: T subwords) of values [n,H,.,.] weighted by `by` (of the same n sentences), each
+    word's slots summed in order: [n,H,C,T'] for dim 2, [n,H,T,C] for dim 3 (into `out` where given)."""
+    n, h = values.shape[:2]
+    c, k = by.position.shape[1:]
+    weight = by.weight.to(values.dtype)
+    if dim == 3:
+        rows = values.shape[2]
+        taken = values.gather(3, by.position.view(n, 1, 1, c * k).expand(n, h, rows, c * k))  # [n,H,T,C·K]
+        return torch.sum(taken.view(n, h, rows, c, k).mul_(weight.view(n, 1, 1, c, k)), -1, out=out)
+    columns = values.shape[3]
+    taken = values.gather(2, by.position.view(n, 1, c * k, 1).expand(n, h, c * k, columns))  # [n,H,C·K,T']
+    return torch.sum(taken.view(n, h, c, k, columns).mul_(weight.view(n, 1, c, k, 1)), 3, out=out)
 
 
 def pool_vectors(context: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
