@@ -78,7 +78,7 @@ def test_windows_of_a_document_share_its_bootstrap_weights(minilm):
 @pytest.mark.parametrize("pool", ["mean-sum", "first-sum", "mean-mean"])
 def test_predictions_at_the_anaphors_are_the_maps_predictions(minilm, pool, in_order, monkeypatch):
     """LayerMaps.predictions_at (the anaphors' rows) and word_attention_of (the views' rows) are the whole map's,
-    with segment sums (the CPU's) and with sums in slot order (CUDA's: pooling.in_order)."""
+    with segment sums (the CPU's) and with sums in slot order (CUDA's: probes.base.ordered.in_order)."""
     for module in (pooling, layer_maps):
         monkeypatch.setattr(module, "in_order", lambda device: in_order)
     cutter = CoreferenceProbe(6, 12, window=160)

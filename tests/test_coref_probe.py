@@ -242,7 +242,7 @@ def test_attends_to_root_or_itself_is_wrong():
 
 @pytest.mark.parametrize("in_order", [False, True], ids=["scatter", "slots"])
 def test_predictions_at_by_hand(in_order, monkeypatch):
-    """The same by segment sums (the CPU's) and by sums in slot order (CUDA's: pooling.in_order)."""
+    """The same by segment sums (the CPU's) and by sums in slot order (CUDA's: probes.base.ordered.in_order)."""
     monkeypatch.setattr(layer_maps, "in_order", lambda device: in_order)
     # "Kim ate red apples": tokens [CLS]0 Kim1 ate2 red3 app4 ##les5 [SEP]6, columns 0 1 2 3 4 4 E (mean-sum)
     #   ate: 0.4 Kim + 0.3 app + 0.3 ##les → apples (0.6, the key side summed) over Kim (0.4) → column 4

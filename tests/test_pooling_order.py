@@ -1,6 +1,7 @@
 """Word pooling's sums in slot order (probes.encoding.pooling.Slots), as on CUDA, whose scatter_add_ adds in any
 order: the slots of a hand-built layout, and on real data every dep and coref score the same as the CPU's segment
-sums (pooling.in_order forced on the CPU; every batch made wide enough to pool by sums)."""
+sums (probes.base.ordered.in_order forced on the CPU; every batch made wide enough to pool by sums); and
+ordered.index_sum, index_add_'s sums by index, the same either way."""
 from __future__ import annotations
 
 import pytest
@@ -8,6 +9,7 @@ import torch
 
 import probes
 from probe_corpora import grids, probe_run_arguments, same
+from probes.base import ordered
 from probes.capture import maps as layer_maps
 from probes.encoding import pooling
 from probes.encoding.pooling import pooling_matrices, slots
@@ -50,3 +52,11 @@ def test_scores_pooled_in_slot_order_are_the_segment_sums(name, minilm, monkeypa
     assert summed  # the slots were read
     assert in_order.overall.count == by_scatter.overall.count > 0
     same(grids(by_scatter), grids(in_order), f"{name}: slots", atol=0, rtol=FLOAT32_ROUNDING)
+
+
+@pytest.mark.parametrize("in_order", [False, True], ids=["index_add_", "index_put_"])
+def test_index_sum_adds_rows_by_index(in_order, monkeypatch):
+    monkeypatch.setattr(ordered, "in_order", lambda device: in_order)
+    values = torch.tensor([[0.5, 1.0], [0.25, 2.0], [1.0, 4.0], [0.125, 8.0]], dtype=torch.float64)
+    summed = ordered.index_sum(torch.zeros(3, 2, dtype=torch.float64), torch.tensor([2, 0, 2, 2]), values)
+    assert summed.tolist() == [[0.25, 2.0], [0.0, 0.0], [1.625, 13.0]]

@@ -184,7 +184,7 @@ def test_the_pass_stops_once_the_last_maps_are_handed_on(family, tiny_model):
 def test_pooling_is_the_matrix_product(rule, way, monkeypatch):
     """query · A · keyᵀ in float64 as the reference, on random maps with words of 1 to 4 subwords and padding,
     by matrix products (narrow batches), by segment sums (wider than PRODUCT_WIDTH, here made 0) and by sums in
-    slot order (as on CUDA: pooling.in_order); a subset of the rows pools to the whole batch's values for those
+    slot order (as on CUDA: probes.base.ordered.in_order); a subset of the rows pools to the whole batch's values for those
     rows, bit for bit."""
     products = way == "products"
     if not products:

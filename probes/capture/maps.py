@@ -20,7 +20,8 @@ import torch
 from probes.base.devices import CPU, to_device
 from probes.encoding.batching import Batch
 from probes.capture.sdpa_qk import AttentionEntries
-from probes.encoding.pooling import PARTS, at_once, in_order, per_head, pool_attention, pool_vectors, slot_sum
+from probes.base.ordered import in_order
+from probes.encoding.pooling import PARTS, at_once, per_head, pool_attention, pool_vectors, slot_sum
 from probes.base.scratch import scratch_from
 
 

@@ -1,10 +1,10 @@
 """Subword → word pooling: pooling matrices [B,C,T] applied as batched matrix products, or as segment sums over
 each word's subwords for wide batches and a few rows of long inputs (no loops over tokens).
 
-Segment sums are made by scatter_add_ on the CPU, which adds in index order. On CUDA scatter_add_ adds with atomic
-operations, in whatever order the threads come, so a word of three subwords or more could get a sum that differs in
-its last bit from one run to the next: there they are made by gathering each word's subwords into slots and summing
-the slots in order (``Slots``), the same order on every run.
+Segment sums are made by scatter_add_ on the CPU, which adds in index order. On CUDA scatter_add_ adds in any order
+(probes.base.ordered), so a word of three subwords or more could get a sum that differs in its last bit from one run
+to the next: there they are made by gathering each word's subwords into slots and summing the slots in order
+(``Slots``), the same order on every run.
 
 A pooling rule is "QUERY-KEY": how the rows of a word's subwords combine into the word's row
 (attention FROM the word), and how their columns combine into its column (attention TO it).
@@ -25,6 +25,7 @@ import torch
 
 from probes.base.choices import parse_rule
 from probes.base.devices import to_device
+from probes.base.ordered import in_order
 from probes.base.scratch import Scratch
 
 
@@ -97,12 +98,6 @@ def slots(pooling: torch.Tensor) -> Slots:
     position[rows, columns, rank[rows, columns, tokens]] = tokens
     weight[rows, columns, rank[rows, columns, tokens]] = pooling[rows, columns, tokens]
     return Slots(position, weight)
-
-
-def in_order(device: torch.device) -> bool:
-    """Whether segment sums on `device` are made from Slots (CUDA, whose scatter_add_ adds in any order) rather than
-    by scatter_add_ (the CPU's, in index order)."""
-    return device.type == "cuda"
 
 
 def segments(pooling: torch.Tensor) -> Segments:

@@ -20,6 +20,7 @@ import torch
 from probes.encoding.batching import Batch
 from probes.base.choices import DEFAULT_SEED, MASK64, check_bootstrap
 from probes.base.devices import CPU, to_device
+from probes.base.ordered import index_sum
 from probes.encoding.identity import sentence_key
 from probes.results.intervals import SCORE_RANGES, attach_interval, effective_count, interval_method, record_range
 from probes.results.probe_result import ProbeResult
@@ -113,7 +114,7 @@ def _per_sentence(groups: torch.Tensor, count: int, sentences: torch.Tensor, val
     """[B,count·F] float64 on the values' device: the items' values [N,F] summed per (sentence, group); groups,
     sentences [N] on that device."""
     summed = torch.zeros(b * count, values.shape[1], dtype=torch.float64, device=values.device)
-    summed.index_add_(0, sentences * count + groups, values.double())
+    index_sum(summed, sentences * count + groups, values.double())  # the same order on every run
     return summed.view(b, -1)
 
 
