@@ -141,13 +141,13 @@ def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tens
     O(B·H·T·(T + C)), where the products cost O(B·H·T²·C): each subword belongs to one word, so each column of
     Q and K holds at most one nonzero, and a word's entry is the sum over its subwords of weight × value; the key
     side's sums [B,H,T,C] are made for part of the sentences at a time (``at_once``).
-    segmented: gives the matrices as Segments (query's, key's), e.g. the batch's (Batch.segments); made from
-    the matrices when needed and not given. slotted: the same as Slots (Batch.slots), read instead where the sums
-    are made in order (``in_order``: on CUDA): the key side's values gathered into K slots a word, [n,H,T,C,K],
-    summed over the slots, then the query side's likewise. queries: gives ``per_head(query, H)`` [B*H,C,T] (as
-    large as a layer's key-side sums), where the caller keeps it for every layer of a batch; called by the
-    products alone (made here when not given). Either way each sentence is computed on its own, so a subset of a batch's rows
-    pools to the same values as the whole batch.
+    segmented: gives the matrices as Segments (query's, key's), e.g. the batch's (Batch.segments); made from the
+    matrices when needed and not given. slotted: the same as Slots (Batch.slots), read instead where the sums are
+    made in order (``in_order``: on CUDA): the key side's values gathered into K slots a word, [n,H,T,C,K], summed
+    over the slots, then the query side's likewise. queries: gives ``per_head(query, H)`` [B*H,C,T] (as large as a
+    layer's key-side sums), where the caller keeps it for every layer of a batch; called by the products alone (made
+    here when not given). Either way each sentence is computed on its own, so a subset of a batch's rows pools to
+    the same values as the whole batch.
 
     scratch: where the key side's sums (or products) go (its "temporary"; None: fresh tensors). The result is a
     tensor of its own.
