@@ -10,13 +10,17 @@ RUNS (ORDER), each once to warm up and once timed in phases, and those of its PR
 Chrome traces written beside the report). After LONG_AFTER's, the BERT-large shape on gpu_bench's sentences of 512
 subwords (LONG_512; --dry-run: LONG_REHEARSAL) at its batch size: the bare SDPA pass, then dep timed in phases and
 profiled (issue 44's 512-subword figure: which operations take the device's time on maps of 512 × 512).
-Report: DIR/gpu_diagnose.json, written after every measurement.
+First of all, the word pooling of wide batches both ways (``pooling_orders``): scatter_add_ and the slot sums
+probes makes on CUDA (probes.encoding.pooling.Slots), each timed and run twice, and whether the two runs' word maps
+are bit for bit equal. Report: DIR/gpu_diagnose.json, written after every measurement.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 import tempfile
+import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +34,7 @@ from benchmarks.gpu_check import build_bert, ewt_dev, long_corpus, write_report
 from probes.base.defaults import bundled_corpus, default_model
 from probes.corpus import read_corpus
 from probes.encoding.batching import DEVICE_TOKENS
+from probes.encoding.pooling import pool_attention
 
 REPORT = "gpu_diagnose.json"
 ORDER = ["dep", "dep_bfloat16", "six", "trees_on_device", "trees", "dep_sdpa_qk", "six_bfloat16", "pos"]  # gpu_phases.RUNS,
@@ -65,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                     "sdpa-qk": probes.load_encoder(str(built), device=str(device), capture="sdpa-qk"),
                     "bfloat16": probes.load_encoder(str(built), device=str(device), dtype="bfloat16")}
         sentences = read_corpus([corpus]).sentences[:limit]
+        measure(report, ("pooling",), args.out, lambda: pooling_orders(
+            bench, encoders["float32"], sentences, LONG_REHEARSAL if args.dry_run else LONG_512), REPORT)
         for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
             measure(report, ("bare", name), args.out,
                     lambda dtype=dtype: bare_record(bench, Bare(built, encoders["float32"], dtype), sentences,
@@ -85,12 +92,70 @@ def main(argv: list[str] | None = None) -> int:
                   + ", ".join(f"{part} {p[part]['seconds']:.3f}" for part in gpu_phases.PARTS[2:] if p[part]["calls"])
                   + f"); {p['faults']} page faults, gc {p['gc']['seconds']:.3f} s")
     print({k: round(v["seconds"], 4) for k, v in report.get("bare", {}).items() if "seconds" in v})
+    for name, entry in (report.get("pooling") or {}).items():
+        if isinstance(entry, dict) and "largest_difference" in entry:
+            print(f"pooling {name}: {entry['sentences']} × {entry['length']} subwords, {entry['words']} words, K "
+                  f"{entry['most_subwords']}: " + ", ".join(f"{way} {entry[way]['seconds'] * 1e3:.2f} ms (same twice: "
+                                                     f"{entry[way]['same_twice']})" for way in ("scatter_add", "slots"))
+                  + f"; largest difference {entry['largest_difference']:.2e}")
     long = report.get("large_512")
     if isinstance(long, dict) and "phases" in long:
         print(f"large_512: bare {long['bare']['sentences_per_second']:.1f} sentences/s, dep "
               f"{long['sentences'] / long['phases']['seconds']:.1f}/s (scoring pass "
               f"{long['phases']['scoring_pass']['seconds']:.3f} s of {long['phases']['seconds']:.3f})")
     return 0 if all("error" not in v for v in report.values() if isinstance(v, dict)) else 1
+
+
+def pooling_orders(bench: Bench, encoder: probes.Encoder, sentences: list, long: dict) -> dict:
+    """Word pooling (probes.encoding.pooling.pool_attention, mean-sum) of two wide batches, random maps of
+    encoder's heads: the widest `sentences` fill at DEVICE_TOKENS, and `long`["batch_size"] sentences of
+    `long`["length"] one-subword words. For each, by scatter_add_ (the CPU's way) and by slots (CUDA's): seconds
+    (best of 5 after a warm-up, synchronised), K (the most subwords a word has), whether two runs' word maps are bit
+    for bit the same, and the largest difference between the two ways."""
+    from unittest import mock
+
+    from probes.encoding import pooling
+    from probes.encoding.batching import Batch
+    from probes.encoding.subwords import encode
+
+    items, _ = encode(encoder.tokenizer, sentences, encoder.max_length)
+    items.sort(key=lambda e: len(e.input_ids))  # length-sorted, as a run cuts its batches
+    widest = items[-max(1, DEVICE_TOKENS // len(items[-1].input_ids)):]  # the last batch at the budget
+    corpus = long_corpus(bench.tmp / "pooling.conllu", long["batch_size"], long["length"])
+    made = read_corpus([str(corpus)]).sentences
+    long_items, _ = encode(encoder.tokenizer, made, encoder.max_length)
+    batches = {"widest": Batch.from_encoded([sentences[e.index] for e in widest], widest, encoder.tokenizer,
+                                            "mean-sum"),
+               "long": Batch.from_encoded([made[e.index] for e in long_items], long_items, encoder.tokenizer,
+                                          "mean-sum")}
+    generator = torch.Generator(device=bench.device).manual_seed(0)
+    record = {}
+    for name, batch in batches.items():
+        mask = batch.attention_mask.to(bench.device).bool()  # [B,T]
+        b, t = mask.shape
+        logits = torch.randn(b, encoder.heads, t, t, generator=generator, device=bench.device)
+        attention = logits.masked_fill(~mask[:, None, None, :], float("-inf")).softmax(-1)  # [B,H,T,T]
+        query, key = batch.pooling(bench.device)
+        entry = {"sentences": b, "length": t, "words": query.shape[1],
+                 "most_subwords": int(batch.slots(bench.device)[0].position.shape[-1])}
+        pooled = {}
+        for way, ordered in (("scatter_add", False), ("slots", True)):
+            with mock.patch.object(pooling, "in_order", lambda device, ordered=ordered: ordered), \
+                    mock.patch.object(pooling, "PRODUCT_WIDTH", 0):  # sums, whatever the width
+                pool = partial(pool_attention, attention, query, key, segmented=partial(batch.segments, bench.device),
+                               slotted=partial(batch.slots, bench.device))
+                pooled[way] = pool()
+                bench.sync()
+                seconds = []
+                for _ in range(5):
+                    start = time.perf_counter()
+                    again = pool()
+                    bench.sync()
+                    seconds.append(time.perf_counter() - start)
+                entry[way] = {"seconds": min(seconds), "same_twice": bool(torch.equal(pooled[way], again))}
+        entry["largest_difference"] = float((pooled["scatter_add"] - pooled["slots"]).abs().max())
+        record[name] = entry
+    return record
 
 
 def long_phases(bench: Bench, shape: dict, long: dict) -> dict:

@@ -44,6 +44,10 @@ def test_dry_run_times_every_run_in_parts(tmp_path):
         assert 0 < sum(p[part]["seconds"] for part in PARTS) < p["rest"]
         assert p["faults"] >= p["scoring_pass"]["faults"] >= 0 and len(p["gc"]["collections"]) == 3
         assert ("profile" in record) is (name in PROFILED)
+    for name, entry in report["pooling"].items():  # both ways of summing, the same maps within float32 rounding
+        assert entry["most_subwords"] >= 1 and entry["largest_difference"] < 1e-6, name
+        assert entry["scatter_add"]["same_twice"] and entry["slots"]["same_twice"], name  # on the CPU: in order
+    assert report["pooling"]["long"]["sentences"] == 4 and report["pooling"]["long"]["most_subwords"] == 1
     long = report["large_512"]  # the rehearsal's "512": 12 sentences of 64 subwords, batch 4, the BERT-large shape
     assert (long["length"], long["sentences"], long["batch_size"]) == (64, 12, 4)
     assert long["bare"]["sentences"] == 12 and long["bare"]["batch_size"] == 4
