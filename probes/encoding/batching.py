@@ -14,6 +14,7 @@ from typing import Any, Callable, Hashable
 import numpy as np
 import torch
 
+from probes.base.devices import CPU
 from probes.corpus.sentence import Sentence
 from probes.encoding.subwords import END_COLUMN, Encoded
 from probes.encoding.pooling import Segments, Slots, pooling_matrices, segments, slots
@@ -206,7 +207,7 @@ class Batch:
     def slots(self, device: torch.device) -> tuple[Slots, Slots]:
         """The query and key pooling matrices as in-order sums read them (probes.encoding.pooling.Slots), made on the
         host once a batch (its layout is host data) and sent to `device` once."""
-        made = self.memo("slots", lambda: tuple(slots(p) for p in self.pooling(torch.device("cpu"))))
+        made = self.memo("slots", lambda: tuple(slots(p) for p in self.pooling(CPU)))
         return self.memo(("slots", device), lambda: tuple(s.to(device) for s in made))
 
 

@@ -92,11 +92,12 @@ def slots(pooling: torch.Tensor) -> Slots:
     member = pooling != 0  # [B,C,T]
     rank = member.cumsum(-1) - 1  # [B,C,T] each subword's slot among its word's (where a member)
     count = max(1, int(member.sum(-1).max()))
-    rows, columns, tokens = member.nonzero(as_tuple=True)  # [S] each
+    at = member.nonzero(as_tuple=True)  # [S] each: sentence, word column, subword of every member
+    slot = (*at[:2], rank[at])  # [S] each: where each member goes in the slots
     position = torch.zeros(b, c, count, dtype=torch.long)
     weight = torch.zeros(b, c, count, dtype=pooling.dtype)
-    position[rows, columns, rank[rows, columns, tokens]] = tokens
-    weight[rows, columns, rank[rows, columns, tokens]] = pooling[rows, columns, tokens]
+    position[slot] = at[2]
+    weight[slot] = pooling[at]
     return Slots(position, weight)
 
 
