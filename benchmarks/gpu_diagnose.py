@@ -10,9 +10,9 @@ RUNS (ORDER), each once to warm up and once timed in phases, and those of its PR
 Chrome traces written beside the report). After LONG_AFTER's, the BERT-large shape on gpu_bench's sentences of 512
 subwords (LONG_512; --dry-run: LONG_REHEARSAL) at its batch size: the bare SDPA pass, then dep timed in phases and
 profiled (issue 44's 512-subword figure: which operations take the device's time on maps of 512 × 512).
-First of all, the word pooling of wide batches both ways (``pooling_orders``): scatter_add_ and the slot sums
-probes makes on CUDA (probes.encoding.pooling.Slots), each timed and run twice, and whether the two runs' word maps
-are bit for bit equal. Report: DIR/gpu_diagnose.json, written after every measurement.
+First of all, the word pooling of wide batches both ways (``pooling_orders``): scatter_add_ alone and the fixed
+order probes makes on CUDA (each word's subwords past its second summed apart: probes.encoding.pooling.Tail), each
+timed and run twice, and whether the two runs' word maps are bit for bit equal. Report: DIR/gpu_diagnose.json, written after every measurement.
 """
 from __future__ import annotations
 
@@ -95,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, entry in (report.get("pooling") or {}).items():
         if isinstance(entry, dict) and "largest_difference" in entry:
             print(f"pooling {name}: {entry['sentences']} × {entry['length']} subwords, {entry['words']} words, K "
-                  f"{entry['most_subwords']}: " + ", ".join(f"{way} {entry[way]['seconds'] * 1e3:.2f} ms (same twice: "
-                                                     f"{entry[way]['same_twice']})" for way in ("scatter_add", "slots"))
+                  f"{entry['most_subwords']}, tail {entry['tail_subwords']}: "
+                  + ", ".join(f"{way} {entry[way]['seconds'] * 1e3:.2f} ms (same twice: {entry[way]['same_twice']})"
+                              for way in ("scatter_add", "tails"))
                   + f"; largest difference {entry['largest_difference']:.2e}")
     long = report.get("large_512")
     if isinstance(long, dict) and "phases" in long:
@@ -109,9 +110,10 @@ def main(argv: list[str] | None = None) -> int:
 def pooling_orders(bench: Bench, encoder: probes.Encoder, sentences: list, long: dict) -> dict:
     """Word pooling (probes.encoding.pooling.pool_attention, mean-sum) of two wide batches, random maps of
     encoder's heads: the widest `sentences` fill at DEVICE_TOKENS, and `long`["batch_size"] sentences of
-    `long`["length"] one-subword words. For each, by scatter_add_ (the CPU's way) and by slots (CUDA's): seconds
-    (best of 5 after a warm-up, synchronised), K (the most subwords a word has), whether two runs' word maps are bit
-    for bit the same, and the largest difference between the two ways."""
+    `long`["length"] one-subword words. For each, by scatter_add_ alone (the CPU's way) and with each word's subwords
+    past its second summed apart (CUDA's: pooling.Tail): seconds (best of 5 after a warm-up, synchronised), K (the
+    most subwords a word has), the tail's subwords (the most a sentence has), whether two runs' word maps are bit for
+    bit the same, and the largest difference between the two ways."""
     from unittest import mock
 
     from probes.encoding import pooling
@@ -136,14 +138,16 @@ def pooling_orders(bench: Bench, encoder: probes.Encoder, sentences: list, long:
         logits = torch.randn(b, encoder.heads, t, t, generator=generator, device=bench.device)
         attention = logits.masked_fill(~mask[:, None, None, :], float("-inf")).softmax(-1)  # [B,H,T,T]
         query, key = batch.pooling(bench.device)
-        entry = {"sentences": b, "length": t, "words": query.shape[1],
-                 "most_subwords": int(batch.slots(bench.device)[0].position.shape[-1])}
+        host = key.cpu()
+        tail = pooling.segments(host, ordered=True).tail
+        entry = {"sentences": b, "length": t, "words": query.shape[1], "most_subwords": int((host != 0).sum(-1).max()),
+                 "tail_subwords": 0 if tail is None else int(tail.position.shape[1])}
         pooled = {}
-        for way, ordered in (("scatter_add", False), ("slots", True)):
+        for way, ordered in (("scatter_add", False), ("tails", True)):
+            given = tuple(pooling.segments(p.cpu(), ordered).to(bench.device) for p in (query, key))
             with mock.patch.object(pooling, "in_order", lambda device, ordered=ordered: ordered), \
                     mock.patch.object(pooling, "PRODUCT_WIDTH", 0):  # sums, whatever the width
-                pool = partial(pool_attention, attention, query, key, segmented=partial(batch.segments, bench.device),
-                               slotted=partial(batch.slots, bench.device))
+                pool = partial(pool_attention, attention, query, key, segmented=lambda given=given: given)
                 pooled[way] = pool()
                 bench.sync()
                 seconds = []
@@ -153,7 +157,7 @@ def pooling_orders(bench: Bench, encoder: probes.Encoder, sentences: list, long:
                     bench.sync()
                     seconds.append(time.perf_counter() - start)
                 entry[way] = {"seconds": min(seconds), "same_twice": bool(torch.equal(pooled[way], again))}
-        entry["largest_difference"] = float((pooled["scatter_add"] - pooled["slots"]).abs().max())
+        entry["largest_difference"] = float((pooled["scatter_add"] - pooled["tails"]).abs().max())
         record[name] = entry
     return record
 

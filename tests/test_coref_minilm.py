@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import probes
-from probes.encoding import pooling
+from probes.encoding import batching, pooling
 from probes.encoding.batching import Batch
 from probes.results.bootstrap import replicate_weights
 from probes.builtin.coref import CoreferenceProbe
@@ -74,12 +74,13 @@ def test_windows_of_a_document_share_its_bootstrap_weights(minilm):
         assert (weights == weights[:, :1]).all()
 
 
-@pytest.mark.parametrize("in_order", [False, True], ids=["scatter", "slots"])
+@pytest.mark.parametrize("in_order", [False, True], ids=["scatter", "tails"])
 @pytest.mark.parametrize("pool", ["mean-sum", "first-sum", "mean-mean"])
 def test_predictions_at_the_anaphors_are_the_maps_predictions(minilm, pool, in_order, monkeypatch):
     """LayerMaps.predictions_at (the anaphors' rows) and word_attention_of (the views' rows) are the whole map's,
-    with segment sums (the CPU's) and with sums in slot order (CUDA's: probes.base.ordered.in_order)."""
-    for module in (pooling, layer_maps):
+    with segment sums (the CPU's) and with each word's subwords past its second summed apart (CUDA's fixed order:
+    probes.base.ordered.in_order)."""
+    for module in (pooling, layer_maps, batching):
         monkeypatch.setattr(module, "in_order", lambda device: in_order)
     cutter = CoreferenceProbe(6, 12, window=160)
     windows = [w for d in read_coref(DATA).sentences for w in cutter.rows(d, minilm.tokenizer, 512)]

@@ -42,6 +42,7 @@ from probes.corpus.sentence import Sentence
 from probes.base.errors import InputError
 from probes.encoding.identity import sentence_key
 from probes.capture import maps as layer_maps
+from probes.encoding import batching, pooling
 from probes.capture.maps import LayerMaps
 from probes.tools.show import format_table
 from probes.encoding.windows import window_spans
@@ -240,10 +241,11 @@ def test_attends_to_root_or_itself_is_wrong():
     assert torch.equal(probe.hits.total(), torch.zeros(1, 2, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("in_order", [False, True], ids=["scatter", "slots"])
+@pytest.mark.parametrize("in_order", [False, True], ids=["scatter", "tails"])
 def test_predictions_at_by_hand(in_order, monkeypatch):
-    """The same by segment sums (the CPU's) and by sums in slot order (CUDA's: probes.base.ordered.in_order)."""
-    monkeypatch.setattr(layer_maps, "in_order", lambda device: in_order)
+    """The same by segment sums (the CPU's) and in CUDA's fixed order (probes.base.ordered.in_order)."""
+    for module in (pooling, layer_maps, batching):
+        monkeypatch.setattr(module, "in_order", lambda device: in_order)
     # "Kim ate red apples": tokens [CLS]0 Kim1 ate2 red3 app4 ##les5 [SEP]6, columns 0 1 2 3 4 4 E (mean-sum)
     #   ate: 0.4 Kim + 0.3 app + 0.3 ##les → apples (0.6, the key side summed) over Kim (0.4) → column 4
     #   Kim: 0.7 [SEP] + 0.3 ate → [SEP] is never a prediction → ate, column 2

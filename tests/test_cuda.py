@@ -152,9 +152,10 @@ def test_views_held_on_the_device_equal_the_cpus(minilm, minilm_on_device):
 
 
 def test_word_maps_pooled_on_the_device_are_the_same_on_every_run(minilm, minilm_on_device, monkeypatch):
-    """Wide batches pool by sums (PRODUCT_WIDTH made 0 here: every batch), on CUDA in slot order (pooling.Slots,
-    not scatter_add_'s atomic additions): two runs' word maps bit for bit equal, and within float32 rounding of the
-    CPU's; the same for the coreference's few pooled rows (LayerMaps.predictions_at)."""
+    """Wide batches pool by sums (PRODUCT_WIDTH made 0 here: every batch), on CUDA in a fixed order (scatter_add_'s
+    atomic additions for each word's first two subwords alone, the rest summed apart: pooling.Tail): two runs' word
+    maps bit for bit equal, and within float32 rounding of the CPU's; the same for the coreference's few pooled rows
+    (LayerMaps.predictions_at)."""
     from probes.capture.maps import LayerMaps
     from probes.encoding import pooling
     from probes.encoding.batching import Batch

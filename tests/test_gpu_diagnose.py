@@ -46,8 +46,9 @@ def test_dry_run_times_every_run_in_parts(tmp_path):
         assert ("profile" in record) is (name in PROFILED)
     for name, entry in report["pooling"].items():  # both ways of summing, the same maps within float32 rounding
         assert entry["most_subwords"] >= 1 and entry["largest_difference"] < 1e-6, name
-        assert entry["scatter_add"]["same_twice"] and entry["slots"]["same_twice"], name  # on the CPU: in order
+        assert entry["scatter_add"]["same_twice"] and entry["tails"]["same_twice"], name  # on the CPU: in order
     assert report["pooling"]["long"]["sentences"] == 4 and report["pooling"]["long"]["most_subwords"] == 1
+    assert report["pooling"]["long"]["tail_subwords"] == 0 and report["pooling"]["widest"]["tail_subwords"] > 0
     long = report["large_512"]  # the rehearsal's "512": 12 sentences of 64 subwords, batch 4, the BERT-large shape
     assert (long["length"], long["sentences"], long["batch_size"]) == (64, 12, 4)
     assert long["bare"]["sentences"] == 12 and long["bare"]["batch_size"] == 4

@@ -179,18 +179,18 @@ def test_the_pass_stops_once_the_last_maps_are_handed_on(family, tiny_model):
             h.remove()
 
 
-@pytest.mark.parametrize("way", ["products", "segment-sums", "slots"])
+@pytest.mark.parametrize("way", ["products", "segment-sums", "ordered"])
 @pytest.mark.parametrize("rule", POOLING_RULES)
 def test_pooling_is_the_matrix_product(rule, way, monkeypatch):
     """query · A · keyᵀ in float64 as the reference, on random maps with words of 1 to 4 subwords and padding,
-    by matrix products (narrow batches), by segment sums (wider than PRODUCT_WIDTH, here made 0) and by sums in
-    slot order (as on CUDA: probes.base.ordered.in_order); a subset of the rows pools to the whole batch's values for those
-    rows, bit for bit."""
+    by matrix products (narrow batches), by segment sums (wider than PRODUCT_WIDTH, here made 0) and by segment sums
+    with each word's subwords past its second summed apart (as on CUDA: probes.encoding.pooling.Tail); a subset of
+    the rows pools to the whole batch's values for those rows, bit for bit."""
     products = way == "products"
     if not products:
         monkeypatch.setattr(pooling, "PRODUCT_WIDTH", 0)
-    if way == "slots":
-        monkeypatch.setattr(pooling, "in_order", lambda device: True)
+    ordered = way == "ordered"
+    monkeypatch.setattr(pooling, "in_order", lambda device: ordered)
     generator = torch.Generator().manual_seed(0)
     columns = torch.tensor([[0, 1, 1, 2, 3, 3, 3, 3, 4, -2, -1, -1],
                             [0, 1, 2, 2, 2, 3, 4, 5, 5, 6, 7, -2]])  # -2: end special, -1: padding
@@ -201,8 +201,11 @@ def test_pooling_is_the_matrix_product(rule, way, monkeypatch):
     query, key = pooling_matrices(columns, width, rule)
     expected = query.double()[:, None] @ attention.double() @ key.double().transpose(1, 2)[:, None]  # [B,H,C,C]
     made = []
-    pooled = pool_attention(attention, query, key, segmented=lambda: made.append(1) or (segments(query), segments(key)))
-    assert made == ([1] if way == "segment-sums" else [])  # the given Segments: where, and only where, needed
+    given = (segments(query, ordered), segments(key, ordered))
+    longest = int((key != 0).sum(-1).max())  # subwords a word's key column reads: 4, or 1 for first and last
+    assert (given[1].tail is not None) == (ordered and longest > 2)
+    pooled = pool_attention(attention, query, key, segmented=lambda: made.append(1) or given)
+    assert made == ([] if products else [1])  # the given Segments: where, and only where, needed
     assert pooled.shape == (2, 3, width, width)
     torch.testing.assert_close(pooled.double(), expected, rtol=0, atol=1e-6)
     assert pooled[0, :, 5:8].abs().max() == 0  # padding word rows of the shorter sentence

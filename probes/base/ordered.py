@@ -3,8 +3,9 @@
 On CUDA, scatter_add_ and index_add_ add with atomic operations, in whatever order the threads come: a sum of three
 floats or more may differ in its last bit from one run to the next (torch lists both as nondeterministic there).
 The CPU's add in index order. Where such a sum is a score's, probes makes it in a fixed order on CUDA: word pooling
-reads its subwords from slots (probes.encoding.pooling.Slots); ``index_sum`` adds rows by index_put_ with
-accumulate=True, which CUDA makes by sorting the indices first (not in torch's nondeterministic lists).
+scatters each word's first two subwords alone (0 + a + b is b + a) and sums the rest apart by a product
+(probes.encoding.pooling.Tail); ``index_sum`` adds rows by index_put_ with accumulate=True, which CUDA makes by
+sorting the indices first (not in torch's nondeterministic lists).
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from probes.base.devices import CPU, to_device
 from probes.encoding.batching import Batch
 from probes.capture.sdpa_qk import AttentionEntries
 from probes.base.ordered import in_order
-from probes.encoding.pooling import PARTS, at_once, per_head, pool_attention, pool_vectors, slot_sum
+from probes.encoding.pooling import PARTS, at_once, per_head, pool_attention, pool_vectors, segment_sum
 from probes.base.scratch import scratch_from
 
 
@@ -83,7 +83,6 @@ class LayerMaps:
         device, heads, dtype = self.attention.device, self.attention.shape[1], self.attention.dtype
         query, key = self.batch.pooling(device)
         return pool_attention(self.attention, query, key, self.scratch, segmented=lambda: self.batch.segments(device),
-                              slotted=lambda: self.batch.slots(device),
                               queries=lambda: self.batch.memo(("pooling.per_head", device, heads, dtype),
                                                               lambda: per_head(query, heads, dtype)))
 
@@ -132,8 +131,7 @@ class LayerMaps:
         index = self.batch.memo(("rows", tuple(rows), device), lambda: to_device(torch.tensor(rows), device))
         query, key = (p[index] for p in self.batch.pooling(device))
         return pool_attention(self.attention[index], query, key,  # the batch's Segments: no host read a layer
-                              segmented=lambda: tuple(s.of(index) for s in self.batch.segments(device)),
-                              slotted=lambda: tuple(s.of(index) for s in self.batch.slots(device)))
+                              segmented=lambda: tuple(s.of(index) for s in self.batch.segments(device)))
 
     def predictions_at(self, rows: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
         """[N,H] ``predictions[rows, :, words]``: where word column words[n] of sentence rows[n] attends most,
@@ -146,21 +144,18 @@ class LayerMaps:
         pick, token, batch_row = self.batch.memo(("predictions_at", id(rows), id(words), device), lambda: (
             *(to_device(t, device) for t in _subword_rows(self.batch, rows, words)), rows, words))[:3]
         subword_rows = self.attention[batch_row, :, token]  # [S,H,T] each picked subword's attention row
-        if in_order(device):  # the same sums, each made in a fixed order (see probes.encoding.pooling)
-            by_query, by_key = self.batch.slots(device)
-            keyed = slot_sum(subword_rows[:, :, None], by_key.of(batch_row), 3)[:, :, 0]  # [S,H,C]
-            weight = by_query.weight.new_ones(()) if query.weight is None else query.weight[batch_row, token]  # [S]
-            items = torch.arange(len(rows), device=device)[:, None] == pick  # [N,S]
-            pooled = (items.to(keyed.dtype) * weight.to(keyed.dtype)) @ keyed.flatten(1)  # [N,H·C]
-            return pooled.view(len(rows), *keyed.shape[1:])[..., : key.width - 1].argmax(dim=-1)
-        if key.weight is not None:
-            subword_rows = subword_rows * key.weight[batch_row, None, :].to(subword_rows.dtype)
-        keyed = subword_rows.new_zeros(len(token), subword_rows.shape[1], key.width + 1)  # [S,H,C+1]
-        keyed.scatter_add_(2, key.word[batch_row, None, :].expand_as(subword_rows), subword_rows)
-        if query.weight is not None:
-            keyed = keyed * query.weight[batch_row, token, None, None].to(keyed.dtype)
-        pooled = keyed.new_zeros(len(rows), *keyed.shape[1:]).index_add_(0, pick, keyed)  # [N,H,C+1]
-        return pooled[..., : key.width - 1].argmax(dim=-1)  # the end column (C-1) and the dropped one left out
+        keyed = subword_rows.new_zeros(len(token), subword_rows.shape[1], 1, key.width + 1)  # [S,H,1,C+1]
+        segment_sum(subword_rows[:, :, None], key.of(batch_row), 3, keyed)
+        keyed = keyed[:, :, 0]  # [S,H,C+1]
+        weight = None if query.weight is None else query.weight[batch_row, token].to(keyed.dtype)  # [S]
+        if in_order(device):  # each item's rows summed by a product: the same order on every run
+            items = (torch.arange(len(rows), device=device)[:, None] == pick).to(keyed.dtype)  # [N,S]
+            items = items if weight is None else items * weight
+            pooled = (items @ keyed.flatten(1)).view(len(rows), *keyed.shape[1:])
+        else:
+            weighted = keyed if weight is None else keyed * weight[:, None, None]
+            pooled = keyed.new_zeros(len(rows), *keyed.shape[1:]).index_add_(0, pick, weighted)  # [N,H,C+1]
+        return pooled[..., : key.width - 1].argmax(dim=-1)  # [N,H] the end column (C-1) and the dropped one left out
 
 
 def _subword_rows(batch: Batch, rows: torch.Tensor, words: torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -17,7 +17,8 @@ import torch
 from probes.base.devices import CPU
 from probes.corpus.sentence import Sentence
 from probes.encoding.subwords import END_COLUMN, Encoded
-from probes.encoding.pooling import Segments, Slots, pooling_matrices, segments, slots
+from probes.base.ordered import in_order
+from probes.encoding.pooling import Segments, pooling_matrices, segments
 from probes.encoding.shuffle import twin_layout
 
 PAD_COLUMN = -1
@@ -200,15 +201,12 @@ class Batch:
         return self._pooling[device]
 
     def segments(self, device: torch.device) -> tuple[Segments, Segments]:
-        """The query and key pooling matrices as segment sums read them (probes.encoding.pooling.Segments), made once per
-        device: what every layer's word pooling needs."""
-        return self.memo(("segments", device), lambda: tuple(segments(p) for p in self.pooling(device)))
-
-    def slots(self, device: torch.device) -> tuple[Slots, Slots]:
-        """The query and key pooling matrices as in-order sums read them (probes.encoding.pooling.Slots), made on the
-        host once a batch (its layout is host data) and sent to `device` once."""
-        made = self.memo("slots", lambda: tuple(slots(p) for p in self.pooling(CPU)))
-        return self.memo(("slots", device), lambda: tuple(s.to(device) for s in made))
+        """The query and key pooling matrices as segment sums read them on `device` (probes.encoding.pooling.Segments,
+        with their tails where sums must come in order there: probes.base.ordered.in_order): made on the host once a
+        batch (its layout is host data) and sent to `device` once, for every layer's pooling."""
+        ordered = in_order(device)
+        made = self.memo(("segments", ordered), lambda: tuple(segments(p, ordered) for p in self.pooling(CPU)))
+        return self.memo(("segments", ordered, device), lambda: tuple(s.to(device) for s in made))
 
 
 def token_segments(batch: Batch) -> torch.Tensor:

@@ -1,10 +1,11 @@
 """Subword → word pooling: pooling matrices [B,C,T] applied as batched matrix products, or as segment sums over
 each word's subwords for wide batches and a few rows of long inputs (no loops over tokens).
 
-Segment sums are made by scatter_add_ on the CPU, which adds in index order. On CUDA scatter_add_ adds in any order
-(probes.base.ordered), so a word of three subwords or more could get a sum that differs in its last bit from one run
-to the next: there they are made by gathering each word's subwords into slots and summing the slots in order
-(``Slots``), the same order on every run.
+Segment sums are made by scatter_add_, which on the CPU adds in index order. On CUDA it adds in any order
+(probes.base.ordered): a word's first two subwords still sum the same on every run (0 + a + b is b + a), but a third
+could make the sum differ in its last bit from one run to the next. So there each word's subwords past its second
+(``Tail``) are left out of the scatter and summed apart, by one small matrix product a side, then added to their
+word's sum: the same order on every run, and the CPU's own sums for every word of at most three subwords.
 
 A pooling rule is "QUERY-KEY": how the rows of a word's subwords combine into the word's row
 (attention FROM the word), and how their columns combine into its column (attention TO it).
@@ -53,61 +54,88 @@ def _combine(onehot: torch.Tensor, rule: str) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
+class Tail:
+    """The subwords past each word's second, summed apart from the scatter where sums must come in a fixed order
+    (``in_order``): position [B,E] each such subword's position (E the most a sentence has; 0 past a sentence's
+    own), word [B,M] the column of each word they belong to (M the most such words a sentence has; C, the dropped
+    extra column, past them), and weight [B,E,M] each subword's weight in its word's column (0 elsewhere and past
+    them): the right operand of the product that sums them."""
+
+    position: torch.Tensor  # [B,E] int64
+    word: torch.Tensor  # [B,M] int64
+    weight: torch.Tensor  # [B,E,M] the pooling matrix's dtype
+
+    def of(self, rows: slice | torch.Tensor) -> "Tail":
+        """This Tail for the batch's sentences `rows` (a slice, or an index tensor [R]) alone."""
+        return Tail(self.position[rows], self.word[rows], self.weight[rows])
+
+    def to(self, device: torch.device) -> "Tail":
+        """On `device` (a copy the host does not wait for: probes.base.devices.to_device)."""
+        return Tail(*(to_device(t, device) for t in (self.position, self.word, self.weight)))
+
+
+@dataclass(frozen=True)
 class Segments:
-    """A pooling matrix [B,C,T] (one nonzero per subword at most) as its segment sums read it, made once per
-    batch (probes.encoding.batching.Batch.segments) for every layer's pooling: word [B,T] the word of each subword (C,
-    a dropped extra word, for a subword of weight 0); weight [B,T] each subword's weight (its one nonzero), or
-    None where every weight is 0 or 1 (sum, first: a multiplication would change nothing)."""
+    """A pooling matrix [B,C,T] (one nonzero per subword at most) as its segment sums read it, made on the host once
+    per batch (probes.encoding.batching.Batch.segments) for every layer's pooling: word [B,T] the word of each subword
+    (C, a dropped extra word, for a subword of weight 0, and where a tail is kept for one past its word's second);
+    weight [B,T] each subword's weight (its one nonzero), or None where every weight is 0 or 1 (sum, first: a
+    multiplication would change nothing); tail the subwords past each word's second, summed apart (``Tail``), where
+    the sums must come in a fixed order and a word has three subwords or more, else None."""
 
     word: torch.Tensor  # [B,T] int64
     weight: torch.Tensor | None  # [B,T] the pooling matrix's dtype, or None
     width: int  # C
+    tail: Tail | None = None
 
     def of(self, rows: slice | torch.Tensor) -> "Segments":
         """These Segments for the batch's sentences `rows` (a slice, or an index tensor [R]) alone."""
-        return Segments(self.word[rows], None if self.weight is None else self.weight[rows], self.width)
+        return Segments(self.word[rows], None if self.weight is None else self.weight[rows], self.width,
+                        None if self.tail is None else self.tail.of(rows))
+
+    def to(self, device: torch.device) -> "Segments":
+        """On `device` (copies the host does not wait for)."""
+        return Segments(to_device(self.word, device), None if self.weight is None else to_device(self.weight, device),
+                        self.width, None if self.tail is None else self.tail.to(device))
 
 
-@dataclass(frozen=True)
-class Slots:
-    """A pooling matrix [B,C,T] as fixed-order sums read it: position [B,C,K] the k-th subword of each word column
-    (K the most subwords a word has in the batch; 0 past the word's own) and weight [B,C,K] its weight there (0 past
-    them). A word's entry is Σ_k weight · value[position], summed over k in order."""
-
-    position: torch.Tensor  # [B,C,K] int64
-    weight: torch.Tensor  # [B,C,K] the pooling matrix's dtype
-
-    def of(self, rows: slice | torch.Tensor) -> "Slots":
-        """These Slots for the batch's sentences `rows` (a slice, or an index tensor [R]) alone."""
-        return Slots(self.position[rows], self.weight[rows])
-
-    def to(self, device: torch.device) -> "Slots":
-        """On `device` (a copy the host does not wait for: probes.base.devices.to_device)."""
-        return Slots(to_device(self.position, device), to_device(self.weight, device))
-
-
-def slots(pooling: torch.Tensor) -> Slots:
-    """The Slots of a pooling matrix [B,C,T] on the host (the batch's layout, host data: made there once a batch)."""
-    b, c, _ = pooling.shape
-    member = pooling != 0  # [B,C,T]
-    rank = member.cumsum(-1) - 1  # [B,C,T] each subword's slot among its word's (where a member)
-    count = max(1, int(member.sum(-1).max()))
-    at = member.nonzero(as_tuple=True)  # [S] each: sentence, word column, subword of every member
-    slot = (*at[:2], rank[at])  # [S] each: where each member goes in the slots
-    position = torch.zeros(b, c, count, dtype=torch.long)
-    weight = torch.zeros(b, c, count, dtype=pooling.dtype)
-    position[slot] = at[2]
-    weight[slot] = pooling[at]
-    return Slots(position, weight)
-
-
-def segments(pooling: torch.Tensor) -> Segments:
-    """The Segments of a pooling matrix [B,C,T]."""
+def segments(pooling: torch.Tensor, ordered: bool = False) -> Segments:
+    """The Segments of a pooling matrix [B,C,T]; ordered: with the subwords past each word's second kept apart in a
+    Tail (where there are any), for sums made in a fixed order."""
     weight = pooling.sum(1)  # [B,T] each subword's weight (its one nonzero)
     width = pooling.shape[1]
     word = torch.where(weight != 0, pooling.argmax(1), width)  # [B,T]
     trivial = bool(((weight == 0) | (weight == 1)).all())
-    return Segments(word, None if trivial else weight, width)
+    member = pooling != 0  # [B,C,T]
+    late = member & (member.cumsum(-1) > 2) if ordered else None  # [B,C,T] a word's third subword on
+    if late is None or not bool(late.any()):
+        return Segments(word, None if trivial else weight, width)
+    word = word.masked_fill(late.any(1), width)
+    return Segments(word, None if trivial else weight, width, _tail(pooling, late))
+
+
+def _tail(pooling: torch.Tensor, late: torch.Tensor) -> Tail:
+    """The Tail of the members `late` [B,C,T] of pooling matrix [B,C,T] (on the host)."""
+    b, c, _ = pooling.shape
+    sentence, column, position = late.nonzero(as_tuple=True)  # [S] each, by sentence, then word, then position
+    longs = late.any(-1)  # [B,C] the words with such subwords
+    long_sentence, long_column = longs.nonzero(as_tuple=True)  # [W] each, by sentence, then word
+    index = _within(sentence, b)  # [S] each member's place among its sentence's
+    slot = torch.full((b, c), -1, dtype=torch.long)
+    slot[long_sentence, long_column] = _within(long_sentence, b)  # [B,C] each long word's place among its sentence's
+    words = torch.full((b, int(longs.sum(-1).max())), c, dtype=torch.long)  # [B,M]
+    words[long_sentence, slot[long_sentence, long_column]] = long_column
+    positions = torch.zeros(b, int(late.sum((1, 2)).max()), dtype=torch.long)  # [B,E]
+    positions[sentence, index] = position
+    weight = torch.zeros(b, positions.shape[1], words.shape[1], dtype=pooling.dtype)  # [B,E,M]
+    weight[sentence, index, slot[sentence, column]] = pooling[sentence, column, position]
+    return Tail(positions, words, weight)
+
+
+def _within(sentence: torch.Tensor, b: int) -> torch.Tensor:
+    """[S] each item's place among its sentence's, for items [S] sorted by their sentence (of b)."""
+    counts = torch.bincount(sentence, minlength=b)  # [B]
+    return torch.arange(len(sentence)) - (counts.cumsum(0) - counts)[sentence]
 
 
 PRODUCT_WIDTH = 64  # word columns up to which pool_attention uses matrix products (the crossover with segment sums: docs/benchmarks.md)
@@ -131,7 +159,6 @@ def at_once(step: int, row_bytes: int, device: torch.device) -> int:
 def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
                    scratch: Scratch | None = None, *,
                    segmented: Callable[[], tuple[Segments, Segments]] | None = None,
-                   slotted: Callable[[], tuple[Slots, Slots]] | None = None,
                    queries: Callable[[], torch.Tensor] | None = None) -> torch.Tensor:
     """One layer's subword attention [B,H,T,T] → word attention [B,H,C,C]: Q · A · Kᵀ for the query and key
     pooling matrices Q, K [B,C,T].
@@ -142,40 +169,31 @@ def pool_attention(attention: torch.Tensor, query: torch.Tensor, key: torch.Tens
     O(B·H·T·(T + C)), where the products cost O(B·H·T²·C): each subword belongs to one word, so each column of
     Q and K holds at most one nonzero, and a word's entry is the sum over its subwords of weight × value; the key
     side's sums [B,H,T,C] are made for part of the sentences at a time (``at_once``).
-    segmented: gives the matrices as Segments (query's, key's), e.g. the batch's (Batch.segments); made from the
-    matrices when needed and not given. slotted: the same as Slots (Batch.slots), read instead where the sums are
-    made in order (``in_order``: on CUDA): the key side's values gathered into K slots a word, [n,H,T,C,K], summed
-    over the slots, then the query side's likewise. queries: gives ``per_head(query, H)`` [B*H,C,T] (as large as a
-    layer's key-side sums), where the caller keeps it for every layer of a batch; called by the products alone (made
-    here when not given). Either way each sentence is computed on its own, so a subset of a batch's rows pools to
-    the same values as the whole batch.
+    segmented: gives the matrices as Segments (query's, key's), e.g. the batch's (Batch.segments: on CUDA with
+    their tails, ``in_order``); made from the matrices when needed and not given. queries: gives
+    ``per_head(query, H)`` [B*H,C,T] (as large as a layer's key-side sums), where the caller keeps it for every layer
+    of a batch; called by the products alone (made here when not given). Either way each sentence is computed on its
+    own, so a subset of a batch's rows pools to the same values as the whole batch.
 
     scratch: where the key side's sums (or products) go (its "temporary"; None: fresh tensors). The result is a
     tensor of its own.
     """
     b, h, t, _ = attention.shape
     c = query.shape[1]
-    if c > PRODUCT_WIDTH and in_order(attention.device):
-        by_query, by_key = slotted() if slotted is not None else \
-            (slots(query.cpu()).to(attention.device), slots(key.cpu()).to(attention.device))
-        word = attention.new_empty(b, h, c, c)  # [B,H,C,C]
-        k = max(by_query.position.shape[-1], by_key.position.shape[-1])
-        step = at_once(-(-b // PARTS), h * t * c * k * attention.element_size(), attention.device)
-        for start in range(0, b, step):
-            rows = slice(start, start + step)
-            keyed = slot_sum(attention[rows], by_key.of(rows), 3)  # [n,H,T,C]
-            slot_sum(keyed, by_query.of(rows), 2, out=word[rows])  # [n,H,C,C]
-        return word
     if c > PRODUCT_WIDTH:
-        by_query, by_key = segmented() if segmented is not None else (segments(query), segments(key))
+        ordered = in_order(attention.device)
+        by_query, by_key = segmented() if segmented is not None else \
+            tuple(segments(p.cpu(), ordered).to(attention.device) for p in (query, key))
         word = attention.new_zeros(b, h, c + 1, c)  # [B,H,C+1,C]: row C sums the rows of the dropped word
-        step = at_once(-(-b // PARTS), h * t * (c + 1) * attention.element_size(), attention.device)
+        tails = [s.tail.position.shape[1] for s in (by_query, by_key) if s.tail is not None]  # the most E
+        step = at_once(-(-b // PARTS), h * t * (c + 1 + max(tails, default=0)) * attention.element_size(),
+                       attention.device)
         for start in range(0, b, step):
             rows = slice(start, start + step)
             part = attention[rows]  # [n,H,T,T]
             keyed = (scratch or _fresh)("temporary", (part.shape[0], h, t, c + 1), part.dtype, part.device).zero_()
-            _segment_sum(part, by_key.of(rows), 3, keyed)  # [n,H,T,C+1]
-            _segment_sum(keyed.narrow(3, 0, c), by_query.of(rows), 2, word[rows], in_place=True)
+            segment_sum(part, by_key.of(rows), 3, keyed)  # [n,H,T,C+1]
+            segment_sum(keyed.narrow(3, 0, c), by_query.of(rows), 2, word[rows], in_place=True)
         return word.narrow(2, 0, c)  # [B,H,C,C]
     dtype, device = attention.dtype, attention.device
     keyed = (scratch or _fresh)("temporary", (b, h * t, c), dtype, device)  # [B,H*T,C]
@@ -198,31 +216,38 @@ def _fresh(name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.
     return torch.empty(shape, dtype=dtype, device=device)
 
 
-def _segment_sum(values: torch.Tensor, pooling: Segments, dim: int, into: torch.Tensor, in_place: bool = False) -> None:
+def segment_sum(values: torch.Tensor, pooling: Segments, dim: int, into: torch.Tensor, in_place: bool = False) -> None:
     """Add to `into` (C+1 words along `dim`, the last the dropped word's; zeroed by the caller) the sums along `dim`
-    (T subwords) of values [n,H,.,.] weighted by `pooling` (of the same n sentences). in_place: the weights multiply
-    `values` itself (a temporary of the caller's) rather than a copy of it."""
+    (2 or 3: T subwords) of values [n,H,.,.] weighted by `pooling` (of the same n sentences). in_place: the weights
+    multiply `values` itself (a temporary of the caller's) rather than a copy of it. A tail's sums are made first,
+    from the values as given, and added to their words' sums last: one addition to each, the same on every run."""
+    tail = None if pooling.tail is None else _tail_sum(values, pooling.tail, dim)
     shape = [values.shape[0], 1, 1, 1]
     shape[dim] = values.shape[dim]
     if pooling.weight is not None:
         weight = pooling.weight.to(values.dtype).view(shape)
         values = values.mul_(weight) if in_place else values * weight
     into.scatter_add_(dim, pooling.word.view(shape).expand_as(values), values)
+    if tail is not None:
+        n, m = pooling.tail.word.shape
+        shape[dim] = m
+        into.scatter_add_(dim, pooling.tail.word.view(shape).expand_as(tail), tail)
 
 
-def slot_sum(values: torch.Tensor, by: Slots, dim: int, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Sums along `dim` (2 or 3: T subwords) of values [n,H,.,.] weighted by `by` (of the same n sentences), each
-    word's slots summed in order: [n,H,C,T'] for dim 2, [n,H,T,C] for dim 3 (into `out` where given)."""
+def _tail_sum(values: torch.Tensor, tail: Tail, dim: int) -> torch.Tensor:
+    """The tail's words' sums along `dim` (2 or 3) of values [n,H,.,.] (of the tail's n sentences): [n,H,M,T'] for
+    dim 2, [n,H,T,M] for dim 3, each a product of the tail's subwords' values [.., E, ..] and its weights [E,M]."""
     n, h = values.shape[:2]
-    c, k = by.position.shape[1:]
-    weight = by.weight.to(values.dtype)
+    e, m = tail.weight.shape[1:]
+    weight = tail.weight.to(values.dtype)  # [n,E,M]
     if dim == 3:
         rows = values.shape[2]
-        taken = values.gather(3, by.position.view(n, 1, 1, c * k).expand(n, h, rows, c * k))  # [n,H,T,C·K]
-        return torch.sum(taken.view(n, h, rows, c, k).mul_(weight.view(n, 1, 1, c, k)), -1, out=out)
+        taken = values.gather(3, tail.position.view(n, 1, 1, e).expand(n, h, rows, e))  # [n,H,T,E]
+        return torch.bmm(taken.view(n, h * rows, e), weight).view(n, h, rows, m)
     columns = values.shape[3]
-    taken = values.gather(2, by.position.view(n, 1, c * k, 1).expand(n, h, c * k, columns))  # [n,H,C·K,T']
-    return torch.sum(taken.view(n, h, c, k, columns).mul_(weight.view(n, 1, c, k, 1)), 3, out=out)
+    taken = values.gather(2, tail.position.view(n, 1, e, 1).expand(n, h, e, columns))  # [n,H,E,T']
+    across = weight.transpose(1, 2)[:, None].expand(n, h, m, e).reshape(n * h, m, e)  # [n·H,M,E]
+    return torch.bmm(across, taken.view(n * h, e, columns)).view(n, h, m, columns)
 
 
 def pool_vectors(context: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
