@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{p['scoring_pass']['seconds']:.3f} + rest {p['rest']:.3f} ("
                   + ", ".join(f"{part} {p[part]['seconds']:.3f}" for part in gpu_phases.PARTS[2:] if p[part]["calls"])
                   + f"); {p['faults']} page faults, gc {p['gc']['seconds']:.3f} s")
+            print(" " * 17 + "updates on the model's thread: "
+                  + ", ".join(f"{probe} {u['seconds']:.3f}" for probe, u in p["updates"].items()))
     print({k: round(v["seconds"], 4) for k, v in report.get("bare", {}).items() if "seconds" in v})
     for name, entry in (report.get("pooling") or {}).items():
         if isinstance(entry, dict) and "largest_difference" in entry:

@@ -19,6 +19,9 @@ and inside the passes, trees' own (seconds, calls):
     decode_device the batched decoders on the model's thread (on CUDA: launching their work, queued behind the
                   model's)
     waiting       the model's thread waiting for a batch's trees (LayerTrees.result, DeviceTrees.result)
+and within the passes, on the model's thread, each probe's own (``updates``: its update and fit_update calls, a
+layer each; on CUDA the host's time to launch their work, and any wait for the device in them): what the passes
+spend beyond the model's own layers, probe by probe.
 Every phase also counts the host's minor page faults in it (getrusage: memory the process touches for the first
 time; each is a trap into the kernel, dearer under a sandboxing runtime such as gVisor), and the whole run the
 garbage collector's collections by generation and their seconds (gc.callbacks, this process's own: a full
@@ -59,6 +62,7 @@ TRACED = ("dep", "dep_bfloat16")  # runs whose profile is also written as a gzip
 TOP = 15  # operations listed by each ordering
 PARTS = ("fit_pass", "scoring_pass", "reading", "preparing", "moving", "kept", "computing", "attaching", "ensemble",
          "decode_host", "decode_device", "waiting")  # the timed functions' labels (the module docstring)
+UPDATE = "update:"  # the label of a probe's updates: UPDATE + its name
 
 
 def minor_faults() -> int:
@@ -123,6 +127,11 @@ def clocked(clock: Clock):
                                    *((get_probe(n), "compute", "computing") for n in sorted(set(SIX))),
                                    (get_probe("pos"), "score_kept", "kept")):
             stack.enter_context(mock.patch.object(owner, name, clock.wrap(label, getattr(owner, name))))
+        for probe in sorted(set(SIX)):
+            for method in ("update", "fit_update"):
+                owner = get_probe(probe)
+                stack.enter_context(mock.patch.object(owner, method, clock.wrap(f"{UPDATE}{probe}",
+                                                                                getattr(owner, method))))
         for owner, name, label in ((trees, "select_heads", "ensemble"), (trees, "decode", "decode_host"),
                                    (batched, "decode", "decode_device"), (trees.LayerTrees, "result", "waiting"),
                                    (trees.DeviceTrees, "result", "waiting")):
@@ -139,7 +148,9 @@ def phases(run: Callable[[], Any], sync: Callable[[], None]) -> dict:
         sync()
     wall, faults = time.perf_counter() - start, minor_faults() - faulted
     passes = clock.seconds["fit_pass"] + clock.seconds["scoring_pass"]
-    return {"seconds": wall, "rest": wall - passes, "faults": faults, "gc": collected,
+    updates = {name[len(UPDATE):]: {"seconds": clock.seconds[name], "calls": clock.calls[name]}
+               for name in sorted(clock.calls) if name.startswith(UPDATE)}
+    return {"seconds": wall, "rest": wall - passes, "faults": faults, "gc": collected, "updates": updates,
             **{name: {"seconds": clock.seconds[name], "calls": clock.calls[name], "faults": clock.faults[name]}
                for name in PARTS}}
 

@@ -4,8 +4,9 @@
 
 Each run of benchmarks/gpu_phases.py's RUNS named (float32, the default capture) once to warm up, then `repeats`
 times timed in parts (gpu_phases.phases: the fit and scoring passes, reading, preparing, computing, attaching,
-trees' ensemble choice and decoding, each with its seconds and minor page faults); per part the median and the
-least of the repeats (the host's noise only slows: the least is the nearest to the part's own cost). The host work
+trees' ensemble choice and decoding, each with its seconds and minor page faults, and each probe's updates on the
+model's thread); per part the median and the least of the repeats (the host's noise only slows: the least is the
+nearest to the part's own cost). The host work
 outside the passes is what a GPU run cannot hide behind the device (issue 44): these are its CPU figures
 (docs/benchmarks.md, "Host work outside the pass").
 """
@@ -39,6 +40,8 @@ def measured(name: str, encoder: probes.Encoder, corpus: str, limit: int | None,
     report = {"seconds": {"median": statistics.median(t["seconds"] for t in timed),
                           "least": min(t["seconds"] for t in timed)},
               "rest": {"median": statistics.median(t["rest"] for t in timed), "least": min(t["rest"] for t in timed)}}
+    report["updates"] = {probe: statistics.median(t["updates"][probe]["seconds"] for t in timed)
+                         for probe in timed[0]["updates"]}
     for part in PARTS:
         if timed[0][part]["calls"]:
             seconds = [t[part]["seconds"] for t in timed]
@@ -72,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                           for part, r in report.items() if part in PARTS)
         print(f"{name}: {report['seconds']['median']:.3f} ({report['seconds']['least']:.3f}) s, outside the passes "
               f"{report['rest']['median']:.3f} ({report['rest']['least']:.3f}): {parts}")
+        print("  updates on the model's thread (median): "
+              + ", ".join(f"{probe} {seconds:.3f}" for probe, seconds in report["updates"].items()))
     return 0
 
 

@@ -44,6 +44,7 @@ def test_dry_run_times_every_run_in_parts(tmp_path):
         assert 0 < sum(p[part]["seconds"] for part in PARTS) < p["rest"]
         assert p["faults"] >= p["scoring_pass"]["faults"] >= 0 and len(p["gc"]["collections"]) == 3
         assert ("profile" in record) is (name in PROFILED)
+        assert set(p["updates"]) == set(names) and all(u["calls"] > 0 for u in p["updates"].values())
     for name, entry in report["pooling"].items():  # both ways of summing, the same maps within float32 rounding
         assert entry["most_subwords"] >= 1 and entry["largest_difference"] < 1e-6, name
         assert entry["scatter_add"]["same_twice"] and entry["tails"]["same_twice"], name  # on the CPU: in order
@@ -58,4 +59,5 @@ def test_dry_run_times_every_run_in_parts(tmp_path):
         trace = json.loads(gzip.decompress((tmp_path / f"{name}.trace.json.gz").read_bytes()))
         assert len(trace["traceEvents"]) > 100
     lines = done.stdout.splitlines()
-    assert [line.split()[0] for line in lines[:len(ORDER)]] == ORDER
+    assert [line.split()[0] for line in lines[:2 * len(ORDER):2]] == ORDER  # each run's line, then its updates'
+    assert all(line.split()[0] == "updates" for line in lines[1:2 * len(ORDER):2])

@@ -25,8 +25,11 @@ def test_every_part_of_each_run_printed():
                            "--repeats", "1", "--corpus", bundled_corpus(), "--limit", "12"],
                           cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    lines = {line.split(":")[0]: line for line in done.stdout.splitlines()[1:]}
+    printed = done.stdout.splitlines()[1:]
+    lines = {line.split(":")[0]: line for line in printed if not line.startswith(" ")}
     assert set(lines) == {"dep", "trees"}
+    updates = [line for line in printed if line.startswith("  updates on the model's thread")]
+    assert len(updates) == 2 and " dep " in updates[0] and " trees " in updates[1]  # each run's own probe
     assert "fit_pass" not in lines["dep"] and "scoring_pass" in lines["dep"] and "reading" in lines["dep"]
     assert all(part in lines["trees"] for part in ("fit_pass", "ensemble", "decode_host", "computing"))
     refused = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_phases.py"), "--runs", "dep_bfloat16"],
