@@ -114,8 +114,9 @@ def pooling_orders(bench: Bench, encoder: probes.Encoder, sentences: list, long:
     encoder's heads: the widest `sentences` fill at DEVICE_TOKENS, and `long`["batch_size"] sentences of
     `long`["length"] one-subword words. For each, by scatter_add_ alone (the CPU's way) and with each word's subwords
     past its second summed apart (CUDA's: pooling.Tail): seconds (best of 5 after a warm-up, synchronised), K (the
-    most subwords a word has), the tail's subwords (the most a sentence has), whether two runs' word maps are bit for
-    bit the same, and the largest difference between the two ways."""
+    most subwords a word has), the tail's subwords (the most a sentence has) and the host's seconds to make the key
+    side's Segments with it, whether two runs' word maps are bit for bit the same, and the largest difference between
+    the two ways."""
     from unittest import mock
 
     from probes.encoding import pooling
@@ -141,9 +142,11 @@ def pooling_orders(bench: Bench, encoder: probes.Encoder, sentences: list, long:
         attention = logits.masked_fill(~mask[:, None, None, :], float("-inf")).softmax(-1)  # [B,H,T,T]
         query, key = batch.pooling(bench.device)
         host = key.cpu()
+        start = time.perf_counter()
         tail = pooling.segments(host, ordered=True).tail
         entry = {"sentences": b, "length": t, "words": query.shape[1], "most_subwords": int((host != 0).sum(-1).max()),
-                 "tail_subwords": 0 if tail is None else int(tail.position.shape[1])}
+                 "tail_subwords": 0 if tail is None else int(tail.position.shape[1]),
+                 "segments_seconds": time.perf_counter() - start}  # the key side's Segments, made on the host
         pooled = {}
         for way, ordered in (("scatter_add", False), ("tails", True)):
             given = tuple(pooling.segments(p.cpu(), ordered).to(bench.device) for p in (query, key))

@@ -101,35 +101,47 @@ class Segments:
 
 def segments(pooling: torch.Tensor, ordered: bool = False) -> Segments:
     """The Segments of a pooling matrix [B,C,T]; ordered: with the subwords past each word's second kept apart in a
-    Tail (where there are any), for sums made in a fixed order."""
+    Tail (where there are any), for sums made in a fixed order. Past the matrix's two reductions, the work is on
+    [B,T]: a batch of long inputs makes its Segments in milliseconds."""
     weight = pooling.sum(1)  # [B,T] each subword's weight (its one nonzero)
     width = pooling.shape[1]
     word = torch.where(weight != 0, pooling.argmax(1), width)  # [B,T]
     trivial = bool(((weight == 0) | (weight == 1)).all())
-    member = pooling != 0  # [B,C,T]
-    late = member & (member.cumsum(-1) > 2) if ordered else None  # [B,C,T] a word's third subword on
+    late = (_rank(word, width) >= 2) & (word < width) if ordered else None  # [B,T] a word's third subword on
     if late is None or not bool(late.any()):
         return Segments(word, None if trivial else weight, width)
-    word = word.masked_fill(late.any(1), width)
-    return Segments(word, None if trivial else weight, width, _tail(pooling, late))
+    return Segments(word.masked_fill(late, width), None if trivial else weight, width, _tail(word, weight, late, width))
 
 
-def _tail(pooling: torch.Tensor, late: torch.Tensor) -> Tail:
-    """The Tail of the members `late` [B,C,T] of pooling matrix [B,C,T] (on the host)."""
-    b, c, _ = pooling.shape
-    sentence, column, position = late.nonzero(as_tuple=True)  # [S] each, by sentence, then word, then position
-    longs = late.any(-1)  # [B,C] the words with such subwords
-    long_sentence, long_column = longs.nonzero(as_tuple=True)  # [W] each, by sentence, then word
-    index = _within(sentence, b)  # [S] each member's place among its sentence's
-    slot = torch.full((b, c), -1, dtype=torch.long)
-    slot[long_sentence, long_column] = _within(long_sentence, b)  # [B,C] each long word's place among its sentence's
-    words = torch.full((b, int(longs.sum(-1).max())), c, dtype=torch.long)  # [B,M]
-    words[long_sentence, slot[long_sentence, long_column]] = long_column
-    positions = torch.zeros(b, int(late.sum((1, 2)).max()), dtype=torch.long)  # [B,E]
+def _rank(word: torch.Tensor, width: int) -> torch.Tensor:
+    """[B,T] each subword's place among its word's subwords (in position order), for word [B,T] (the word of each
+    subword; `width` for none)."""
+    b, t = word.shape
+    order = torch.sort(word, dim=1, stable=True).indices  # [B,T] the subwords grouped by word, in position order
+    grouped = word.gather(1, order)  # [B,T]
+    place = torch.arange(t).expand(b, t)  # [B,T]
+    first = torch.ones_like(grouped, dtype=torch.bool)
+    first[:, 1:] = grouped[:, 1:] != grouped[:, :-1]  # [B,T] where each word's group starts
+    begins = torch.where(first, place, 0).cummax(1).values  # [B,T] the start of the group each place is in
+    return torch.empty_like(order).scatter_(1, order, place - begins)
+
+
+def _tail(word: torch.Tensor, weight: torch.Tensor, late: torch.Tensor, width: int) -> Tail:
+    """The Tail of the subwords `late` [B,T], of words word [B,T] (of `width` columns) and weights weight [B,T] (on
+    the host)."""
+    b = len(word)
+    sentence, position = late.nonzero(as_tuple=True)  # [S] each, by sentence, then position
+    keys, slot = torch.unique(sentence * width + word[sentence, position], return_inverse=True)  # [W], [S]
+    long_sentence, long_column = keys // width, keys % width  # [W] each long word's sentence and column
+    place = _within(long_sentence, b)  # [W] each long word's place among its sentence's
+    index = _within(sentence, b)  # [S] each subword's place among its sentence's
+    words = torch.full((b, int(place.max()) + 1), width, dtype=torch.long)  # [B,M]: C, the dropped column, past them
+    words[long_sentence, place] = long_column
+    positions = torch.zeros(b, int(index.max()) + 1, dtype=torch.long)  # [B,E]
     positions[sentence, index] = position
-    weight = torch.zeros(b, positions.shape[1], words.shape[1], dtype=pooling.dtype)  # [B,E,M]
-    weight[sentence, index, slot[sentence, column]] = pooling[sentence, column, position]
-    return Tail(positions, words, weight)
+    weights = torch.zeros(b, positions.shape[1], words.shape[1], dtype=weight.dtype)  # [B,E,M]
+    weights[sentence, index, place[slot]] = weight[sentence, position]
+    return Tail(positions, words, weights)
 
 
 def _within(sentence: torch.Tensor, b: int) -> torch.Tensor:
