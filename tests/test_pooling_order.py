@@ -104,3 +104,24 @@ def test_index_sum_adds_rows_by_index(in_order, monkeypatch):
     values = torch.tensor([[0.5, 1.0], [0.25, 2.0], [1.0, 4.0], [0.125, 8.0]], dtype=torch.float64)
     summed = ordered.index_sum(torch.zeros(3, 2, dtype=torch.float64), torch.tensor([2, 0, 2, 2]), values)
     assert summed.tolist() == [[0.25, 2.0], [0.0, 0.0], [1.625, 13.0]]
+
+
+def test_a_batch_made_ready_holds_its_segments_for_the_model(minilm, monkeypatch):
+    """Batch.ready (the runner's batch builder, ahead of the model) makes a wide batch's Segments on the host, with
+    their tails where the device sums in order: the layers' pooling then makes none of its own."""
+    from probes.corpus import read_corpus
+    from probes.base.defaults import bundled_corpus
+    from probes.encoding.batching import Batch
+    from probes.encoding.subwords import encode
+
+    monkeypatch.setattr(pooling, "PRODUCT_WIDTH", 0)  # every batch pooled by sums
+    monkeypatch.setattr(batching, "in_order", lambda device: True)
+    sentences = read_corpus([bundled_corpus()]).sentences[:24]
+    items, _ = encode(minilm.tokenizer, sentences, minilm.max_length)
+    batch = Batch.from_encoded([sentences[e.index] for e in items], items, minilm.tokenizer, "mean-sum")
+    made, original = [], batching.segments
+    monkeypatch.setattr(batching, "segments", lambda *args: made.append(1) or original(*args))
+    assert batch.ready(torch.device("cpu")) is batch and made == [1, 1]  # query's and key's
+    by_query, by_key = batch.segments(torch.device("cpu"))
+    assert made == [1, 1] and by_key.tail is not None  # none made again; the sample has words of 3+ subwords
+    assert torch.equal(by_key.word, segments(batch.pooling(torch.device("cpu"))[1], True).word)

@@ -18,6 +18,7 @@ from probes.base.devices import CPU
 from probes.corpus.sentence import Sentence
 from probes.encoding.subwords import END_COLUMN, Encoded
 from probes.base.ordered import in_order
+from probes.encoding import pooling as word_pooling
 from probes.encoding.pooling import Segments, pooling_matrices, segments
 from probes.encoding.shuffle import twin_layout
 
@@ -203,10 +204,23 @@ class Batch:
     def segments(self, device: torch.device) -> tuple[Segments, Segments]:
         """The query and key pooling matrices as segment sums read them on `device` (probes.encoding.pooling.Segments,
         with their tails where sums must come in order there: probes.base.ordered.in_order): made on the host once a
-        batch (its layout is host data) and sent to `device` once, for every layer's pooling."""
+        batch (its layout is host data; ``ready`` makes them ahead) and sent to `device` once, for every layer's
+        pooling."""
         ordered = in_order(device)
-        made = self.memo(("segments", ordered), lambda: tuple(segments(p, ordered) for p in self.pooling(CPU)))
+        made = self._host_segments(ordered)
         return self.memo(("segments", ordered, device), lambda: tuple(s.to(device) for s in made))
+
+    def ready(self, device: torch.device) -> "Batch":
+        """This batch, with what its layers' pooling on `device` reads from the host made now, on the calling thread
+        (the runner's batch builder, ahead of the model): the Segments of a batch pooled by sums (wider than
+        probes.encoding.pooling.PRODUCT_WIDTH), its twin's too."""
+        for batch in (self, self.twin):
+            if batch is not None and batch.width > word_pooling.PRODUCT_WIDTH:
+                batch._host_segments(in_order(device))
+        return self
+
+    def _host_segments(self, ordered: bool) -> tuple[Segments, Segments]:
+        return self.memo(("segments", ordered), lambda: tuple(segments(p, ordered) for p in self.pooling(CPU)))
 
 
 def token_segments(batch: Batch) -> torch.Tensor:

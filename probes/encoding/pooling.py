@@ -241,8 +241,7 @@ def segment_sum(values: torch.Tensor, pooling: Segments, dim: int, into: torch.T
         values = values.mul_(weight) if in_place else values * weight
     into.scatter_add_(dim, pooling.word.view(shape).expand_as(values), values)
     if tail is not None:
-        n, m = pooling.tail.word.shape
-        shape[dim] = m
+        shape[dim] = pooling.tail.word.shape[1]  # M
         into.scatter_add_(dim, pooling.tail.word.view(shape).expand_as(tail), tail)
 
 

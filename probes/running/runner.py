@@ -233,8 +233,10 @@ class Feed:
                 del chunk, sentences  # dropped before the next chunk is prepared
 
     def build(self, sentences: list, items: list, seed: int | None) -> Batch:
-        """The batch of `items` (sentences[b] the sentence of items[b]), with its word-shuffled twin where `seed`."""
-        return Batch.from_encoded(sentences, items, self.encoder.tokenizer, self.pool, shuffle_seed=seed)
+        """The batch of `items` (sentences[b] the sentence of items[b]), with its word-shuffled twin where `seed`, and
+        what its pooling reads from the host (Batch.ready: on the builder's thread, off the model's)."""
+        return Batch.from_encoded(sentences, items, self.encoder.tokenizer, self.pool,
+                                  shuffle_seed=seed).ready(self.encoder.device)
 
     def batch(self, probes: list[Probe], method: str, sentences: list, items: list, built: Batch | None = None) -> None:
         """One batch (`built`: already built, else built here); one that runs out of memory is split in two and
