@@ -107,8 +107,9 @@ def test_index_sum_adds_rows_by_index(in_order, monkeypatch):
 
 
 def test_a_batch_made_ready_holds_its_segments_for_the_model(minilm, monkeypatch):
-    """Batch.ready (the runner's batch builder, ahead of the model) makes a wide batch's Segments on the host, with
-    their tails where the device sums in order: the layers' pooling then makes none of its own."""
+    """Batch.ready (the runner's batch builder, ahead of the model) makes a wide batch's Segments on the host for an
+    accelerator, with their tails where the device sums in order: the layers' pooling then makes none of its own. On
+    the CPU it makes nothing (work beside the model's threads slows the pass there)."""
     from probes.corpus import read_corpus
     from probes.base.defaults import bundled_corpus
     from probes.encoding.batching import Batch
@@ -121,7 +122,8 @@ def test_a_batch_made_ready_holds_its_segments_for_the_model(minilm, monkeypatch
     batch = Batch.from_encoded([sentences[e.index] for e in items], items, minilm.tokenizer, "mean-sum")
     made, original = [], batching.segments
     monkeypatch.setattr(batching, "segments", lambda *args: made.append(1) or original(*args))
-    assert batch.ready(torch.device("cpu")) is batch and made == [1, 1]  # query's and key's
-    by_query, by_key = batch.segments(torch.device("cpu"))
+    assert batch.ready(torch.device("cpu")) is batch and made == []  # on the CPU nothing ahead
+    assert batch.ready(torch.device("meta")) is batch and made == [1, 1]  # an accelerator's: query's and key's
+    by_query, by_key = batch.segments(torch.device("cpu"))  # in_order made True: the ones made ahead
     assert made == [1, 1] and by_key.tail is not None  # none made again; the sample has words of 3+ subwords
     assert torch.equal(by_key.word, segments(batch.pooling(torch.device("cpu"))[1], True).word)

@@ -213,7 +213,10 @@ class Batch:
     def ready(self, device: torch.device) -> "Batch":
         """This batch, with what its layers' pooling on `device` reads from the host made now, on the calling thread
         (the runner's batch builder, ahead of the model): the Segments of a batch pooled by sums (wider than
-        probes.encoding.pooling.PRODUCT_WIDTH), its twin's too."""
+        probes.encoding.pooling.PRODUCT_WIDTH), its twin's too. On the CPU nothing: there the model's own threads
+        take the cores, and work beside them slows the pass (docs/benchmarks.md)."""
+        if torch.device(device).type == "cpu":
+            return self
         for batch in (self, self.twin):
             if batch is not None and batch.width > word_pooling.PRODUCT_WIDTH:
                 batch._host_segments(in_order(device))
