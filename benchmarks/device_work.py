@@ -8,8 +8,9 @@ depth), once to warm up and once under a TorchDispatchMode that records every at
 and allocations aside): the bytes it reads and writes (its tensor arguments' and new results' sizes; an index
 broadcast over a tensor counts whole, so scatters are over-counted) and the products' floating-point operations
 (mm, bmm, addmm, baddbmm, matmul, linear, scaled_dot_product_*). Each operation is put to the line of probes that
-made it, or to the model (transformers' code). Only the passes are counted (runner.Feed.all: the model's
-layers and the probes' updates), not reading, computing the results or the views; on a GPU some of what is counted
+made it, or to the model (transformers' code; under capture sdpa-qk the model's attention runs within probes' capture
+and is put to its lines). Only the passes are counted (runner.Feed.all: the model's layers and the probes' updates),
+not reading, computing the results or attaching the views; on a GPU some of what is counted
 is host work on host tensors (trees' sample, the views' host copies), which the CPU cannot tell apart. Two inputs
 (gpu_bench's):
     ewt   EWT dev at DEVICE_TOKENS, the BERT-base shape (12 heads, width 768), no sentence cap: CUDA's batching
