@@ -125,8 +125,9 @@ def passes(work: Work):
 @contextlib.contextmanager
 def cuda_choices():
     """CUDA's pooling order and whole temporaries, on the CPU, for the block."""
-    def at_once(step: int, row_bytes: int, device: torch.device) -> int:
-        return max(1, step, pooling.PART_BYTES // max(row_bytes, 1))
+    plain_at_once = pooling.at_once
+    def at_once(step: int, row_bytes: int, device: torch.device) -> int:  # pooling.at_once's CUDA rule
+        return plain_at_once(step, row_bytes, torch.device("cuda"))
 
     with contextlib.ExitStack() as stack:
         for module in (pooling, layer_maps, batching):

@@ -30,7 +30,6 @@ from probes.base.ordered import in_order
 from probes.base.scratch import Scratch
 
 
-
 def pooling_matrices(columns: torch.Tensor, width: int, rule: str = "mean-sum") -> tuple[torch.Tensor, torch.Tensor]:
     """Query and key pooling matrices [B,C,T] from the word column of each subword ([B,T], -1 = padding)."""
     query_rule, key_rule = parse_rule(rule)

@@ -78,7 +78,6 @@ def held_budget(device: torch.device) -> int:
     return int(total_memory(device) * HELD_SHARE)
 
 
-
 class ExampleRecorder:
     """Keeps every head's argmax and word-level maps for the first `sentences` scored sentences, and what each of
     `probes` with a view (``Presentation.view``) made of their items; fed after them at every layer."""

@@ -432,7 +432,6 @@ def _share(hits: torch.Tensor, count: int) -> float:
     return float(hits) / count if count else float("nan")
 
 
-
 def _baselines(dependents: torch.Tensor, heads: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """[2,2] gold arcs right (directed, undirected) for right- and left-branching trees of each arc's sentence.
     Right-branching: head(d) = d − 1 (word 1 from the root); left-branching: head(d) = d + 1, word n from the root."""
