@@ -124,8 +124,8 @@ def passes(work: Work):
 
 @contextlib.contextmanager
 def cuda_choices():
-    """CUDA's pooling order and whole temporaries, on the CPU, for the block."""
-    plain_at_once = pooling.at_once
+    """CUDA's pooling order, whole temporaries and staged views (examples.staged), on the CPU, for the block."""
+    plain_at_once, plain_staged = pooling.at_once, examples.staged
     def at_once(step: int, row_bytes: int, device: torch.device) -> int:  # pooling.at_once's CUDA rule
         return plain_at_once(step, row_bytes, torch.device("cuda"))
 
@@ -134,6 +134,8 @@ def cuda_choices():
             stack.enter_context(mock.patch.object(module, "in_order", lambda device: True, create=True))
         for module in (pooling, layer_maps, examples):
             stack.enter_context(mock.patch.object(module, "at_once", at_once))
+        stack.enter_context(mock.patch.object(examples, "staged",
+                                              lambda size, device: plain_staged(size, torch.device("cuda"))))
         yield
 
 

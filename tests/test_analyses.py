@@ -17,6 +17,7 @@ from probes.builtin.analyses.entropy import EntropyAnalysis
 from probes.builtin.analyses.head_distance import HeadDistance
 from probes.builtin.analyses.head_layout import classical_mds
 from probes.builtin.analyses.mass import MassAnalysis
+from probes.builtin.analyses.mean_analysis import MeanAnalysis
 from probes.builtin.analyses.patterns import PatternAnalysis
 from probes.builtin.analyses.positional import PositionalAnalysis
 from probes.builtin.analyses.rare import RareWordAnalysis, read_frequencies
@@ -139,6 +140,42 @@ def test_layers_fill_their_own_slice_and_count_once():
     r = rare.compute(info(2, 3))
     np.testing.assert_allclose(r.overall.scores, [[0.8, 0.0], [0.8, 0.0]])  # as test_rare_word_heads, each layer
     assert r.overall.count == 5 and r.extra["sentences_without_rarest"] == 1
+
+
+
+class _Twice(MeanAnalysis):
+    """Adds measure "a" twice a layer (values v and 2v) and "b" once (v), v[b, h] = 10·layer + 2b + h + 1."""
+
+    name = "twice-test"
+    measures = ("a", "b")
+
+    def update(self, batch, maps):
+        n = len(batch.sentences)
+        v = torch.arange(n * self.heads, dtype=torch.float64).view(n, self.heads) + 10 * maps.layer + 1  # [B,H]
+        ones = torch.ones(n)
+        self.add(maps, "a", v.sum(0), n, per_sentence=(v, ones))
+        self.add(maps, "b", v.sum(0), n, per_sentence=(v, ones))
+        self.add(maps, "a", 2 * v.sum(0), n, per_sentence=(2 * v, ones))  # again, after another measure
+
+    def compute(self, info):
+        return self.result(info, self.mean("a"), {"b": self.mean("b")})
+
+
+def test_replicate_sums_added_at_the_last_layer_count_every_call_once():
+    # The per-sentence sums are held for the batch and added at its last layer, every layer's in one product:
+    # each layer's and each call's once, whatever the order of the calls (here "a" twice in a layer, at the last too).
+    hand = layers_of(*[batch([S1, S2], [C1, C2], [[H0_S1, SELF_S1], [H0_S2, SELF_S2]])] * 3)  # 3 layers, B = 2
+    probe = _Twice(3, 2, replicates=5)
+    feed(probe, hand)
+    weights = probe.bootstrap.weights(hand.batch).double().numpy()  # [R,B] small integers
+    v = np.arange(4, dtype=float).reshape(2, 2)[None] + 10 * np.arange(3)[:, None, None] + 1  # [L,B,H]
+    per_layer = np.einsum("rb,lbh->rlh", weights, v)  # [R,L,H] Σ_b w[r,b] · v[b,h]
+    np.testing.assert_array_equal(probe.replicate_sums[:, 0].numpy(), 3 * per_layer)  # a: v + 2v
+    np.testing.assert_array_equal(probe.replicate_sums[:, 1].numpy(), per_layer)  # b: v
+    np.testing.assert_array_equal(probe.sums.numpy(), np.stack([3 * v.sum(1), v.sum(1)]))  # [measures,L,H]
+    np.testing.assert_array_equal(probe.replicate_counts.numpy(), weights.sum(1)[:, None] * [[2, 1]])  # at layer 0
+    feed(probe, hand)  # a second batch of the same sentences: nothing of the first is held over
+    np.testing.assert_array_equal(probe.replicate_sums[:, 0].numpy(), 6 * per_layer)
 
 
 # ---------------------------------------------------------------------------------------------- positional

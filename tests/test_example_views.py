@@ -69,3 +69,34 @@ def test_views_are_the_same_whether_the_maps_are_held_or_written_layer_by_layer(
     for name in ("dep", "pos"):
         assert held[name].extra["sentence_views"] == written[name].extra["sentence_views"]
         assert held[name].extra["sentence_views"]["sentences"][0]["attention"]
+
+
+def test_views_are_the_same_whether_each_layer_is_quantised_or_every_layer_at_the_last(minilm, monkeypatch):
+    """On CUDA a batch's recorded maps are staged in float32 and their argmaxes and quantisation made at its last
+    layer for every layer at once (examples.staged); forced here on the CPU: the same views, byte for byte, on the
+    sample's first 40 sentences, 12 of them recorded, in two batches."""
+    from probes.results import examples
+
+    staged = []
+    plain = examples.ExampleRecorder._held
+
+    def held(self, *args):
+        made = plain(self, *args)
+        staged.append(made["staged"] is not None)
+        return made
+
+    def views():
+        return probes.run(["dep", "pos"], encoder=minilm, limit=40, views=12, view_heads=[(2, 5), (4, 0)],
+                          progress=False)
+
+    monkeypatch.setattr(examples.ExampleRecorder, "_held", held)
+    each_layer = views()
+    assert staged and not any(staged)  # the CPU's rule: never staged
+    monkeypatch.setattr(examples, "staged", lambda size, device: True)
+    staged.clear()
+    at_the_last = views()
+    assert staged and all(staged)
+    for name in ("dep", "pos"):
+        view = at_the_last[name].extra["sentence_views"]
+        assert view == each_layer[name].extra["sentence_views"]
+        assert len(view["sentences"]) == 12 and view["sentences"][0]["attention"]

@@ -71,21 +71,23 @@ class DependencyProbe(Probe, declared=DEP):
     def update(self, batch: Batch, maps: LayerMaps) -> None:
         rows, dependents, heads, labels = gold_arcs(batch)  # on the host
         device = maps.device
-        on_device = batch.memo(("dep.arcs", device), lambda: tuple(to_device(t, device)
-                                                                   for t in (rows, dependents, heads)))
+        on_device = batch.memo(("dep.arcs", device), lambda: tuple(to_device(t, device) for t in (
+            rows, dependents, heads, torch.cat([rows, rows]), torch.cat([dependents, heads]),
+            torch.cat([heads, dependents]).view(2, -1, 1))))  # then both ways': rows [2N], words [2N], targets [2,N,1]
         zero_self, words_only = self.config["zero_self"], self.config["words_only"]
         if zero_self or words_only:
             pred = argmax_words(maps.word_attention, zero_self, words_only).transpose(1, 2)  # [B,C-1,H]
         else:  # the project's reading: the predictions every probe of the run shares
             pred = maps.predictions.transpose(1, 2)  # [B,C,H]
-        arc_rows, arc_dependents, arc_heads = on_device  # [N] each
+        arc_rows, arc_dependents, arc_heads, both_rows, looking, targets = on_device
         right = self.batch_buffer(batch, "dep.right", (len(labels), len(WAYS), self.layers, self.heads),
                                   torch.bool)  # [N,3,L,H]
         either, to_head, to_dep = right[:, :, maps.layer].unbind(1)  # [N,H] each, views: the ways in WAYS order
-        torch.eq(pred[arc_rows, arc_dependents], arc_heads[:, None], out=to_head)  # the dependent looks at its head
-        if self.config["head_to_dep"] == "row":
-            torch.eq(pred[arc_rows, arc_heads], arc_dependents[:, None], out=to_dep)  # the head looks at its dependent
+        if self.config["head_to_dep"] == "row":  # the dependent looks at its head, the head at its dependent: at once
+            torch.eq(pred[both_rows, looking].view(2, len(labels), self.heads), targets,
+                     out=right[:, 1:, maps.layer].transpose(0, 1))  # [2,N,H]: to_head, to_dep
         else:  # the word that looks at each dependent most, argmax over rows: a column argmax
+            torch.eq(pred[arc_rows, arc_dependents], arc_heads[:, None], out=to_head)
             looked_at = argmax_words(maps.word_attention.transpose(-1, -2), zero_self, words_only)  # [B,H,C-1]
             torch.eq(looked_at.transpose(1, 2)[arc_rows, arc_dependents], arc_heads[:, None], out=to_dep)
         torch.bitwise_or(to_head, to_dep, out=either)

@@ -14,8 +14,10 @@ so that the heads wanted at the end (the best head of every label, known only on
 computed, and the heads a user named) can be picked then. The maps grow as N·L·H·n² (for a 24×16
 model and 20 sentences of 400 words, 1.2 GB; of 512 subwords, 2 GB). Within a batch, both stay on the run's device
 layer by layer (the batch's R recorded rows, every layer: [R,L,H,C] and [R,L,H,C,C], R·L·H·C² bytes of maps, R at
-most N). The predictions leave for the host once, at the batch's last layer, in a copy the host does not wait for;
-they are read a batch later, at the next batch's last layer (or when the kept sentences are first read), so that a
+most N); on CUDA, where they fit, the rows' float32 maps are staged until the batch's last layer, whose few operations
+make every layer's argmaxes and quantisation at once (``staged``: a copy a layer instead of eight launches). The
+predictions leave for the host once, at the batch's last layer, in a copy the host does not wait for; they are read a
+batch later, at the next batch's last layer (or when the kept sentences are first read), so that a
 GPU run never waits for the host per layer nor between batches (issue 44). The maps stay where they are, on the
 device, until the views are made, and then only the chosen heads' maps are copied to the host, while all the run's
 held maps take at most HELD_SHARE of the device's memory (``held_budget``). Past that, a batch's maps go to an
@@ -61,7 +63,7 @@ from probes.base.choices import DEFAULT_SENTENCES
 from probes.base.devices import HostCopy, to_device
 from probes.base.errors import InputError
 from probes.capture.maps import LayerMaps
-from probes.encoding.pooling import PARTS, at_once
+from probes.encoding.pooling import PART_BYTES, PARTS, at_once
 from probes.base.packing import FALLBACK_SPECIALS, MARK_TYPES, pack
 from probes.results.probe_result import ProbeResult
 from probes.base.scratch import Scratch
@@ -71,6 +73,15 @@ from probes.base.scratch import Scratch
 # read a layer and only the chosen heads' maps ever copied (EWT's sentences: a few MB; 20 sentences of 512 subwords
 # with 24 × 16 heads: 2 GB); past it, a batch's maps are written as each layer comes, one read a layer
 HELD_SHARE = 1 / 16
+
+
+def staged(size: int, device: torch.device) -> bool:
+    """Whether a batch's recorded maps (`size` entries: [R,L,H,C,C]) are staged in float32 until its last layer, where
+    their argmaxes and quantisation are made for every layer at once: on CUDA (each layer's eight operations there are
+    kernel launches), where the float32 maps and their quantisation's temporaries (10 bytes an entry) fit within
+    probes.encoding.pooling.PART_BYTES. The views are the same either way: an argmax and a rounding of the same
+    floats."""
+    return device.type == "cuda" and 10 * size <= PART_BYTES
 
 
 def held_budget(device: torch.device) -> int:
@@ -131,9 +142,13 @@ class ExampleRecorder:
         # (probes.encoding.pooling.at_once): all of a batch of short sentences at once (a few operations a layer),
         # on the CPU one at a time where the sentences are long (never a second map)
         step = at_once(maps.attention.numel() // PARTS // (h * c * c), h * c * c * 4, device)
+        stage = held["staged"]  # [R,L,H,C,C] float32, or None: each layer's argmax and quantisation made now
         for start in range(0, len(rows), step):
             group = rows[start:start + step]
             attention = maps.word_attention_of(group)  # [g,H,C,C]: a view of the pooled map where the rows follow
+            if stage is not None:
+                stage[start:start + len(group), maps.layer].copy_(attention)
+                continue
             held["predictions"][start:start + len(group), maps.layer] = attention[..., :-1].argmax(dim=-1)  # [g,H,C]
             quantized = quantize(attention, maps.scratch)  # [g,H,C,C] uint8; the layer's scratch holds it
             if held["maps"] is None:  # past the budget: written now (a host read a layer, bounded memory)
@@ -145,6 +160,9 @@ class ExampleRecorder:
             if kept[name] is not None and kept[name][0] == maps.layer:
                 held["marks"].setdefault(name, [None] * self.layers)[maps.layer] = kept[name][1:]
         if maps.layer == self.layers - 1:
+            if stage is not None:  # every layer's at once: a few operations a batch, not a few a layer
+                held["predictions"].copy_(stage[..., :-1].argmax(dim=-1))  # [R,L,H,C]
+                held["maps"].copy_(quantize(stage, maps.scratch))  # [R,L,H,C,C]
             self._keep(batch, rows, held)
 
     def late_view(self, probe: Any, batch: Any, layer: int) -> None:
@@ -167,15 +185,18 @@ class ExampleRecorder:
     def _held(self, rows: int, heads: int, columns: int, device: torch.device) -> dict[str, Any]:
         """What a batch's recorded rows keep: every layer's predictions on the device until its last layer, and the
         quantised maps there too, held until the views are made, where the run's held maps stay within
-        ``held_budget`` (else written layer by layer: "maps_at", their offsets in the store)."""
+        ``held_budget`` (else written layer by layer: "maps_at", their offsets in the store); where held and
+        ``staged``, their float32 maps of every layer until its last ("staged")."""
         size = rows * self.layers * heads * columns * columns  # bytes of [R,L,H,C,C] uint8
         if self._room is None:
             self._room = held_budget(device)
         hold = size <= self._room
         self._room -= size if hold else 0
+        shape = (rows, self.layers, heads, columns, columns)
         return {"predictions": torch.empty((rows, self.layers, heads, columns), dtype=torch.int16, device=device),
-                "maps": (torch.empty((rows, self.layers, heads, columns, columns), dtype=torch.uint8, device=device)
-                         if hold else None),
+                "maps": torch.empty(shape, dtype=torch.uint8, device=device) if hold else None,
+                "staged": torch.empty(shape, dtype=torch.float32, device=device) if hold and staged(size, device)
+                else None,
                 "maps_at": np.full((rows, self.layers), -1, dtype=np.int64),
                 "marks": {}}  # probe -> [L] of (rows [N], {mark: [N,H]}) where it kept them
 

@@ -66,18 +66,24 @@ class MeanAnalysis(Probe):
                  per_sentence: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         """``add`` for M measures that follow one another in ``measures`` at once (the same sums, a few operations in
         all instead of a few each: on a GPU each is a kernel launch): sums [M,H]; count one for all or [M];
-        per_sentence (sums [M,B,H], counts [B] for all or [M,B])."""
+        per_sentence (sums [M,B,H], counts [B] for all or [M,B]): held for the batch, layer by layer, and added to
+        the replicate sums at its last layer, every layer's in one product (one a batch, not one a layer)."""
         first = self.measures.index(measures[0])
         if tuple(self.measures[first:first + len(measures)]) != tuple(measures):
             raise ValueError(f"{self.name}: measures {measures} do not follow one another in {self.measures}")
         at = slice(first, first + len(measures))
-        self.sums[at, maps.layer] += sums.detach().to(self.sums.device)  # float64 state: the sums added as float64
+        self.sums[at, maps.layer].add_(sums.detach().to(self.sums.device))  # float64 state: the sums added as float64
         if maps.layer == 0:
-            self.counts[at] += _whole(count, self.counts.device)
+            self.counts[at].add_(_whole(count, self.counts.device))
         if per_sentence is not None and self.bootstrap.replicates:
             values, counts = per_sentence  # one row per sentence of the batch
-            self.add_replicated(self.replicate_sums, None, values.detach().transpose(0, 1), maps.batch,
-                                at=(at, maps.layer))  # [B,M,H]
+            held = maps.batch.memo(("analysis.replicates", id(self)), lambda: torch.zeros(
+                (len(values[0]), len(self.measures), self.layers, self.heads), dtype=torch.float64,
+                device=self.device))  # [B,measures,L,H] the batch's per-sentence sums, layer by layer
+            held[:, at, maps.layer].add_(values.detach().transpose(0, 1).to(held.device))  # [B,M,H]
+            if maps.layer == self.layers - 1:  # every layer's at once: one product a batch, not one a layer
+                self.add_replicated(self.replicate_sums, None, held[:, at], maps.batch, at=(at,))  # [B,M,L,H]
+                held[:, at].zero_()  # added: a later call for these measures adds only its own
             if maps.layer == 0:
                 counts = counts.detach()
                 counts = counts.T if counts.dim() == 2 else counts[:, None].expand(-1, len(measures))  # [B,M]
@@ -88,12 +94,12 @@ class MeanAnalysis(Probe):
         i = self.scalars.index(name)
         if isinstance(total, torch.Tensor):
             total = total.detach().to(self.scalar_sums.device, torch.float64)
-        self.scalar_sums[i] += total
-        self.scalar_counts[i] += _whole(count, self.scalar_counts.device)
+        self.scalar_sums[i].add_(total)
+        self.scalar_counts[i].add_(_whole(count, self.scalar_counts.device))
 
     def tally(self, name: str, n: torch.Tensor | int) -> None:
         """Add `n` to a plain count (call once per batch)."""
-        self.tally_counts[self.tallies.index(name)] += _whole(n, self.tally_counts.device)
+        self.tally_counts[self.tallies.index(name)].add_(_whole(n, self.tally_counts.device))
 
     def mean(self, measure: str) -> LabelScores:
         """The measure's [L,H] mean over its count (NaN when nothing was counted)."""
