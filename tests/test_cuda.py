@@ -151,6 +151,23 @@ def test_views_held_on_the_device_equal_the_cpus(minilm, minilm_on_device):
             assert a["items"] == b["items"] and a["marks"].keys() == b["marks"].keys(), (name, a["index"])
 
 
+def test_views_staged_on_the_device_equal_the_views_made_layer_by_layer(minilm_on_device, monkeypatch):
+    """On CUDA a batch's recorded maps are staged in float32 and their argmaxes and quantisation made at its last
+    layer (probes.results.examples.staged): the views byte for byte those made layer by layer on the device."""
+    from probes.results import examples
+
+    def views():
+        return probes.run(["dep", "pos"], encoder=minilm_on_device, limit=40, views=12, view_heads=[(2, 5)],
+                          progress=False)
+
+    assert examples.staged(1, minilm_on_device.device)
+    staged = views()
+    monkeypatch.setattr(examples, "staged", lambda size, device: False)
+    each_layer = views()
+    for name in ("dep", "pos"):
+        assert staged[name].extra["sentence_views"] == each_layer[name].extra["sentence_views"]
+
+
 def test_word_maps_pooled_on_the_device_are_the_same_on_every_run(minilm, minilm_on_device, monkeypatch):
     """Wide batches pool by sums (PRODUCT_WIDTH made 0 here: every batch), on CUDA in a fixed order (scatter_add_'s
     atomic additions for each word's first two subwords alone, the rest summed apart: pooling.Tail): two runs' word
