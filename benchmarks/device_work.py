@@ -16,7 +16,8 @@ is host work on host tensors (trees' sample, the views' host copies), which the 
     ewt   EWT dev at DEVICE_TOKENS, the BERT-base shape (12 heads, width 768), no sentence cap: CUDA's batching
     long  16 sentences of 512 one-subword words, one batch, the BERT-large shape (16 heads, width 1024)
 By default CUDA's choices are forced (probes.base.ordered.in_order: pooling's fixed order; pooling.at_once:
-temporaries made whole up to PART_BYTES); --cpu-choices keeps the CPU's. Per layer and run: the operations, GB and
+temporaries made whole up to PART_BYTES; examples.staged: the views' argmaxes and quantisation at a batch's last
+layer); --cpu-choices keeps the CPU's. Per layer and run: the operations, GB and
 GFLOP of the model's and of probes' own, and an estimate of the device's milliseconds, bytes / BANDWIDTH + FLOP /
 FLOAT32_RATE + LAUNCH a kernel (an H200's order of magnitude, float32 without TF32; not a measurement), with the
 lines that cost most. Issue 44: which of probes' operations would take the device's time, where no GPU is at hand.
