@@ -139,9 +139,12 @@ def add_replicates(table: torch.Tensor, sentences: torch.Tensor | None, values: 
 
 def replicate_ratio(sums: torch.Tensor, counts: torch.Tensor) -> np.ndarray:
     """[R, ...] replicate scores sums / counts: counts [R] (or the leading dimensions of sums) divide every
-    cell of their replicate; NaN in replicates with count 0."""
-    counts = counts.double().reshape(*counts.shape, *([1] * (sums.dim() - counts.dim())))
-    return (sums.double() / counts.where(counts > 0, torch.nan)).numpy()
+    cell of their replicate; NaN in replicates with count 0. Computed with numpy, on one thread: sums are a strided
+    view of a replicate table, and torch would spread each copy of it over its threads, whose waking costs more
+    than these few MB do (on a many-core host, and on a busy one)."""
+    n = counts.numpy().astype(np.float64).reshape(*counts.shape, *([1] * (sums.dim() - counts.dim())))
+    with np.errstate(divide="ignore", invalid="ignore"):  # no division by 0: the NaN stands for it
+        return sums.numpy().astype(np.float64) / np.where(n > 0, n, np.nan)
 
 
 def attach_intervals(result: ProbeResult, hits, counts, baselines=None) -> ProbeResult:
@@ -161,7 +164,7 @@ def attach_intervals(result: ProbeResult, hits, counts, baselines=None) -> Probe
         count, replicate_count = counts.main(key), counts.replicated(key)
         baseline = None
         if baselines is not None:
-            baseline = (baselines.main(key).double() / float(count)).numpy(), \
+            baseline = baselines.main(key).numpy().astype(np.float64) / float(count), \
                 replicate_ratio(baselines.replicated(key), replicate_count)
         result.replicates[name] = attach_interval(entry, replicate_ratio(hits.replicated(key), replicate_count),
                                                   "binomial", baseline, effective_count(count, replicate_count))
