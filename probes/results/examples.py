@@ -163,6 +163,7 @@ class ExampleRecorder:
             if stage is not None:  # every layer's at once: a few operations a batch, not a few a layer
                 held["predictions"].copy_(stage[..., :-1].argmax(dim=-1))  # [R,L,H,C]
                 held["maps"].copy_(quantize(stage, maps.scratch))  # [R,L,H,C,C]
+                held["staged"] = None  # the batch may outlive its pass (trees settles it a batch later): not these
             self._keep(batch, rows, held)
 
     def late_view(self, probe: Any, batch: Any, layer: int) -> None:
