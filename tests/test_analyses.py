@@ -142,7 +142,6 @@ def test_layers_fill_their_own_slice_and_count_once():
     assert r.overall.count == 5 and r.extra["sentences_without_rarest"] == 1
 
 
-
 class _Twice(MeanAnalysis):
     """Adds measure "a" twice a layer (values v and 2v) and "b" once (v), v[b, h] = 10·layer + 2b + h + 1."""
 

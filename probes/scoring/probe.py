@@ -172,11 +172,13 @@ class Probe(Presentation, ABC):
         missing = [k for k in self.needs if k not in sentence.ann]
         return f"no_{missing[0]}" if missing else None
 
-    def batch_buffer(self, batch: Batch, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        """An uninitialised tensor of `shape` that this probe keeps for the rest of `batch` (in its memo, under
-        `name`), on the state's device: e.g. each layer's hits [N,L,H] written into their layer's slice and added to
-        the state at the last layer, one replicate-sum product per batch instead of one per layer."""
-        return batch.memo((name, id(self)), lambda: torch.empty(shape, dtype=dtype, device=self.device))
+    def batch_buffer(self, batch: Batch, name: str, shape: tuple[int, ...], dtype: torch.dtype,
+                     zeroed: bool = False) -> torch.Tensor:
+        """An uninitialised tensor (`zeroed`: zeros) of `shape` that this probe keeps for the rest of `batch` (in its
+        memo, under `name`), on the state's device: e.g. each layer's hits [N,L,H] written into their layer's slice
+        and added to the state at the last layer, one replicate-sum product per batch instead of one per layer."""
+        make = torch.zeros if zeroed else torch.empty
+        return batch.memo((name, id(self)), lambda: make(shape, dtype=dtype, device=self.device))
 
     def fit_update(self, batch: Batch, maps: LayerMaps) -> None:
         """Fit phase, for probes with ``needs_fit``: add one layer of a batch of the fit corpus. The runner

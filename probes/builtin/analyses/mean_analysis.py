@@ -77,9 +77,9 @@ class MeanAnalysis(Probe):
             self.counts[at].add_(_whole(count, self.counts.device))
         if per_sentence is not None and self.bootstrap.replicates:
             values, counts = per_sentence  # one row per sentence of the batch
-            held = maps.batch.memo(("analysis.replicates", id(self)), lambda: torch.zeros(
-                (len(values[0]), len(self.measures), self.layers, self.heads), dtype=torch.float64,
-                device=self.device))  # [B,measures,L,H] the batch's per-sentence sums, layer by layer
+            held = self.batch_buffer(maps.batch, "analysis.replicates", (len(values[0]), len(self.measures),
+                                                                          self.layers, self.heads), torch.float64,
+                                     zeroed=True)  # [B,measures,L,H] the batch's per-sentence sums, layer by layer
             held[:, at, maps.layer].add_(values.detach().transpose(0, 1).to(held.device))  # [B,M,H]
             if maps.layer == self.layers - 1:  # every layer's at once: one product a batch, not one a layer
                 self.add_replicated(self.replicate_sums, None, held[:, at], maps.batch, at=(at,))  # [B,M,L,H]
